@@ -1,0 +1,317 @@
+//! The one versioned binary encoding of a filter, shared by RDB, DUMP/RESTORE, AOF rewrite and
+//! SCANDUMP/LOADCHUNK.
+//!
+//! An encoded filter is a header followed by the bits of every layer, oldest layer first, each
+//! as little-endian bytes (see the layout in [`crate::bloom`]). The header, all integers
+//! little-endian:
+//!
+//! ```text
+//!  offset  size  field
+//!  0       4     magic "RBLM"
+//!  4       1     format version (1)
+//!  5       1     flags: bit 0 = non-scaling; other bits zero
+//!  6       2     reserved, zero
+//!  8       8     seed of the item hash
+//!  16      8     requested error rate (IEEE-754 f64), in (0, 1)
+//!  24      8     capacity of layer 0, >= 1
+//!  32      4     expansion (0 when non-scaling, else 1..=MAX_EXPANSION)
+//!  36      4     layer count L, 1..=MAX_LAYERS (1 when non-scaling)
+//!  40      8     loaded bytes: how many bytes of bits are valid (less than the total only while a
+//!                BF.LOADCHUNK load is incomplete)
+//!  48      24·L  per layer: items u64, bits u64, hashes u32, reserved u32 (zero)
+//!  48+24L  8     xxh3-64 of every byte before it
+//! ```
+//!
+//! Layer capacities and error rates are not stored: they follow from the parameters by the growth
+//! rule. Bit counts and hash counts are stored, so a later change of the sizing formula cannot
+//! change how an old filter reads. The decoder checks the checksum, every field's range and the
+//! consistency between them (only the newest layer may be partly filled, no layer holds more items
+//! than its capacity, sizes add up) before it allocates anything, and the allocation itself must
+//! pass the caller's [`Limits`].
+//!
+//! Bits move in chunks: SCANDUMP/LOADCHUNK data chunks carry at most [`CHUNK_BYTES`] of bits
+//! followed by an xxh3-64 of those bits seeded with the header checksum plus the chunk's offset,
+//! so a chunk from another filter or from another place is refused. RDB writes the bits in pieces
+//! of at most [`RDB_PIECE_BYTES`] (RDB has its own CRC).
+
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+
+use super::layer::Layer;
+use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, Limits, MAX_LAYERS};
+use super::sizing::{LayerSize, MAX_HASHES};
+
+const MAGIC: &[u8; 4] = b"RBLM";
+const FORMAT_VERSION: u8 = 1;
+const FLAG_NON_SCALING: u8 = 1;
+const FIXED_HEADER_BYTES: usize = 48;
+const LAYER_BYTES: usize = 24;
+const CHECKSUM_BYTES: usize = 8;
+
+/// The largest expansion a filter may have (RedisBloom's bound).
+pub const MAX_EXPANSION: u32 = 32768;
+/// Most bytes of bits in one SCANDUMP chunk.
+pub const CHUNK_BYTES: u64 = 16 << 20;
+/// Most bytes of bits in one RDB string, so that saving and loading never hold a second copy of
+/// a big filter.
+pub const RDB_PIECE_BYTES: u64 = 64 << 20;
+
+/// Why bytes could not be decoded into a filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Wrong length, magic, version, checksum or a field out of range: not a filter we wrote.
+    Corrupt(&'static str),
+    /// Well-formed, but its bits would break a memory limit.
+    Limit(LimitError),
+}
+
+/// Encodes the header of `filter` (the bits follow separately, see [`BloomFilter::read_bits`]).
+pub fn encode_header(filter: &BloomFilter) -> Vec<u8> {
+    encode_header_as(filter, filter.loading().unwrap_or_else(|| filter.bytes()))
+}
+
+/// The header with a given loaded-bytes field.
+fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
+    let params = filter.params();
+    let layers = filter.layers();
+    let mut out = Vec::with_capacity(FIXED_HEADER_BYTES + LAYER_BYTES * layers.len() + 8);
+    out.extend_from_slice(MAGIC);
+    out.push(FORMAT_VERSION);
+    let (flags, expansion) = match params.growth {
+        Growth::NonScaling => (FLAG_NON_SCALING, 0),
+        Growth::Scaling { expansion } => (0, expansion),
+    };
+    out.push(flags);
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&params.seed.to_le_bytes());
+    out.extend_from_slice(&params.error_rate.to_le_bytes());
+    out.extend_from_slice(&params.capacity.to_le_bytes());
+    out.extend_from_slice(&expansion.to_le_bytes());
+    out.extend_from_slice(&(layers.len() as u32).to_le_bytes());
+    out.extend_from_slice(&loaded.to_le_bytes());
+    for layer in layers {
+        let size = layer.size();
+        out.extend_from_slice(&layer.items().to_le_bytes());
+        out.extend_from_slice(&size.bits.to_le_bytes());
+        out.extend_from_slice(&size.num_hashes.to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+    }
+    let checksum = xxh3_64(&out);
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out
+}
+
+/// Little-endian reader over a header that was already checked for length.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Fields<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0; N];
+        out.copy_from_slice(&self.bytes[self.at..self.at + N]);
+        self.at += N;
+        out
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
+}
+
+fn check(ok: bool, what: &'static str) -> Result<(), DecodeError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(DecodeError::Corrupt(what))
+    }
+}
+
+/// Decodes a header into a filter whose bits are all zero, validating everything first; the
+/// caller then fills the bits ([`BloomFilter::write_bits`]). The filter's
+/// [`loading`](BloomFilter::loading) state is the one the header recorded.
+pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, DecodeError> {
+    check(
+        bytes.len() >= FIXED_HEADER_BYTES + CHECKSUM_BYTES,
+        "header too short",
+    )?;
+    let body_len = bytes.len() - CHECKSUM_BYTES;
+    let stored_checksum = u64::from_le_bytes(bytes[body_len..].try_into().expect("8 bytes"));
+    check(xxh3_64(&bytes[..body_len]) == stored_checksum, "checksum")?;
+
+    let mut fields = Fields { bytes, at: 0 };
+    check(&fields.take::<4>() == MAGIC, "magic")?;
+    let [version, flags] = fields.take::<2>();
+    check(version == FORMAT_VERSION, "format version")?;
+    check(flags & !FLAG_NON_SCALING == 0, "flags")?;
+    check(fields.take::<2>() == [0, 0], "reserved")?;
+    let seed = fields.u64();
+    let error_rate = f64::from_le_bytes(fields.take());
+    check(error_rate > 0.0 && error_rate < 1.0, "error rate")?;
+    let capacity = fields.u64();
+    check(capacity >= 1, "capacity")?;
+    let expansion = fields.u32();
+    let growth = if flags & FLAG_NON_SCALING != 0 {
+        check(expansion == 0, "expansion of a non-scaling filter")?;
+        Growth::NonScaling
+    } else {
+        check((1..=MAX_EXPANSION).contains(&expansion), "expansion")?;
+        Growth::Scaling { expansion }
+    };
+    let layer_count = fields.u32() as usize;
+    let max_layers = if growth == Growth::NonScaling {
+        1
+    } else {
+        MAX_LAYERS
+    };
+    check((1..=max_layers).contains(&layer_count), "layer count")?;
+    check(
+        body_len == FIXED_HEADER_BYTES + LAYER_BYTES * layer_count,
+        "header length",
+    )?;
+    let loaded = fields.u64();
+    let params = FilterParams {
+        capacity,
+        error_rate,
+        growth,
+        seed,
+    };
+
+    let mut shapes = Vec::with_capacity(layer_count);
+    let mut total_bytes = 0u64;
+    for index in 0..layer_count {
+        let items = fields.u64();
+        let bits = fields.u64();
+        let num_hashes = fields.u32();
+        check(fields.u32() == 0, "reserved")?;
+        let layer_capacity = params
+            .layer_capacity(index)
+            .ok_or(DecodeError::Corrupt("capacity"))?;
+        check(bits > 0 && bits % 64 == 0, "bit count")?;
+        check((1..=MAX_HASHES).contains(&num_hashes), "hash count")?;
+        check(items <= layer_capacity, "items over capacity")?;
+        let newest = index + 1 == layer_count;
+        check(newest || items == layer_capacity, "older layer not full")?;
+        total_bytes = total_bytes
+            .checked_add(bits / 8)
+            .ok_or(DecodeError::Corrupt("total size"))?;
+        shapes.push((LayerSize { bits, num_hashes }, layer_capacity, items));
+    }
+    check(loaded <= total_bytes, "loaded bytes")?;
+    limits
+        .admit(total_bytes, total_bytes)
+        .map_err(DecodeError::Limit)?;
+
+    let layers = shapes
+        .into_iter()
+        .enumerate()
+        .map(|(index, (size, capacity, items))| {
+            Layer::with_size(size, capacity, params.layer_error_rate(index), items)
+        })
+        .collect();
+    let loading = (loaded < total_bytes).then_some(loaded);
+    Ok(BloomFilter::from_parts(params, layers, loading))
+}
+
+/// The byte ranges `(offset, length)` that cover `total` bytes in pieces of at most `piece`.
+pub fn pieces(total: u64, piece: u64) -> impl Iterator<Item = (u64, u64)> {
+    (0..total.div_ceil(piece)).map(move |i| {
+        let offset = i * piece;
+        (offset, piece.min(total - offset))
+    })
+}
+
+fn chunk_checksum(header_checksum: u64, offset: u64, bits: &[u8]) -> u64 {
+    xxh3_64_with_seed(bits, header_checksum.wrapping_add(offset))
+}
+
+/// The header BF.LOADCHUNK starts a load with: the filter's header as if complete. Its checksum
+/// names the filter a chunk belongs to, the same before, during and after a load.
+pub fn encode_transfer_header(filter: &BloomFilter) -> Vec<u8> {
+    encode_header_as(filter, filter.bytes())
+}
+
+fn header_checksum(filter: &BloomFilter) -> u64 {
+    let header = encode_transfer_header(filter);
+    u64::from_le_bytes(header[header.len() - 8..].try_into().expect("8 bytes"))
+}
+
+/// One step of BF.SCANDUMP: for `iterator` 0 the header with next iterator 1; for iterator
+/// `1 + offset` the chunk of bits starting at `offset` with the iterator that follows it (which is
+/// also the one BF.LOADCHUNK wants with this chunk); past the end `(0, [])`.
+pub fn scandump_step(filter: &BloomFilter, iterator: u64) -> (u64, Vec<u8>) {
+    if iterator == 0 {
+        return (1, encode_transfer_header(filter));
+    }
+    let offset = iterator - 1;
+    let total = filter.bytes();
+    if offset >= total {
+        return (0, Vec::new());
+    }
+    let len = CHUNK_BYTES.min(total - offset);
+    (iterator + len, data_chunk(filter, offset, len))
+}
+
+/// The BF.LOADCHUNK data chunk of `len` bytes of bits at `offset` (its iterator is
+/// `1 + offset + len`). Panics when the range passes the end of the filter.
+pub fn data_chunk(filter: &BloomFilter, offset: u64, len: u64) -> Vec<u8> {
+    let mut chunk = vec![0u8; len as usize + CHECKSUM_BYTES];
+    let (bits, trailer) = chunk.split_at_mut(len as usize);
+    filter.read_bits(offset, bits);
+    let checksum = chunk_checksum(header_checksum(filter), offset, bits);
+    trailer.copy_from_slice(&checksum.to_le_bytes());
+    chunk
+}
+
+/// Why a BF.LOADCHUNK data chunk was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkError {
+    /// The filter is not being loaded, or the chunk is not the next one.
+    Offset,
+    /// The chunk reaches past the end of the filter.
+    TooBig,
+    /// Too short or its checksum does not match.
+    BadData,
+}
+
+/// Applies a BF.LOADCHUNK data chunk (`iterator` ≥ 2, as returned by [`scandump_step`]) to a
+/// filter that is being loaded. Chunks must arrive in order; the last one completes the load.
+pub fn load_chunk(filter: &mut BloomFilter, iterator: u64, chunk: &[u8]) -> Result<(), ChunkError> {
+    let expected = filter.loading().ok_or(ChunkError::Offset)?;
+    let bits_len = chunk
+        .len()
+        .checked_sub(CHECKSUM_BYTES)
+        .filter(|&len| len > 0)
+        .ok_or(ChunkError::BadData)? as u64;
+    let (bits, trailer) = chunk.split_at(bits_len as usize);
+    let offset = iterator
+        .checked_sub(1 + bits_len)
+        .ok_or(ChunkError::Offset)?;
+    if offset != expected {
+        return Err(ChunkError::Offset);
+    }
+    let end = offset + bits_len;
+    if end > filter.bytes() {
+        return Err(ChunkError::TooBig);
+    }
+    let stored = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
+    if chunk_checksum(header_checksum(filter), offset, bits) != stored {
+        return Err(ChunkError::BadData);
+    }
+    filter.write_bits(offset, bits);
+    filter.set_loading((end < filter.bytes()).then_some(end));
+    Ok(())
+}
+
+/// Decodes a BF.LOADCHUNK header: a complete filter's header, giving an all-zero filter that
+/// waits for its chunks.
+pub fn decode_load_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, DecodeError> {
+    let mut filter = decode_header(bytes, limits)?;
+    if filter.loading().is_some() {
+        return Err(DecodeError::Corrupt("header of an incomplete filter"));
+    }
+    filter.set_loading(Some(0));
+    Ok(filter)
+}

@@ -1,0 +1,135 @@
+//! One fixed-size Bloom filter layer.
+
+use bitvec::prelude::{BitVec, Lsb0};
+
+use super::hash::ItemHash;
+use super::sizing::{layer_size, LayerSize, SizingError};
+
+/// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layer {
+    /// The bit array; its length is a multiple of 64 (see the layout in [`crate::bloom`]).
+    bits: BitVec<u64, Lsb0>,
+    num_hashes: u32,
+    /// Items this layer was sized for; the scalable filter stops adding to it once reached.
+    capacity: u64,
+    /// The false-positive rate this layer was sized for.
+    error_rate: f64,
+    /// Items added to this layer (only those that changed at least one bit).
+    items: u64,
+}
+
+impl Layer {
+    /// An empty layer sized for `capacity` items at `error_rate`. Allocates `size.bytes()`.
+    pub fn new(capacity: u64, error_rate: f64) -> Result<Layer, SizingError> {
+        let size = layer_size(capacity, error_rate)?;
+        Ok(Layer::with_size(size, capacity, error_rate, 0))
+    }
+
+    /// An all-zero layer of an exact shape, as read back from an encoding. The caller has
+    /// validated the fields (see [`crate::bloom::encoding`]).
+    pub(crate) fn with_size(size: LayerSize, capacity: u64, error_rate: f64, items: u64) -> Layer {
+        let words = (size.bits / 64) as usize;
+        Layer {
+            bits: BitVec::from_vec(vec![0u64; words]),
+            num_hashes: size.num_hashes,
+            capacity,
+            error_rate,
+            items,
+        }
+    }
+
+    /// True when every probe of `hash` is set.
+    #[inline]
+    pub fn contains(&self, hash: &ItemHash) -> bool {
+        let words = self.bits.as_raw_slice();
+        hash.positions(self.bits.len() as u64, self.num_hashes)
+            .all(|p| words[(p / 64) as usize] & (1u64 << (p % 64)) != 0)
+    }
+
+    /// Sets every probe of `hash`; returns true when at least one bit changed. Does not count.
+    #[inline]
+    pub fn set(&mut self, hash: &ItemHash) -> bool {
+        let bit_count = self.bits.len() as u64;
+        let words = self.bits.as_raw_mut_slice();
+        let mut changed = 0u64;
+        for p in hash.positions(bit_count, self.num_hashes) {
+            let word = &mut words[(p / 64) as usize];
+            let mask = 1u64 << (p % 64);
+            changed |= !*word & mask;
+            *word |= mask;
+        }
+        changed != 0
+    }
+
+    pub(crate) fn count_item(&mut self) {
+        self.items += 1;
+    }
+
+    /// True once the layer holds as many items as it was sized for.
+    pub fn is_full(&self) -> bool {
+        self.items >= self.capacity
+    }
+
+    pub fn size(&self) -> LayerSize {
+        LayerSize {
+            bits: self.bits.len() as u64,
+            num_hashes: self.num_hashes,
+        }
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    pub fn error_rate(&self) -> f64 {
+        self.error_rate
+    }
+
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    /// Bytes of bit storage.
+    pub fn bytes(&self) -> u64 {
+        self.bits.len() as u64 / 8
+    }
+
+    /// Fraction of bits set, from which the current false-positive rate can be estimated.
+    pub fn fill_ratio(&self) -> f64 {
+        self.bits.count_ones() as f64 / self.bits.len() as f64
+    }
+
+    /// Copies `out.len()` bytes of the little-endian encoding of the bits, starting at byte
+    /// `offset`. Panics if the range is outside the layer (callers compute ranges from `bytes()`).
+    pub fn read_bytes(&self, offset: u64, out: &mut [u8]) {
+        let words = self.bits.as_raw_slice();
+        let mut at = offset as usize;
+        let mut rest = out;
+        while !rest.is_empty() {
+            let (word, within) = (at / 8, at % 8);
+            let take = (8 - within).min(rest.len());
+            let (head, tail) = rest.split_at_mut(take);
+            head.copy_from_slice(&words[word].to_le_bytes()[within..within + take]);
+            at += take;
+            rest = tail;
+        }
+    }
+
+    /// Overwrites bytes of the little-endian encoding starting at byte `offset`. Panics if the
+    /// range is outside the layer.
+    pub fn write_bytes(&mut self, offset: u64, data: &[u8]) {
+        let words = self.bits.as_raw_mut_slice();
+        let mut at = offset as usize;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let (word, within) = (at / 8, at % 8);
+            let take = (8 - within).min(rest.len());
+            let mut le = words[word].to_le_bytes();
+            le[within..within + take].copy_from_slice(&rest[..take]);
+            words[word] = u64::from_le_bytes(le);
+            at += take;
+            rest = &rest[take..];
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The one place command arguments are parsed: typed results, and one error reply per failure.
+
+use crate::bloom::encoding::MAX_EXPANSION;
+use crate::bloom::Growth;
+
+use super::ffi::{Command, CommandError};
+
+/// The largest capacity one reservation may ask for (RedisBloom's bound).
+pub const MAX_CAPACITY: u64 = 1 << 30;
+
+const BAD_ERROR_RATE: CommandError = CommandError::Static("ERR bad error rate");
+const ERROR_RATE_RANGE: CommandError =
+    CommandError::Static("ERR error rate must be in the range (0.000000, 1.000000)");
+const BAD_CAPACITY: CommandError = CommandError::Static("ERR bad capacity");
+const CAPACITY_RANGE: CommandError =
+    CommandError::Static("ERR capacity must be in the range [1, 1073741824]");
+const BAD_EXPANSION: CommandError = CommandError::Static("ERR bad expansion");
+const EXPANSION_RANGE: CommandError =
+    CommandError::Static("ERR expansion must be in the range [1, 32768]");
+const NONSCALING_EXPANSION: CommandError =
+    CommandError::Static("ERR Nonscaling filters cannot expand");
+const BAD_SEED: CommandError = CommandError::Static("ERR bad seed");
+const UNKNOWN_ARGUMENT: CommandError = CommandError::Static("ERR Unknown argument received");
+pub const BAD_ITERATOR: CommandError = CommandError::Static("ERR Second argument must be numeric");
+const BAD_INFO_FIELD: CommandError = CommandError::Static("ERR Invalid information value");
+
+/// Creation parameters a command gave explicitly; the rest come from the configured defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CreateOptions {
+    pub error_rate: Option<f64>,
+    pub capacity: Option<u64>,
+    pub growth: Option<Growth>,
+    pub seed: Option<u64>,
+}
+
+/// BF.INSERT's options and where its items start.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct InsertArgs {
+    pub create: CreateOptions,
+    pub nocreate: bool,
+    pub first_item: usize,
+}
+
+/// A BF.INFO field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InfoField {
+    Capacity,
+    Size,
+    Filters,
+    Items,
+    Expansion,
+}
+
+fn text(bytes: &[u8]) -> Option<&str> {
+    std::str::from_utf8(bytes).ok()
+}
+
+/// A finite decimal number; NaN, infinities, overflow to infinity (1e309) and junk are refused.
+pub fn parse_f64(bytes: &[u8]) -> Option<f64> {
+    text(bytes)?.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// A base-10 signed 64-bit integer with no spaces, no exponent, no hex.
+pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    text(bytes)?.parse::<i64>().ok()
+}
+
+/// A base-10 unsigned 64-bit integer.
+pub fn parse_u64(bytes: &[u8]) -> Option<u64> {
+    text(bytes)?.parse::<u64>().ok()
+}
+
+pub fn parse_error_rate(bytes: &[u8]) -> Result<f64, CommandError> {
+    let rate = parse_f64(bytes).ok_or(BAD_ERROR_RATE)?;
+    if rate > 0.0 && rate < 1.0 {
+        Ok(rate)
+    } else {
+        Err(ERROR_RATE_RANGE)
+    }
+}
+
+pub fn parse_capacity(bytes: &[u8]) -> Result<u64, CommandError> {
+    let capacity = parse_i64(bytes).ok_or(BAD_CAPACITY)?;
+    u64::try_from(capacity)
+        .ok()
+        .filter(|c| (1..=MAX_CAPACITY).contains(c))
+        .ok_or(CAPACITY_RANGE)
+}
+
+/// An expansion; `zero_is_nonscaling` for BF.INSERT, where EXPANSION 0 means non-scaling.
+fn parse_growth(bytes: &[u8], zero_is_nonscaling: bool) -> Result<Growth, CommandError> {
+    let expansion = parse_i64(bytes).ok_or(BAD_EXPANSION)?;
+    if expansion == 0 && zero_is_nonscaling {
+        return Ok(Growth::NonScaling);
+    }
+    u32::try_from(expansion)
+        .ok()
+        .filter(|x| (1..=MAX_EXPANSION).contains(x))
+        .map(|expansion| Growth::Scaling { expansion })
+        .ok_or(EXPANSION_RANGE)
+}
+
+pub fn parse_seed(bytes: &[u8]) -> Result<u64, CommandError> {
+    parse_u64(bytes).ok_or(BAD_SEED)
+}
+
+/// A SCANDUMP/LOADCHUNK iterator: a non-negative integer.
+pub fn parse_iterator(bytes: &[u8]) -> Result<u64, CommandError> {
+    parse_i64(bytes)
+        .and_then(|i| u64::try_from(i).ok())
+        .ok_or(BAD_ITERATOR)
+}
+
+/// Options shared by BF.RESERVE and BF.INSERT, read one at a time.
+struct OptionReader<'a> {
+    command: &'a Command,
+    at: usize,
+    options: CreateOptions,
+    expansion_given: bool,
+    nonscaling_given: bool,
+}
+
+impl<'a> OptionReader<'a> {
+    fn new(command: &'a Command, at: usize) -> Self {
+        OptionReader {
+            command,
+            at,
+            options: CreateOptions::default(),
+            expansion_given: false,
+            nonscaling_given: false,
+        }
+    }
+
+    fn value(&mut self) -> Result<&'a [u8], CommandError> {
+        if self.at >= self.command.argc() {
+            return Err(CommandError::WrongArity);
+        }
+        self.at += 1;
+        Ok(self.command.arg(self.at - 1))
+    }
+
+    /// Reads the option at the cursor if it is one of the shared ones; Ok(false) otherwise.
+    fn shared_option(
+        &mut self,
+        name: &[u8],
+        zero_is_nonscaling: bool,
+    ) -> Result<bool, CommandError> {
+        let is = |option: &str| name.eq_ignore_ascii_case(option.as_bytes());
+        if is("EXPANSION") {
+            once(self.expansion_given, "EXPANSION")?;
+            self.expansion_given = true;
+            let growth = parse_growth(self.value()?, zero_is_nonscaling)?;
+            self.set_growth(growth)?;
+        } else if is("NONSCALING") {
+            once(self.nonscaling_given, "NONSCALING")?;
+            self.nonscaling_given = true;
+            self.set_growth(Growth::NonScaling)?;
+        } else if is("SEED") {
+            once(self.options.seed.is_some(), "SEED")?;
+            self.options.seed = Some(parse_seed(self.value()?)?);
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn set_growth(&mut self, growth: Growth) -> Result<(), CommandError> {
+        match (self.options.growth, growth) {
+            (Some(Growth::NonScaling), Growth::Scaling { .. })
+            | (Some(Growth::Scaling { .. }), Growth::NonScaling) => Err(NONSCALING_EXPANSION),
+            _ => {
+                self.options.growth = Some(growth);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn once(already: bool, name: &str) -> Result<(), CommandError> {
+    if already {
+        Err(CommandError::Owned(format!("ERR duplicate option {name}")))
+    } else {
+        Ok(())
+    }
+}
+
+/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [SEED s]`
+pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
+    if command.argc() < 4 {
+        return Err(CommandError::WrongArity);
+    }
+    let error_rate = parse_error_rate(command.arg(2))?;
+    let capacity = parse_capacity(command.arg(3))?;
+    let mut reader = OptionReader::new(command, 4);
+    while reader.at < command.argc() {
+        let name = reader.value()?;
+        if !reader.shared_option(name, false)? {
+            return Err(UNKNOWN_ARGUMENT);
+        }
+    }
+    Ok(CreateOptions {
+        error_rate: Some(error_rate),
+        capacity: Some(capacity),
+        ..reader.options
+    })
+}
+
+/// `BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION n] [NOCREATE] [NONSCALING] [SEED s] ITEMS item...`
+pub fn parse_insert(command: &Command) -> Result<InsertArgs, CommandError> {
+    let mut reader = OptionReader::new(command, 2);
+    let mut nocreate = false;
+    loop {
+        let name = reader.value()?;
+        let is = |option: &str| name.eq_ignore_ascii_case(option.as_bytes());
+        if is("ITEMS") {
+            break;
+        } else if is("CAPACITY") {
+            once(reader.options.capacity.is_some(), "CAPACITY")?;
+            reader.options.capacity = Some(parse_capacity(reader.value()?)?);
+        } else if is("ERROR") {
+            once(reader.options.error_rate.is_some(), "ERROR")?;
+            reader.options.error_rate = Some(parse_error_rate(reader.value()?)?);
+        } else if is("NOCREATE") {
+            once(nocreate, "NOCREATE")?;
+            nocreate = true;
+        } else if !reader.shared_option(name, true)? {
+            return Err(UNKNOWN_ARGUMENT);
+        }
+    }
+    if reader.at >= command.argc() {
+        return Err(CommandError::WrongArity);
+    }
+    Ok(InsertArgs {
+        create: reader.options,
+        nocreate,
+        first_item: reader.at,
+    })
+}
+
+/// `BF.INFO key [field]`: None for the whole record.
+pub fn parse_info(command: &Command) -> Result<Option<InfoField>, CommandError> {
+    match command.argc() {
+        2 => Ok(None),
+        3 => {
+            let name = command.arg(2);
+            let is = |option: &str| name.eq_ignore_ascii_case(option.as_bytes());
+            let field = if is("CAPACITY") {
+                InfoField::Capacity
+            } else if is("SIZE") {
+                InfoField::Size
+            } else if is("FILTERS") {
+                InfoField::Filters
+            } else if is("ITEMS") {
+                InfoField::Items
+            } else if is("EXPANSION") {
+                InfoField::Expansion
+            } else {
+                return Err(BAD_INFO_FIELD);
+            };
+            Ok(Some(field))
+        }
+        _ => Err(CommandError::WrongArity),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_strict() {
+        for junk in [
+            "", " 1", "1 ", "0x10", "nan", "inf", "-inf", "1e309", "1,5", "abc",
+        ] {
+            assert_eq!(parse_f64(junk.as_bytes()), None, "{junk:?}");
+        }
+        assert_eq!(parse_f64(b"0.01"), Some(0.01));
+        assert_eq!(parse_f64(b"1e-3"), Some(0.001));
+        for junk in [
+            "",
+            " 5",
+            "5 ",
+            "0x10",
+            "1e6",
+            "99999999999999999999",
+            "5.0",
+            "-",
+        ] {
+            assert_eq!(parse_i64(junk.as_bytes()), None, "{junk:?}");
+        }
+        assert_eq!(parse_i64(b"-3"), Some(-3));
+    }
+
+    #[test]
+    fn ranges_give_their_own_errors() {
+        assert_eq!(parse_error_rate(b"0"), Err(ERROR_RATE_RANGE));
+        assert_eq!(parse_error_rate(b"1"), Err(ERROR_RATE_RANGE));
+        assert_eq!(parse_error_rate(b"x"), Err(BAD_ERROR_RATE));
+        assert_eq!(parse_capacity(b"0"), Err(CAPACITY_RANGE));
+        assert_eq!(parse_capacity(b"-1"), Err(CAPACITY_RANGE));
+        assert_eq!(parse_capacity(b"1073741825"), Err(CAPACITY_RANGE));
+        assert_eq!(parse_capacity(b"1073741824"), Ok(MAX_CAPACITY));
+        assert_eq!(parse_growth(b"0", true), Ok(Growth::NonScaling));
+        assert_eq!(parse_growth(b"0", false), Err(EXPANSION_RANGE));
+        assert_eq!(parse_growth(b"32769", false), Err(EXPANSION_RANGE));
+        assert_eq!(parse_iterator(b"-1"), Err(BAD_ITERATOR));
+    }
+}

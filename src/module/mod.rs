@@ -1,0 +1,92 @@
+//! The Redis glue: registration of the type and the commands, and module start-up.
+
+pub mod alloc;
+pub mod args;
+pub mod commands;
+pub mod config;
+pub mod datatype;
+pub mod ffi;
+
+use std::ffi::{c_int, CString};
+
+use redis_module::{raw, Context, RedisString, Status};
+
+use ffi::{api, log, run_command, OK};
+
+/// Declares the C entry point of a command handler.
+macro_rules! entry_point {
+    ($name:ident, $handler:path) => {
+        extern "C" fn $name(
+            ctx: *mut raw::RedisModuleCtx,
+            argv: *mut *mut raw::RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            run_command(ctx, argv, argc, $handler)
+        }
+    };
+}
+
+entry_point!(bf_reserve, commands::reserve);
+entry_point!(bf_add, commands::add);
+entry_point!(bf_madd, commands::madd);
+entry_point!(bf_insert, commands::insert);
+entry_point!(bf_exists, commands::exists);
+entry_point!(bf_mexists, commands::mexists);
+entry_point!(bf_info, commands::info);
+entry_point!(bf_card, commands::card);
+entry_point!(bf_scandump, commands::scandump);
+entry_point!(bf_loadchunk, commands::loadchunk);
+
+type EntryPoint =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// Every command: name, entry point, flags. Each takes one key, at argument 1.
+const COMMANDS: [(&str, EntryPoint, &str); 10] = [
+    ("BF.RESERVE", bf_reserve, "write deny-oom"),
+    ("BF.ADD", bf_add, "write deny-oom fast"),
+    ("BF.MADD", bf_madd, "write deny-oom"),
+    ("BF.INSERT", bf_insert, "write deny-oom"),
+    ("BF.EXISTS", bf_exists, "readonly fast"),
+    ("BF.MEXISTS", bf_mexists, "readonly"),
+    ("BF.INFO", bf_info, "readonly fast"),
+    ("BF.CARD", bf_card, "readonly fast"),
+    ("BF.SCANDUMP", bf_scandump, "readonly"),
+    ("BF.LOADCHUNK", bf_loadchunk, "write deny-oom"),
+];
+
+/// Module start-up, after the data type is registered.
+pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    let raw_ctx = ctx.get_raw();
+    unsafe {
+        api!(RedisModule_SetModuleOptions)(
+            raw_ctx,
+            raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int,
+        )
+    };
+    for (name, entry, flags) in COMMANDS {
+        let (c_name, c_flags) = (CString::new(name), CString::new(flags));
+        let (Ok(c_name), Ok(c_flags)) = (c_name, c_flags) else {
+            return Status::Err;
+        };
+        let status = unsafe {
+            api!(RedisModule_CreateCommand)(
+                raw_ctx,
+                c_name.as_ptr(),
+                Some(entry),
+                c_flags.as_ptr(),
+                1,
+                1,
+                1,
+            )
+        };
+        if status != OK {
+            log(
+                raw_ctx,
+                "warning",
+                &format!("rustbloom: cannot register {name}"),
+            );
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}
