@@ -30,11 +30,12 @@
 //! # Sizing ([`sizing`])
 //!
 //! For n items in m bits with k hashes the false-positive rate is p = (1 − e^(−k·n/m))^k. For each
-//! integer k near the optimum log2(1/ε) we solve for the smallest m with p ≤ 0.9·ε, i.e.
-//! `m = −k·n / ln(1 − (0.9·ε)^(1/k))`, and keep the k that needs the fewest bits. The 10% margin
-//! absorbs the rounding of k, the double-hashing correlation and sampling noise, so that the rate
-//! a user *measures* at full capacity is at or below what they asked for (RedisBloom rounds k up
-//! and delivers 1.01% when asked for 1% without scaling). m is rounded up to whole 64-bit words.
+//! integer k near the optimum log2(1/ε) we solve for the smallest m with p ≤ ε, i.e.
+//! `m = −k·n / ln(1 − ε^(1/k))`, and keep the k that needs the fewest bits (RedisBloom rounds k up
+//! from the real optimum instead, and delivers 1.01% when asked for 1% without scaling). m is
+//! rounded up to whole 64-bit words. A non-scaling filter is sized for 0.9·ε: its single layer
+//! carries the whole budget, and the margin keeps the rate a user *measures* at full capacity at
+//! or below what they asked for, double-hashing correlation and sampling noise included.
 //!
 //! # Memory layout of one layer ([`layer`])
 //!
@@ -50,7 +51,7 @@
 //! # The scalable filter ([`scalable`])
 //!
 //! ```text
-//!   layer 0: capacity c,      error ε/2,  k0 hashes     (non-scaling: error ε, and no more layers)
+//!   layer 0: capacity c,      error ε/2,  k0 hashes     (non-scaling: 0.9·ε, and no more layers)
 //!   layer 1: capacity c·x,    error ε/4,  k1 hashes     x = expansion
 //!   layer i: capacity c·x^i,  error ε/2^(i+1)
 //! ```
@@ -76,3 +77,6 @@ pub use hash::ItemHash;
 pub use layer::Layer;
 pub use scalable::{BloomFilter, FilterParams, Growth, InsertError, Limits};
 pub use sizing::{LayerSize, SizingError};
+
+#[cfg(test)]
+mod tests;

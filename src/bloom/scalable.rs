@@ -8,6 +8,13 @@ use super::sizing::{layer_size, LayerSize, SizingError};
 /// layers sum to less than the requested one (Almeida et al.'s tightening ratio, as RedisBloom).
 pub const TIGHTENING_RATIO: f64 = 0.5;
 
+/// A non-scaling filter is sized for this fraction of the requested rate. Its one layer carries the
+/// whole error budget, so the margin absorbs the double-hashing correlation and sampling noise and
+/// the rate users measure at full capacity stays under what they asked for. Scaling filters need
+/// no margin: their first layer gets half the budget and the series leaves the rest unused until
+/// the filter grows.
+pub const NON_SCALING_MARGIN: f64 = 0.9;
+
 /// A filter never has more layers than this. With expansion 2 that is 2^64 × the initial capacity;
 /// the cap exists for expansion 1, where every layer costs lookups on every later command.
 pub const MAX_LAYERS: usize = 64;
@@ -37,7 +44,7 @@ impl FilterParams {
     /// The error rate layer `index` is sized for.
     pub fn layer_error_rate(&self, index: usize) -> f64 {
         match self.growth {
-            Growth::NonScaling => self.error_rate,
+            Growth::NonScaling => self.error_rate * NON_SCALING_MARGIN,
             Growth::Scaling { .. } => self.error_rate * TIGHTENING_RATIO.powi(index as i32 + 1),
         }
     }

@@ -1,0 +1,321 @@
+//! Behaviour of the core on real random data: accuracy, growth, and the encoding.
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::encoding::{
+    decode_header, decode_load_header, encode_header, load_chunk, scandump_step, ChunkError,
+    CHUNK_BYTES,
+};
+use super::{BloomFilter, FilterParams, Growth, InsertError, Limits};
+
+fn random_items(rng: &mut ChaCha8Rng, count: usize) -> Vec<[u8; 16]> {
+    (0..count).map(|_| rng.random()).collect()
+}
+
+fn filter(capacity: u64, error_rate: f64, growth: Growth) -> BloomFilter {
+    let params = FilterParams {
+        capacity,
+        error_rate,
+        growth,
+        seed: 0x5eed,
+    };
+    BloomFilter::new(params, Limits::UNLIMITED).unwrap()
+}
+
+/// Fills `filter` with `count` random items, checks every one is then present (no false
+/// negatives), and returns the measured false-positive rate over `queries` fresh random items.
+fn fill_and_measure(filter: &mut BloomFilter, count: usize, queries: usize, seed: u64) -> f64 {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let items = random_items(&mut rng, count);
+    for item in &items {
+        filter.insert(item, Limits::UNLIMITED).unwrap();
+    }
+    assert!(
+        items.iter().all(|item| filter.contains(item)),
+        "false negative"
+    );
+    // 16 random bytes: a query equal to an inserted item has probability ~2^-100.
+    let false_positives = (0..queries)
+        .filter(|_| filter.contains(&rng.random::<[u8; 16]>()))
+        .count();
+    false_positives as f64 / queries as f64
+}
+
+#[test]
+fn non_scaling_rate_at_capacity_is_at_most_the_requested_one() {
+    // Queries chosen so that ~1000+ false positives are expected: the noise is a few percent.
+    for (error_rate, queries) in [(1e-2, 200_000), (1e-3, 1_500_000), (1e-4, 12_000_000)] {
+        let mut f = filter(100_000, error_rate, Growth::NonScaling);
+        let measured = fill_and_measure(&mut f, 100_000, queries, 1);
+        let ratio = measured / error_rate;
+        eprintln!(
+            "non-scaling ε={error_rate}: measured {measured:.3e} ({ratio:.3}×), {:.2} bits/item",
+            f.bytes() as f64 * 8.0 / 1e5
+        );
+        assert!(
+            (0.5..=1.0).contains(&ratio),
+            "ε={error_rate}: measured {measured} ({ratio:.3}×)"
+        );
+        assert!(f.items() <= 100_000 && f.items() > 99_000);
+    }
+}
+
+#[test]
+fn scaling_rate_at_first_capacity_is_about_half_the_budget() {
+    for (error_rate, queries) in [(1e-2, 200_000), (1e-3, 2_000_000)] {
+        let mut f = filter(100_000, error_rate, Growth::Scaling { expansion: 2 });
+        let measured = fill_and_measure(&mut f, 100_000, queries, 2);
+        assert_eq!(f.layers().len(), 1);
+        let ratio = measured / error_rate;
+        eprintln!(
+            "scaling ε={error_rate}: measured {measured:.3e} ({ratio:.3}×), {:.2} bits/item",
+            f.bytes() as f64 * 8.0 / 1e5
+        );
+        assert!((0.4..=0.6).contains(&ratio), "ε={error_rate}: {ratio:.3}×");
+    }
+}
+
+#[test]
+fn after_tenfold_growth_the_summed_rate_stays_under_the_request() {
+    for expansion in [1, 2, 4] {
+        let mut f = filter(10_000, 0.01, Growth::Scaling { expansion });
+        let measured = fill_and_measure(&mut f, 100_000, 400_000, 3);
+        assert!(f.layers().len() >= 2, "expansion {expansion}");
+        eprintln!(
+            "after 10× growth, expansion {expansion}: {} layers, measured {measured:.4}",
+            f.layers().len()
+        );
+        assert!(measured <= 0.01, "expansion {expansion}: {measured}");
+        // The layers follow the growth rule.
+        for (i, layer) in f.layers().iter().enumerate() {
+            assert_eq!(
+                layer.capacity(),
+                10_000 * u64::from(expansion).pow(i as u32)
+            );
+            assert!((layer.error_rate() - 0.01 / 2f64.powi(i as i32 + 1)).abs() < 1e-15);
+        }
+    }
+}
+
+#[test]
+fn items_are_counted_once_and_only_when_new() {
+    let mut f = filter(1000, 0.01, Growth::Scaling { expansion: 2 });
+    assert_eq!(f.insert(b"", Limits::UNLIMITED), Ok(true));
+    assert_eq!(f.insert(b"", Limits::UNLIMITED), Ok(false));
+    assert_eq!(f.insert(b"x\0y", Limits::UNLIMITED), Ok(true));
+    assert!(f.contains(b"") && f.contains(b"x\0y") && !f.contains(b"x"));
+    assert_eq!(f.items(), 2);
+}
+
+#[test]
+fn a_full_non_scaling_filter_refuses_new_items_and_keeps_old_ones() {
+    let mut f = filter(10, 0.01, Growth::NonScaling);
+    let mut added = 0;
+    let mut i = 0u32;
+    while added < 10 {
+        if f.insert(&i.to_le_bytes(), Limits::UNLIMITED) == Ok(true) {
+            added += 1;
+        }
+        i += 1;
+    }
+    let before = f.clone();
+    let mut j = 1_000_000u32;
+    let refused = loop {
+        match f.insert(&j.to_le_bytes(), Limits::UNLIMITED) {
+            Ok(false) => j += 1,
+            other => break other,
+        }
+    };
+    assert_eq!(refused, Err(InsertError::NonScalingFull));
+    assert_eq!(f, before);
+}
+
+#[test]
+fn growth_respects_the_byte_limits() {
+    let mut f = filter(100, 0.01, Growth::Scaling { expansion: 2 });
+    let limits = Limits {
+        max_filter_bytes: f.bytes() + 10,
+        max_new_bytes: u64::MAX,
+    };
+    let mut refused = None;
+    for i in 0..1000u32 {
+        if let Err(e) = f.insert(&i.to_le_bytes(), limits) {
+            refused = Some(e);
+            break;
+        }
+    }
+    assert!(
+        matches!(refused, Some(InsertError::Limit(_))),
+        "{refused:?}"
+    );
+    assert_eq!(f.layers().len(), 1);
+    assert!(BloomFilter::new(
+        *f.params(),
+        Limits {
+            max_filter_bytes: 8,
+            max_new_bytes: 8
+        }
+    )
+    .is_err());
+}
+
+fn grown_filter(seed: u64) -> BloomFilter {
+    let mut f = filter(50, 0.02, Growth::Scaling { expansion: 3 });
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for item in random_items(&mut rng, 500) {
+        f.insert(&item, Limits::UNLIMITED).unwrap();
+    }
+    f
+}
+
+fn encode_whole(f: &BloomFilter) -> Vec<u8> {
+    let mut bytes = encode_header(f);
+    let mut bits = vec![0; f.bytes() as usize];
+    f.read_bits(0, &mut bits);
+    bytes.extend(bits);
+    bytes
+}
+
+fn decode_whole(bytes: &[u8]) -> Option<BloomFilter> {
+    // The header length follows from the layer count at offset 36.
+    let layers = u32::from_le_bytes(bytes.get(36..40)?.try_into().ok()?) as usize;
+    let header_len = 48 + 24 * layers.min(1000) + 8;
+    let mut f = decode_header(bytes.get(..header_len)?, Limits::UNLIMITED).ok()?;
+    let bits = bytes.get(header_len..)?;
+    if bits.len() as u64 != f.bytes() {
+        return None;
+    }
+    f.write_bits(0, bits);
+    Some(f)
+}
+
+#[test]
+fn encode_then_decode_is_the_identity() {
+    let f = grown_filter(4);
+    assert!(f.layers().len() >= 3);
+    assert_eq!(decode_whole(&encode_whole(&f)), Some(f.clone()));
+    let nonscaling = filter(77, 0.001, Growth::NonScaling);
+    assert_eq!(decode_whole(&encode_whole(&nonscaling)), Some(nonscaling));
+}
+
+#[test]
+fn scandump_then_loadchunk_rebuilds_the_filter() {
+    let f = grown_filter(5);
+    let (mut iterator, header) = scandump_step(&f, 0);
+    let mut copy = decode_load_header(&header, Limits::UNLIMITED).unwrap();
+    assert!(copy.loading().is_some());
+    loop {
+        let (next, chunk) = scandump_step(&f, iterator);
+        if next == 0 {
+            break;
+        }
+        load_chunk(&mut copy, next, &chunk).unwrap();
+        iterator = next;
+    }
+    assert_eq!(copy.loading(), None);
+    assert_eq!(copy, f);
+    // A chunk for a complete filter, or out of order, is refused.
+    let (next, chunk) = scandump_step(&f, 1);
+    assert_eq!(load_chunk(&mut copy, next, &chunk), Err(ChunkError::Offset));
+}
+
+#[test]
+fn chunks_are_tied_to_their_place_and_filter() {
+    let f = grown_filter(6);
+    let other = grown_filter(7);
+    let (_, header) = scandump_step(&f, 0);
+    let (next, chunk) = scandump_step(&f, 1);
+    let (other_next, other_chunk) = scandump_step(&other, 1);
+    assert_eq!(next, other_next);
+    let mut copy = decode_load_header(&header, Limits::UNLIMITED).unwrap();
+    assert_eq!(
+        load_chunk(&mut copy, next, &other_chunk),
+        Err(ChunkError::BadData)
+    );
+    let mut flipped = chunk.clone();
+    flipped[3] ^= 1;
+    assert_eq!(
+        load_chunk(&mut copy, next, &flipped),
+        Err(ChunkError::BadData)
+    );
+    assert_eq!(
+        load_chunk(&mut copy, next + 1, &chunk),
+        Err(ChunkError::Offset)
+    );
+    assert_eq!(
+        load_chunk(&mut copy, next, &chunk[..4]),
+        Err(ChunkError::BadData)
+    );
+    assert_eq!(load_chunk(&mut copy, next, &chunk), Ok(()));
+    assert!(CHUNK_BYTES >= f.bytes());
+    assert_eq!(copy.loading(), None);
+}
+
+#[test]
+fn decode_refuses_what_the_limits_forbid() {
+    let f = grown_filter(8);
+    let header = encode_header(&f);
+    let limits = Limits {
+        max_filter_bytes: f.bytes() - 1,
+        max_new_bytes: u64::MAX,
+    };
+    assert!(matches!(
+        decode_header(&header, limits),
+        Err(super::DecodeError::Limit(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn truncated_headers_are_refused(cut in 0usize..200) {
+        let header = encode_header(&grown_filter(9));
+        let cut = cut.min(header.len() - 1);
+        prop_assert!(decode_header(&header[..cut], Limits::UNLIMITED).is_err());
+    }
+
+    #[test]
+    fn mutated_headers_are_refused(at in 0usize..400, mask in 1u8..=255) {
+        let mut header = encode_header(&grown_filter(10));
+        let at = at % header.len();
+        header[at] ^= mask;
+        prop_assert!(decode_header(&header, Limits::UNLIMITED).is_err());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let _ = decode_header(&bytes, Limits::UNLIMITED);
+        let _ = decode_whole(&bytes);
+    }
+
+    /// Headers with a valid checksum but arbitrary fields: the decoder must check every field,
+    /// not lean on the checksum.
+    #[test]
+    fn resealed_mutations_decode_only_to_consistent_filters(at in 0usize..200, value in any::<u8>()) {
+        let mut header = encode_header(&grown_filter(11));
+        let body = header.len() - 8;
+        header[at % body] = value;
+        let checksum = xxhash_rust::xxh3::xxh3_64(&header[..body]);
+        header[body..].copy_from_slice(&checksum.to_le_bytes());
+        if let Ok(f) = decode_header(&header, Limits { max_filter_bytes: 1 << 24, max_new_bytes: 1 << 24 }) {
+            prop_assert!(f.bytes() <= 1 << 24);
+            prop_assert!(f.items() <= f.capacity());
+            let re = encode_header(&f);
+            prop_assert_eq!(re, header);
+        }
+    }
+
+    #[test]
+    fn no_false_negatives_for_any_items(items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..300)) {
+        let mut f = filter(16, 0.05, Growth::Scaling { expansion: 2 });
+        for item in &items {
+            f.insert(item, Limits::UNLIMITED).unwrap();
+        }
+        for item in &items {
+            prop_assert!(f.contains(item));
+        }
+    }
+}

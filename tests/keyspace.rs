@@ -1,0 +1,101 @@
+//! Keyspace notifications: `bf.reserve`, `bf.add`, `bf.loadchunk` (generic class).
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Collect (channel, payload) messages until `want` are all seen or a timeout passes.
+fn collect_events(
+    ps: &mut redis::PubSub<'_>,
+    want: &[(&str, &str)],
+    timeout: Duration,
+) -> Vec<(String, String)> {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let deadline = Instant::now() + timeout;
+    ps.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    while Instant::now() < deadline {
+        if want
+            .iter()
+            .all(|(ch, p)| seen.iter().any(|(a, b)| a == ch && b == p))
+        {
+            break;
+        }
+        match ps.get_message() {
+            Ok(m) => {
+                let payload = String::from_utf8_lossy(m.get_payload_bytes()).into_owned();
+                seen.push((m.get_channel_name().to_string(), payload));
+            }
+            Err(e) if e.is_timeout() => continue,
+            Err(e) => panic!("pubsub error: {e}"),
+        }
+    }
+    seen
+}
+
+#[test]
+fn keyspace_events_for_bf_commands() {
+    let s = Server::start_with(&["--notify-keyspace-events", "KEA"]);
+    let mut sub = s.conn();
+    let mut c = s.conn();
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__key*@0__:*").unwrap();
+
+    raw_ok(&mut c, &["BF.RESERVE", "r", "0.01", "100"]);
+    raw_ok(&mut c, &["BF.ADD", "a", "x"]);
+    raw_ok(&mut c, &["BF.MADD", "m", "x", "y"]);
+    raw_ok(&mut c, &["BF.INSERT", "i", "ITEMS", "x"]);
+    let chunks = scandump(&mut c, "a");
+    loadchunks(&mut c, "l", &chunks);
+
+    let want = [
+        ("__keyevent@0__:bf.reserve", "r"),
+        ("__keyspace@0__:r", "bf.reserve"),
+        ("__keyevent@0__:bf.add", "a"),
+        ("__keyspace@0__:a", "bf.add"),
+        ("__keyevent@0__:bf.add", "m"),
+        ("__keyevent@0__:bf.add", "i"),
+        ("__keyevent@0__:bf.loadchunk", "l"),
+        ("__keyspace@0__:l", "bf.loadchunk"),
+    ];
+    let seen = collect_events(&mut ps, &want, Duration::from_secs(10));
+    for (ch, p) in want {
+        assert!(
+            seen.iter().any(|(a, b)| a == ch && b == p),
+            "missing event {ch} {p}; seen: {seen:?}"
+        );
+    }
+}
+
+#[test]
+fn no_event_for_read_only_or_unchanged() {
+    let s = Server::start_with(&["--notify-keyspace-events", "KEA"]);
+    let mut sub = s.conn();
+    let mut c = s.conn();
+    raw_ok(&mut c, &["BF.ADD", "a", "x"]);
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__keyevent@0__:*").unwrap();
+    raw_ok(&mut c, &["BF.EXISTS", "a", "x"]);
+    raw_ok(&mut c, &["BF.MEXISTS", "a", "x", "y"]);
+    raw_ok(&mut c, &["BF.INFO", "a"]);
+    raw_ok(&mut c, &["BF.CARD", "a"]);
+    let _ = raw(&mut c, &["BF.RESERVE", "bad", "5", "100"]);
+    // A marker event to know everything before it was delivered.
+    raw_ok(&mut c, &["SET", "marker", "1"]);
+    let seen = collect_events(
+        &mut ps,
+        &[("__keyevent@0__:set", "marker")],
+        Duration::from_secs(10),
+    );
+    let bf: Vec<_> = seen.iter().filter(|(ch, _)| ch.contains("bf.")).collect();
+    assert!(
+        bf.is_empty(),
+        "read-only / failing commands emitted events: {bf:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|(ch, p)| ch == "__keyevent@0__:set" && p == "marker"),
+        "{seen:?}"
+    );
+}

@@ -1,0 +1,310 @@
+//! Replication: replicas must end up identical to the primary (DEBUG DIGEST-VALUE, BF.INFO).
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use redis::{Connection, Value};
+
+fn attach(primary: &Server, replica: &Server) {
+    let mut rc = replica.conn();
+    let r = raw_ok(
+        &mut rc,
+        &[
+            "REPLICAOF".to_string(),
+            "127.0.0.1".into(),
+            primary.port().to_string(),
+        ],
+    );
+    assert_eq!(r, Value::Okay);
+    let ok = wait_until(Duration::from_secs(30), || {
+        info_section(&mut rc, "replication").contains("master_link_status:up")
+    });
+    assert!(
+        ok,
+        "replica link not up:\n{}\nreplica log:\n{}",
+        info_section(&mut rc, "replication"),
+        replica.log_tail()
+    );
+    // The primary sees the replica as online.
+    let mut pc = primary.conn();
+    let ok = wait_until(Duration::from_secs(30), || {
+        info_section(&mut pc, "replication").contains("state=online")
+    });
+    assert!(ok, "primary does not see an online replica");
+}
+
+fn wait_replicated(pc: &mut Connection, rc: &mut Connection) {
+    let n: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(pc).unwrap();
+    assert_eq!(n, 1, "WAIT 1 5000 returned {n}");
+    // WAIT means the replica received it; make sure it also applied it (same offset).
+    let ok = wait_until(Duration::from_secs(10), || {
+        let p = info_section(pc, "replication");
+        let r = info_section(rc, "replication");
+        let po = field(&p, "master_repl_offset");
+        let ro = field(&r, "master_repl_offset");
+        po.is_some() && po == ro
+    });
+    assert!(ok, "replica offset did not catch up");
+}
+
+fn field(info: &str, name: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .map(|s| s.trim().to_string())
+}
+
+fn keys(c: &mut Connection) -> Vec<Vec<u8>> {
+    let mut k: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+    k.sort();
+    k
+}
+
+/// Every key: same type, same DEBUG DIGEST-VALUE, same BF.INFO; whole dataset digest equal.
+fn assert_identical(pc: &mut Connection, rc: &mut Connection) {
+    let pk = keys(pc);
+    let rk = keys(rc);
+    assert_eq!(pk, rk, "key sets differ");
+    for k in &pk {
+        let dp: Value = redis::cmd("DEBUG")
+            .arg("DIGEST-VALUE")
+            .arg(k.as_slice())
+            .query(pc)
+            .unwrap();
+        let dr: Value = redis::cmd("DEBUG")
+            .arg("DIGEST-VALUE")
+            .arg(k.as_slice())
+            .query(rc)
+            .unwrap();
+        assert_eq!(
+            dp,
+            dr,
+            "DEBUG DIGEST-VALUE differs for key {:?}",
+            String::from_utf8_lossy(k)
+        );
+        let ip = rawb(pc, &[b"BF.INFO", k]);
+        let ir = rawb(rc, &[b"BF.INFO", k]);
+        assert_eq!(
+            ip,
+            ir,
+            "BF.INFO differs for key {:?}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    assert_eq!(
+        dataset_digest(pc),
+        dataset_digest(rc),
+        "DEBUG DIGEST differs"
+    );
+}
+
+fn workload(c: &mut Connection) {
+    // Auto-created (random seed) via every creating command.
+    raw_ok(c, &["BF.ADD", "add", "a"]);
+    raw_ok(c, &["BF.ADD", "add", "b"]);
+    raw_ok(c, &["BF.ADD", "add", "a"]);
+    raw_ok(c, &["BF.MADD", "madd", "a", "b", "c", "a"]);
+    raw_ok(c, &["BF.INSERT", "ins", "ITEMS", "x", "y"]);
+    raw_ok(
+        c,
+        &[
+            "BF.INSERT",
+            "ins-opts",
+            "CAPACITY",
+            "1000",
+            "ERROR",
+            "0.001",
+            "EXPANSION",
+            "4",
+            "ITEMS",
+            "x",
+        ],
+    );
+    raw_ok(
+        c,
+        &[
+            "BF.INSERT",
+            "ins-ns",
+            "CAPACITY",
+            "10",
+            "NONSCALING",
+            "ITEMS",
+            "x",
+        ],
+    );
+    raw_ok(
+        c,
+        &["BF.INSERT", "ins-exp0", "EXPANSION", "0", "ITEMS", "x"],
+    );
+    // RESERVE with options.
+    raw_ok(c, &["BF.RESERVE", "res", "0.01", "100"]);
+    raw_ok(
+        c,
+        &["BF.RESERVE", "res-exp", "0.02", "50", "EXPANSION", "3"],
+    );
+    raw_ok(c, &["BF.RESERVE", "res-ns", "0.01", "100", "NONSCALING"]);
+    raw_ok(
+        c,
+        &["BF.RESERVE", "res-seed", "0.01", "100", "SEED", "12345"],
+    );
+    raw_ok(
+        c,
+        &["bf.reserve", "res-lower", "0.01", "100", "expansion", "5"],
+    );
+    // Scale a filter to several layers, with a mix of BF.ADD and BF.MADD.
+    raw_ok(c, &["BF.RESERVE", "scaled", "0.01", "50"]);
+    for i in 0..300 {
+        raw_ok(c, &["BF.ADD".to_string(), "scaled".into(), format!("s{i}")]);
+    }
+    madd_all(c, "scaled", &items("sm", 2000));
+    assert!(info(c, "scaled").filters >= 4);
+    // Auto-created filter scaled by adds.
+    madd_all(c, "auto-scaled", &items("as", 1000));
+    // A non-scaling filter that fills in the middle of a MADD / INSERT.
+    raw_ok(c, &["BF.RESERVE", "full", "0.001", "20", "NONSCALING"]);
+    let mut args: Vec<String> = vec!["BF.MADD".into(), "full".into()];
+    args.extend(items("full", 40));
+    let r = as_array(raw_ok(c, &args));
+    assert!(
+        r.len() < 40 && matches!(r.last(), Some(Value::ServerError(_))),
+        "{r:?}"
+    );
+    let mut args: Vec<String> = vec![
+        "BF.INSERT".into(),
+        "full2".into(),
+        "CAPACITY".into(),
+        "5".into(),
+        "NONSCALING".into(),
+        "ITEMS".into(),
+    ];
+    args.extend(items("full2", 10));
+    let r = as_array(raw_ok(c, &args));
+    assert!(r.len() < 10, "{r:?}");
+    // Binary key and items.
+    rawb(c, &[b"BF.MADD", b"bin\0\xff", b"", b"\0", b"\xff"]).unwrap();
+    // Failing commands must not replicate anything harmful.
+    let _ = raw(c, &["BF.RESERVE", "res", "0.01", "100"]);
+    let _ = raw(c, &["BF.RESERVE", "bad", "2", "100"]);
+    let _ = raw(c, &["BF.INSERT", "nocreate", "NOCREATE", "ITEMS", "a"]);
+    let _ = raw(c, &["BF.ADD", "full", "definitely-new-item-xyz"]);
+}
+
+fn scandump_stream(c: &mut Connection) {
+    raw_ok(
+        c,
+        &["BF.RESERVE", "dumpsrc", "0.01", "100", "EXPANSION", "2"],
+    );
+    madd_all(c, "dumpsrc", &items("d", 1500));
+    let chunks = scandump(c, "dumpsrc");
+    loadchunks(c, "loaded", &chunks);
+    assert_eq!(digest(c, "dumpsrc"), digest(c, "loaded"));
+}
+
+#[test]
+fn replica_matches_primary_command_stream() {
+    let p = Server::start();
+    let r = Server::start();
+    attach(&p, &r);
+    let mut pc = p.conn();
+    let mut rc = r.conn();
+    workload(&mut pc);
+    scandump_stream(&mut pc);
+    wait_replicated(&mut pc, &mut rc);
+    assert_identical(&mut pc, &mut rc);
+    // Replica answers reads identically.
+    let probe = items("sm", 2000);
+    let mut args: Vec<String> = vec!["BF.MEXISTS".into(), "scaled".into()];
+    args.extend(probe.iter().take(500).cloned());
+    assert_eq!(raw_ok(&mut pc, &args), raw_ok(&mut rc, &args));
+    // Replicas are read-only for BF writes.
+    let e = raw_err(&mut rc, &["BF.ADD", "add", "zzz"]);
+    assert!(e.starts_with("READONLY"), "write on replica: {e}");
+    // Further writes after the first comparison keep them identical.
+    madd_all(&mut pc, "add", &items("later", 500));
+    raw_ok(&mut pc, &["DEL", "ins"]);
+    wait_replicated(&mut pc, &mut rc);
+    assert_identical(&mut pc, &mut rc);
+}
+
+#[test]
+fn replica_full_sync_from_existing_data() {
+    // Data written before the replica attaches arrives through the RDB of a full sync.
+    let p = Server::start();
+    let r = Server::start();
+    let mut pc = p.conn();
+    workload(&mut pc);
+    scandump_stream(&mut pc);
+    attach(&p, &r);
+    let mut rc = r.conn();
+    wait_replicated(&mut pc, &mut rc);
+    assert_identical(&mut pc, &mut rc);
+    // Then the command stream.
+    madd_all(&mut pc, "scaled", &items("post", 3000));
+    raw_ok(&mut pc, &["BF.ADD", "post-sync", "x"]);
+    wait_replicated(&mut pc, &mut rc);
+    assert_identical(&mut pc, &mut rc);
+}
+
+#[test]
+fn replica_full_sync_diskless() {
+    let p = Server::start_with(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let r = Server::start_with(&["--repl-diskless-load", "swapdb"]);
+    let mut pc = p.conn();
+    workload(&mut pc);
+    attach(&p, &r);
+    let mut rc = r.conn();
+    wait_replicated(&mut pc, &mut rc);
+    assert_identical(&mut pc, &mut rc);
+}
+
+#[test]
+fn replica_big_filter_via_loadchunk() {
+    let p = Server::start();
+    let r = Server::start();
+    attach(&p, &r);
+    let mut pc = p.conn();
+    let mut rc = r.conn();
+    raw_ok(&mut pc, &["BF.RESERVE", "big", "0.001", "10000000"]);
+    madd_all(&mut pc, "big", &items("b", 2000));
+    let chunks = scandump(&mut pc, "big");
+    loadchunks(&mut pc, "big-copy", &chunks);
+    wait_replicated(&mut pc, &mut rc);
+    assert_identical(&mut pc, &mut rc);
+}
+
+#[test]
+fn replica_in_multi_exec_and_lua() {
+    let p = Server::start();
+    let r = Server::start();
+    attach(&p, &r);
+    let mut pc = p.conn();
+    let mut rc = r.conn();
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("BF.ADD")
+        .arg("tx")
+        .arg("a")
+        .cmd("BF.MADD")
+        .arg("tx")
+        .arg("b")
+        .arg("c")
+        .cmd("BF.INSERT")
+        .arg("tx2")
+        .arg("ITEMS")
+        .arg("x")
+        .query(&mut pc)
+        .unwrap();
+    let _: Value = redis::cmd("EVAL")
+        .arg("redis.call('BF.ADD', KEYS[1], 'a'); return redis.call('BF.MADD', KEYS[1], 'b', 'c')")
+        .arg(1)
+        .arg("lua")
+        .query(&mut pc)
+        .unwrap();
+    wait_replicated(&mut pc, &mut rc);
+    assert_identical(&mut pc, &mut rc);
+}
