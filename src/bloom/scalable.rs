@@ -232,6 +232,12 @@ impl BloomFilter {
         Ok(true)
     }
 
+    /// Items the filter takes before it next needs a new layer (or, non-scaling, refuses).
+    pub fn room(&self) -> u64 {
+        let newest = self.newest();
+        newest.capacity().saturating_sub(newest.items())
+    }
+
     fn newest(&self) -> &Layer {
         self.layers.last().expect("a filter always has a layer")
     }

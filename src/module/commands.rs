@@ -11,7 +11,8 @@ use crate::bloom::{
 use super::args::{self, CreateOptions, InfoField};
 use super::config;
 use super::datatype::bloom_type;
-use super::ffi::{Command, CommandError, CommandResult, Key};
+use super::ffi::{memory_headroom, Command, CommandError, CommandResult, Key};
+use super::stats::{self, Footprint};
 
 const NOT_FOUND: CommandError = CommandError::Static("ERR not found");
 const ITEM_EXISTS: CommandError = CommandError::Static("ERR item exists");
@@ -23,12 +24,27 @@ const TOO_BIG: CommandError =
     CommandError::Static("ERR invalid chunk - Too big for current filter");
 
 /// The limits this call must respect: none when it replays what a primary already admitted.
-fn limits(command: &Command) -> Limits {
+/// `may_allocate` false skips reading the server's memory figures when nothing can be allocated.
+fn limits(command: &Command, may_allocate: bool) -> Limits {
     if command.is_replayed() {
         Limits::UNLIMITED
+    } else if may_allocate {
+        config::limits(memory_headroom(command.ctx()))
     } else {
-        config::limits()
+        config::limits(u64::MAX)
     }
+}
+
+/// Stores a new filter at the command's key.
+fn store(key: &Key, filter: BloomFilter) {
+    stats::filter_added(&filter);
+    key.set_value(bloom_type(), Box::new(filter));
+}
+
+/// Counts a refusal by a limit, passing the error on.
+fn refused(message: String) -> CommandError {
+    stats::count(&stats::REFUSED_BY_LIMITS, 1);
+    CommandError::Owned(message)
 }
 
 fn complete(filter: &BloomFilter) -> Result<&BloomFilter, CommandError> {
@@ -60,21 +76,20 @@ fn create_error(error: CreateError) -> CommandError {
         CreateError::Sizing(SizingError::Capacity) => {
             CommandError::Static("ERR capacity too large for a Bloom filter")
         }
-        CreateError::Limit(limit) => CommandError::Owned(config::limit_message(limit)),
+        CreateError::Limit(limit) => refused(config::limit_message(limit)),
     }
 }
 
 /// Creates a filter from explicit options and the configured defaults.
 fn create(command: &Command, options: CreateOptions) -> Result<BloomFilter, CommandError> {
+    let defaults = config::defaults();
     let params = FilterParams {
-        capacity: options.capacity.unwrap_or(config::DEFAULT_CAPACITY),
-        error_rate: options.error_rate.unwrap_or(config::DEFAULT_ERROR_RATE),
-        growth: options.growth.unwrap_or(Growth::Scaling {
-            expansion: config::DEFAULT_EXPANSION,
-        }),
-        seed: options.seed.unwrap_or_else(random_seed),
+        capacity: options.capacity.unwrap_or(defaults.capacity),
+        error_rate: options.error_rate.unwrap_or(defaults.error_rate),
+        growth: options.growth.unwrap_or(defaults.growth),
+        seed: options.seed.or(defaults.seed).unwrap_or_else(random_seed),
     };
-    BloomFilter::new(params, limits(command)).map_err(create_error)
+    BloomFilter::new(params, limits(command, true)).map_err(create_error)
 }
 
 /// Replicates the creation of a filter with every parameter explicit, so that a replica never
@@ -102,7 +117,7 @@ fn insert_error(error: InsertError) -> CommandError {
         InsertError::CannotGrow => CommandError::Static(
             "ERR filter cannot grow any further (layer limit reached); create a larger one",
         ),
-        InsertError::Limit(limit) => CommandError::Owned(config::limit_message(limit)),
+        InsertError::Limit(limit) => refused(config::limit_message(limit)),
     }
 }
 
@@ -115,7 +130,7 @@ pub fn reserve(command: &Command) -> CommandResult {
     }
     let filter = create(command, options)?;
     replicate_creation(command, filter.params());
-    key.set_value(bloom_type(), Box::new(filter));
+    store(&key, filter);
     command.notify(c"bf.reserve");
     command.reply_ok();
     Ok(())
@@ -150,7 +165,7 @@ fn add_items(
         None => {
             let options = create_options.ok_or(NOT_FOUND)?;
             new_filter = create(command, options)?;
-            key.set_value(bloom_type(), Box::new(new_filter));
+            store(&key, new_filter);
             key.value::<BloomFilter>(bloom_type())?
                 .ok_or(CommandError::Static(
                     "ERR internal error: filter not stored",
@@ -158,8 +173,9 @@ fn add_items(
         }
     };
 
-    let limits = limits(command);
     let items = command.args_from(first_item);
+    let limits = limits(command, filter.room() < items.len() as u64);
+    let before = Footprint::of(filter);
     // Indexes of the items that changed the filter: all a replica needs to end up identical.
     let mut added: Vec<usize> = Vec::new();
     let mut failure = None;
@@ -189,6 +205,8 @@ fn add_items(
     if reply == AddReply::Array {
         command.set_array_length(replied);
     }
+    stats::changed(before, Footprint::of(filter));
+    stats::count(&stats::ADDS, replied);
 
     if created {
         replicate_creation(command, filter.params());
@@ -250,6 +268,7 @@ pub fn exists(command: &Command) -> CommandResult {
     }
     let key = command.open_key(false);
     let found = read_filter(&key)?.is_some_and(|filter| filter.contains(command.arg(2)));
+    stats::count(&stats::LOOKUPS, 1);
     command.reply_bool(found);
     Ok(())
 }
@@ -262,6 +281,7 @@ pub fn mexists(command: &Command) -> CommandResult {
     let key = command.open_key(false);
     let filter = read_filter(&key)?;
     let items = command.args_from(2);
+    stats::count(&stats::LOOKUPS, items.len());
     command.reply_array(items.len());
     for item in items {
         command.reply_bool(filter.is_some_and(|filter| filter.contains(item)));
@@ -346,11 +366,12 @@ pub fn loadchunk(command: &Command) -> CommandResult {
         if existing.is_some() {
             return Err(ITEM_EXISTS);
         }
-        let filter = decode_load_header(data, limits(command)).map_err(|error| match error {
-            DecodeError::Corrupt(_) => BAD_DATA,
-            DecodeError::Limit(limit) => CommandError::Owned(config::limit_message(limit)),
-        })?;
-        key.set_value(bloom_type(), Box::new(filter));
+        let filter =
+            decode_load_header(data, limits(command, true)).map_err(|error| match error {
+                DecodeError::Corrupt(_) => BAD_DATA,
+                DecodeError::Limit(limit) => refused(config::limit_message(limit)),
+            })?;
+        store(&key, filter);
     } else {
         let filter = existing.ok_or(NOT_FOUND)?;
         load_chunk(filter, iterator, data).map_err(|error| match error {

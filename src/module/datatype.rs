@@ -16,7 +16,8 @@ use crate::bloom::encoding::{
 use crate::bloom::{BloomFilter, DecodeError, Limits};
 
 use super::config;
-use super::ffi::{api, guard, log, RedisBuffer};
+use super::ffi::{api, guard, log, memory_headroom, RedisBuffer};
+use super::stats;
 
 /// Name shared with RedisBloom, so one day RDB files of either module can be read by the other.
 pub const TYPE_NAME: &str = "MBbloom--";
@@ -95,7 +96,10 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
             return null_mut();
         }
         match load_filter(rdb) {
-            Ok(filter) => Box::into_raw(Box::new(filter)).cast(),
+            Ok(filter) => {
+                stats::filter_added(&filter);
+                Box::into_raw(Box::new(filter)).cast()
+            }
             Err(reason) => {
                 log(
                     null_mut(),
@@ -139,7 +143,7 @@ fn load_limits(rdb: *mut raw::RedisModuleIO) -> Limits {
     if flags & raw::REDISMODULE_CTX_FLAGS_LOADING != 0 {
         Limits::UNLIMITED
     } else {
-        config::limits()
+        config::limits(memory_headroom(ctx))
     }
 }
 
@@ -211,7 +215,8 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
 extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
-            drop(unsafe { Box::from_raw(value.cast::<BloomFilter>()) });
+            let filter = unsafe { Box::from_raw(value.cast::<BloomFilter>()) };
+            stats::filter_freed(&filter);
         }
     })
 }
@@ -229,7 +234,8 @@ extern "C" fn copy(
     value: *const c_void,
 ) -> *mut c_void {
     guard("copy", null_mut(), || {
-        let filter = unsafe { filter_ref(value.cast_mut()) };
-        Box::into_raw(Box::new(filter.clone())).cast()
+        let copy = unsafe { filter_ref(value.cast_mut()) }.clone();
+        stats::filter_added(&copy);
+        Box::into_raw(Box::new(copy)).cast()
     })
 }

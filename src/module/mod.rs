@@ -6,6 +6,7 @@ pub mod commands;
 pub mod config;
 pub mod datatype;
 pub mod ffi;
+pub mod stats;
 
 use std::ffi::{c_int, CString};
 
@@ -54,9 +55,15 @@ const COMMANDS: [(&str, EntryPoint, &str); 10] = [
     ("BF.LOADCHUNK", bf_loadchunk, "write deny-oom"),
 ];
 
-/// Module start-up, after the data type is registered.
-pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+/// Module start-up, after the data type and the configs are registered.
+pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let raw_ctx = ctx.get_raw();
+    let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    if let Err(reason) = config::register(ctx).and_then(|()| config::apply_module_args(&args)) {
+        log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
+        return Status::Err;
+    }
+    unsafe { api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(stats::info)) };
     unsafe {
         api!(RedisModule_SetModuleOptions)(
             raw_ctx,

@@ -1,0 +1,81 @@
+//! Counters behind `INFO bf`: what the module holds and what it served.
+
+use std::ffi::{c_int, CStr};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use redis_module::raw;
+
+use crate::bloom::BloomFilter;
+
+use super::ffi::api;
+
+/// What the module holds, across all databases: changed whenever a filter is stored, grown,
+/// filled or freed (free can run on a background thread, hence atomics).
+static FILTERS: AtomicI64 = AtomicI64::new(0);
+static LAYERS: AtomicI64 = AtomicI64::new(0);
+static BYTES: AtomicI64 = AtomicI64::new(0);
+static ITEMS: AtomicI64 = AtomicI64::new(0);
+/// What the module served since start.
+pub static ADDS: AtomicU64 = AtomicU64::new(0);
+pub static LOOKUPS: AtomicU64 = AtomicU64::new(0);
+pub static REFUSED_BY_LIMITS: AtomicU64 = AtomicU64::new(0);
+
+/// A snapshot of a filter's size, to account for what a command changed.
+#[derive(Clone, Copy, Default)]
+pub struct Footprint {
+    layers: i64,
+    bytes: i64,
+    items: i64,
+}
+
+impl Footprint {
+    pub fn of(filter: &BloomFilter) -> Footprint {
+        Footprint {
+            layers: filter.layers().len() as i64,
+            bytes: filter.bytes() as i64,
+            items: filter.items() as i64,
+        }
+    }
+}
+
+/// A filter came into being (created, loaded, restored, copied).
+pub fn filter_added(filter: &BloomFilter) {
+    FILTERS.fetch_add(1, Ordering::Relaxed);
+    changed(Footprint::default(), Footprint::of(filter));
+}
+
+/// A filter was freed.
+pub fn filter_freed(filter: &BloomFilter) {
+    FILTERS.fetch_sub(1, Ordering::Relaxed);
+    changed(Footprint::of(filter), Footprint::default());
+}
+
+/// A filter went from `before` to `after`.
+pub fn changed(before: Footprint, after: Footprint) {
+    LAYERS.fetch_add(after.layers - before.layers, Ordering::Relaxed);
+    BYTES.fetch_add(after.bytes - before.bytes, Ordering::Relaxed);
+    ITEMS.fetch_add(after.items - before.items, Ordering::Relaxed);
+}
+
+pub fn count(counter: &AtomicU64, by: usize) {
+    counter.fetch_add(by as u64, Ordering::Relaxed);
+}
+
+/// The `INFO bf` section (field names come out prefixed: `bf_filters`, ...).
+pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    let add_field = |name: &CStr, value: u64| unsafe {
+        api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value)
+    };
+    let gauge = |counter: &AtomicI64| counter.load(Ordering::Relaxed).max(0) as u64;
+    unsafe { api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) };
+    add_field(c"filters", gauge(&FILTERS));
+    add_field(c"layers", gauge(&LAYERS));
+    add_field(c"bytes", gauge(&BYTES));
+    add_field(c"items", gauge(&ITEMS));
+    add_field(c"adds", ADDS.load(Ordering::Relaxed));
+    add_field(c"lookups", LOOKUPS.load(Ordering::Relaxed));
+    add_field(
+        c"refused_by_limits",
+        REFUSED_BY_LIMITS.load(Ordering::Relaxed),
+    );
+}
