@@ -6,7 +6,7 @@ use xxhash_rust::xxh3::xxh3_128_with_seed;
 ///
 /// Computed once per item and shared by every layer of a filter (layers differ only in their
 /// size and number of hashes, so the probe sequence is re-derived cheaply per layer).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ItemHash {
     h1: u64,
     h2: u64,

@@ -47,6 +47,25 @@ impl Layer {
             .all(|p| words[(p / 64) as usize] & (1u64 << (p % 64)) != 0)
     }
 
+    /// Asks the CPU to start loading the cache lines of `hash`'s probes, so that a later
+    /// [`contains`](Self::contains) or [`set`](Self::set) of a batch does not wait for each miss
+    /// in turn: on a filter larger than the cache this overlaps the misses of many items.
+    #[inline]
+    pub fn prefetch(&self, hash: &ItemHash) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let words = self.bits.as_raw_slice();
+            for p in hash.positions(self.bits.len() as u64, self.num_hashes) {
+                let word: *const u64 = &words[(p / 64) as usize];
+                // SAFETY: prefetching is a hint on an address inside the slice; it never faults.
+                unsafe { _mm_prefetch(word.cast::<i8>(), _MM_HINT_T0) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = hash;
+    }
+
     /// Sets every probe of `hash`; returns true when at least one bit changed. Does not count.
     #[inline]
     pub fn set(&mut self, hash: &ItemHash) -> bool {

@@ -19,6 +19,11 @@ pub const NON_SCALING_MARGIN: f64 = 0.9;
 /// the cap exists for expansion 1, where every layer costs lookups on every later command.
 pub const MAX_LAYERS: usize = 64;
 
+/// Items hashed and prefetched together by the batch operations: enough to keep the memory
+/// system busy (about ten cache misses in flight per core), few enough that the lines are still
+/// cached when the items are processed.
+const BATCH: usize = 16;
+
 /// How a filter grows once its newest layer is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Growth {
@@ -270,6 +275,76 @@ impl BloomFilter {
             0,
         ));
         Ok(())
+    }
+
+    /// Looks up a batch of items, calling `found` with each answer in order. Hashes and
+    /// prefetches a group of items before testing any, which hides memory latency on big filters.
+    pub fn contains_many<'a>(
+        &self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        mut found: impl FnMut(bool),
+    ) {
+        let mut items = items.into_iter();
+        let mut group = [ItemHash::default(); BATCH];
+        loop {
+            let len = self.hash_group(&mut items, &mut group);
+            if len == 0 {
+                return;
+            }
+            for hash in &group[..len] {
+                for layer in &self.layers {
+                    layer.prefetch(hash);
+                }
+            }
+            for hash in &group[..len] {
+                found(self.contains_hash(hash));
+            }
+        }
+    }
+
+    /// Adds a batch of items in order, calling `added` with each result; stops at the first
+    /// error (after reporting it). Prefetches like [`contains_many`](Self::contains_many).
+    pub fn insert_many<'a>(
+        &mut self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        limits: Limits,
+        mut added: impl FnMut(Result<bool, InsertError>),
+    ) {
+        let mut items = items.into_iter();
+        let mut group = [ItemHash::default(); BATCH];
+        loop {
+            let len = self.hash_group(&mut items, &mut group);
+            if len == 0 {
+                return;
+            }
+            for hash in &group[..len] {
+                for layer in &self.layers {
+                    layer.prefetch(hash);
+                }
+            }
+            for hash in &group[..len] {
+                let result = self.insert_hash(hash, limits);
+                let failed = result.is_err();
+                added(result);
+                if failed {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Hashes up to BATCH items from `items` into `group`; returns how many.
+    fn hash_group<'a>(
+        &self,
+        items: &mut impl Iterator<Item = &'a [u8]>,
+        group: &mut [ItemHash; BATCH],
+    ) -> usize {
+        let mut len = 0;
+        for (slot, item) in group.iter_mut().zip(items) {
+            *slot = self.hash(item);
+            len += 1;
+        }
+        len
     }
 
     /// Items counted over all layers.

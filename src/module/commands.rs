@@ -182,31 +182,25 @@ fn add_items(
     if reply == AddReply::Array {
         command.reply_array_postponed();
     }
-    let mut replied = 0usize;
-    for (index, item) in items.enumerate() {
-        match filter.insert(item, limits) {
-            Ok(new) => {
-                if new {
-                    added.push(first_item + index);
-                }
-                command.reply_bool(new);
-                replied += 1;
+    let mut processed = 0usize;
+    filter.insert_many(items, limits, |result| match result {
+        Ok(new) => {
+            if new {
+                added.push(first_item + processed);
             }
-            Err(error) => {
-                failure = Some(insert_error(error));
-                break;
-            }
+            command.reply_bool(new);
+            processed += 1;
         }
-    }
-    if let (AddReply::Array, Some(error)) = (reply, &failure) {
-        command.reply_error(error);
-        replied += 1;
-    }
+        Err(error) => failure = Some(insert_error(error)),
+    });
     if reply == AddReply::Array {
-        command.set_array_length(replied);
+        if let Some(error) = &failure {
+            command.reply_error(error);
+        }
+        command.set_array_length(processed + usize::from(failure.is_some()));
     }
     stats::changed(before, Footprint::of(filter));
-    stats::count(&stats::ADDS, replied);
+    stats::count(&stats::ADDS, processed);
 
     if created {
         replicate_creation(command, filter.params());
@@ -283,8 +277,9 @@ pub fn mexists(command: &Command) -> CommandResult {
     let items = command.args_from(2);
     stats::count(&stats::LOOKUPS, items.len());
     command.reply_array(items.len());
-    for item in items {
-        command.reply_bool(filter.is_some_and(|filter| filter.contains(item)));
+    match filter {
+        Some(filter) => filter.contains_many(items, |found| command.reply_bool(found)),
+        None => items.for_each(|_| command.reply_bool(false)),
     }
     Ok(())
 }
