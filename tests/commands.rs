@@ -2,8 +2,12 @@
 mod common;
 
 use common::*;
-use redis::bloom::{BloomFilterInfoType, BloomFilterInsertOptions, BloomFilterScalingOptions};
+use redis::bloom::{
+    BloomFilterInfoType, BloomFilterInfoTypeResponse, BloomFilterInsertOptions,
+    BloomFilterScalingOptions,
+};
 use redis::{Commands, Value};
+use std::collections::HashMap;
 
 #[test]
 fn module_is_loaded_and_type_name() {
@@ -571,15 +575,17 @@ fn info_single_fields() {
     );
 
     // redis-rs typed single-field queries.
-    let v = c.bf_info_type("k", BloomFilterInfoType::Capacity).unwrap();
+    let v: BloomFilterInfoTypeResponse =
+        c.bf_info_type("k", BloomFilterInfoType::Capacity).unwrap();
     assert_eq!(*v, 1000.0);
-    let v = c.bf_info_type("k", BloomFilterInfoType::Items).unwrap();
+    let v: BloomFilterInfoTypeResponse = c.bf_info_type("k", BloomFilterInfoType::Items).unwrap();
     assert_eq!(*v, 3.0);
-    let v = c.bf_info_type("k", BloomFilterInfoType::Filters).unwrap();
+    let v: BloomFilterInfoTypeResponse = c.bf_info_type("k", BloomFilterInfoType::Filters).unwrap();
     assert_eq!(*v, 1.0);
-    let v = c.bf_info_type("k", BloomFilterInfoType::Expansion).unwrap();
+    let v: BloomFilterInfoTypeResponse =
+        c.bf_info_type("k", BloomFilterInfoType::Expansion).unwrap();
     assert_eq!(*v, 4.0);
-    let v = c.bf_info_type("k", BloomFilterInfoType::Size).unwrap();
+    let v: BloomFilterInfoTypeResponse = c.bf_info_type("k", BloomFilterInfoType::Size).unwrap();
     assert_eq!(*v, full.size as f64);
 }
 
@@ -592,7 +598,7 @@ fn info_redis_rs_parsing() {
         &["BF.RESERVE", "k", "0.01", "200", "EXPANSION", "3"],
     );
     raw_ok(&mut c, &["BF.MADD", "k", "a", "b"]);
-    let m = c.bf_info("k").unwrap();
+    let m: HashMap<String, BloomFilterInfoTypeResponse> = c.bf_info("k").unwrap();
     assert_eq!(*m["Capacity"], 200.0);
     assert_eq!(*m["Number of filters"], 1.0);
     assert_eq!(*m["Number of items inserted"], 2.0);
@@ -600,7 +606,7 @@ fn info_redis_rs_parsing() {
     assert!(*m["Size"] > 0.0);
     assert_eq!(m.len(), 5);
     raw_ok(&mut c, &["BF.RESERVE", "ns", "0.01", "200", "NONSCALING"]);
-    let m = c.bf_info("ns").unwrap();
+    let m: HashMap<String, BloomFilterInfoTypeResponse> = c.bf_info("ns").unwrap();
     assert_eq!(
         *m["Expansion rate"], 0.0,
         "nil expansion parses as 0 in redis-rs"
@@ -608,7 +614,7 @@ fn info_redis_rs_parsing() {
 
     // And over RESP3.
     let mut c3 = s.conn_resp3();
-    let m = c3.bf_info("k").unwrap();
+    let m: HashMap<String, BloomFilterInfoTypeResponse> = c3.bf_info("k").unwrap();
     assert_eq!(*m["Capacity"], 200.0);
     assert_eq!(*m["Number of items inserted"], 2.0);
     assert_eq!(*m["Expansion rate"], 3.0);
@@ -781,7 +787,7 @@ mod prop {
             thread_local! {
                 static SRV: Server = Server::start();
             }
-            SRV.with(|s| {
+            SRV.with(|s| -> Result<(), TestCaseError> {
                 let mut c = s.conn();
                 let key = format!("p{case}");
                 let mut args: Vec<&[u8]> = vec![b"BF.MADD", key.as_bytes()];

@@ -61,12 +61,17 @@ fn wrong_arity_every_command() {
             vec!["bf.loadchunk", "k", "1", "data", "extra"],
         ),
     ];
+    let mut bad = Vec::new();
     for (name, args) in &cases {
-        assert_err(&mut c, args, &arity(name));
-        if args.len() > 1 {
-            assert_no_key(&mut c, args[1]);
+        match raw(&mut c, args) {
+            Err(e) if e == arity(name) => {}
+            other => bad.push(format!("{args:?} -> {other:?}")),
+        }
+        if args.len() > 1 && exists(&mut c, args[1]) {
+            bad.push(format!("{args:?} created the key"));
         }
     }
+    assert!(bad.is_empty(), "wrong arity replies (expected 'ERR wrong number of arguments for '<lower-case name>' command'):\n{}", bad.join("\n"));
     // Also on an existing filter: arity errors do not modify it.
     raw_ok(&mut c, &["BF.ADD", "f", "a"]);
     let d = digest(&mut c, "f");
@@ -80,7 +85,11 @@ fn wrong_arity_uppercase_name_mentions_command() {
     let s = Server::start();
     let mut c = s.conn();
     let e = raw_err(&mut c, &["BF.ADD", "k"]);
-    assert_eq!(e.to_lowercase(), arity("bf.add"), "got {e:?}");
+    assert_eq!(
+        e.to_lowercase(),
+        arity("bf.add").to_lowercase(),
+        "got {e:?}"
+    );
 }
 
 #[test]
@@ -601,7 +610,9 @@ fn size_limit_refuses_huge_filter() {
     ] {
         let e = raw_err(&mut c, &args);
         assert!(
-            e.starts_with("ERR filter would use ") && e.contains(" bytes, over the limit"),
+            e.starts_with("ERR filter would use ")
+                && e.contains(" bytes, over the ")
+                && e.contains("limit"),
             "{args:?}: got {e:?}"
         );
         assert_no_key(&mut c, "k");

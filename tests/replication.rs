@@ -60,12 +60,15 @@ fn keys(c: &mut Connection) -> Vec<Vec<u8>> {
     k
 }
 
-/// Every key: same type, same DEBUG DIGEST-VALUE, same BF.INFO; whole dataset digest equal.
+/// Every key: same DEBUG DIGEST-VALUE, same BF.INFO; whole dataset digest equal. Reports every
+/// difference at once.
 fn assert_identical(pc: &mut Connection, rc: &mut Connection) {
     let pk = keys(pc);
     let rk = keys(rc);
     assert_eq!(pk, rk, "key sets differ");
+    let mut diffs = Vec::new();
     for k in &pk {
+        let name = String::from_utf8_lossy(k).into_owned();
         let dp: Value = redis::cmd("DEBUG")
             .arg("DIGEST-VALUE")
             .arg(k.as_slice())
@@ -76,25 +79,27 @@ fn assert_identical(pc: &mut Connection, rc: &mut Connection) {
             .arg(k.as_slice())
             .query(rc)
             .unwrap();
-        assert_eq!(
-            dp,
-            dr,
-            "DEBUG DIGEST-VALUE differs for key {:?}",
-            String::from_utf8_lossy(k)
-        );
+        if dp != dr {
+            diffs.push(format!(
+                "DEBUG DIGEST-VALUE differs for {name:?}: primary {dp:?} replica {dr:?}"
+            ));
+        }
         let ip = rawb(pc, &[b"BF.INFO", k]);
         let ir = rawb(rc, &[b"BF.INFO", k]);
-        assert_eq!(
-            ip,
-            ir,
-            "BF.INFO differs for key {:?}",
-            String::from_utf8_lossy(k)
-        );
+        if ip != ir {
+            diffs.push(format!(
+                "BF.INFO differs for {name:?}:\n  primary {ip:?}\n  replica {ir:?}"
+            ));
+        }
     }
-    assert_eq!(
-        dataset_digest(pc),
-        dataset_digest(rc),
-        "DEBUG DIGEST differs"
+    let (a, b) = (dataset_digest(pc), dataset_digest(rc));
+    if a != b {
+        diffs.push(format!("DEBUG DIGEST differs: {a} vs {b}"));
+    }
+    assert!(
+        diffs.is_empty(),
+        "replica differs from primary:\n{}",
+        diffs.join("\n")
     );
 }
 

@@ -405,7 +405,7 @@ impl BloomFilter {
 
     /// Bytes this filter occupies in memory, bits and bookkeeping.
     pub fn memory_usage(&self) -> u64 {
-        (std::mem::size_of::<Self>() + self.layers.capacity() * std::mem::size_of::<Layer>()) as u64
+        (std::mem::size_of::<Self>() + self.layers.len() * std::mem::size_of::<Layer>()) as u64
             + self.bytes()
     }
 }

@@ -368,7 +368,7 @@ pub fn loadchunk(command: &Command) -> CommandResult {
             })?;
         store(&key, filter);
     } else {
-        let filter = existing.ok_or(NOT_FOUND)?;
+        let filter = existing.ok_or(BAD_OFFSET)?;
         load_chunk(filter, iterator, data).map_err(|error| match error {
             ChunkError::Offset => BAD_OFFSET,
             ChunkError::TooBig => TOO_BIG,

@@ -5,6 +5,7 @@ pub mod args;
 pub mod commands;
 pub mod config;
 pub mod datatype;
+pub mod docs;
 pub mod ffi;
 pub mod stats;
 
@@ -43,16 +44,16 @@ type EntryPoint =
 
 /// Every command: name, entry point, flags. Each takes one key, at argument 1.
 const COMMANDS: [(&str, EntryPoint, &str); 10] = [
-    ("BF.RESERVE", bf_reserve, "write deny-oom"),
-    ("BF.ADD", bf_add, "write deny-oom fast"),
-    ("BF.MADD", bf_madd, "write deny-oom"),
-    ("BF.INSERT", bf_insert, "write deny-oom"),
-    ("BF.EXISTS", bf_exists, "readonly fast"),
-    ("BF.MEXISTS", bf_mexists, "readonly"),
-    ("BF.INFO", bf_info, "readonly fast"),
-    ("BF.CARD", bf_card, "readonly fast"),
-    ("BF.SCANDUMP", bf_scandump, "readonly"),
-    ("BF.LOADCHUNK", bf_loadchunk, "write deny-oom"),
+    ("bf.reserve", bf_reserve, "write deny-oom"),
+    ("bf.add", bf_add, "write deny-oom fast"),
+    ("bf.madd", bf_madd, "write deny-oom"),
+    ("bf.insert", bf_insert, "write deny-oom"),
+    ("bf.exists", bf_exists, "readonly fast"),
+    ("bf.mexists", bf_mexists, "readonly"),
+    ("bf.info", bf_info, "readonly fast"),
+    ("bf.card", bf_card, "readonly fast"),
+    ("bf.scandump", bf_scandump, "readonly"),
+    ("bf.loadchunk", bf_loadchunk, "write deny-oom"),
 ];
 
 /// Module start-up, after the data type and the configs are registered.
@@ -94,6 +95,10 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
             );
             return Status::Err;
         }
+    }
+    if let Err(reason) = docs::register(raw_ctx) {
+        log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
+        return Status::Err;
     }
     Status::Ok
 }

@@ -696,3 +696,18 @@ pub fn assert_all_exist(c: &mut Connection, key: &str, items: &[String]) {
         }
     }
 }
+
+/// Compare two BF.INFO results: every field but Size first, then Size (so a Size-only difference
+/// is reported as such).
+#[track_caller]
+pub fn assert_info_eq(a: &Info, b: &Info, what: &str) {
+    let strip = |i: &Info| Info {
+        size: 0,
+        ..i.clone()
+    };
+    assert_eq!(strip(a), strip(b), "BF.INFO differs ({what})");
+    assert_eq!(
+        a.size, b.size,
+        "BF.INFO Size differs ({what}): {a:?} vs {b:?}"
+    );
+}

@@ -1,0 +1,285 @@
+//! COMMAND DOCS and COMMAND INFO for every BF.* command: summary, complexity, arguments and key
+//! specs, set with `RedisModule_SetCommandInfo` (Redis 7.0+), so that cluster clients route by key
+//! specs and `COMMAND DOCS bf.add` tells users the grammar.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::mem::size_of;
+use std::ptr::{null, null_mut};
+
+use redis_module::raw;
+
+use super::ffi::api;
+
+/// How an argument is typed in the docs.
+#[derive(Clone, Copy)]
+enum Kind {
+    Key,
+    Text,
+    Integer,
+    Double,
+    /// A bare keyword such as NONSCALING.
+    Token,
+}
+
+/// One argument of a command's grammar.
+struct Arg {
+    name: &'static CStr,
+    kind: Kind,
+    /// The keyword that precedes the value (EXPANSION n), if any.
+    token: Option<&'static CStr>,
+    optional: bool,
+    multiple: bool,
+}
+
+const fn arg(name: &'static CStr, kind: Kind) -> Arg {
+    Arg {
+        name,
+        kind,
+        token: None,
+        optional: false,
+        multiple: false,
+    }
+}
+
+const fn option(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
+    Arg {
+        name,
+        kind,
+        token: Some(token),
+        optional: true,
+        multiple: false,
+    }
+}
+
+const fn items(name: &'static CStr) -> Arg {
+    Arg {
+        name,
+        kind: Kind::Text,
+        token: None,
+        optional: false,
+        multiple: true,
+    }
+}
+
+/// The docs of one command.
+struct Doc {
+    name: &'static CStr,
+    summary: &'static CStr,
+    complexity: &'static CStr,
+    arity: c_int,
+    writes: bool,
+    args: &'static [Arg],
+}
+
+const KEY: Arg = arg(c"key", Kind::Key);
+const SEED: Arg = option(c"seed", Kind::Integer, c"SEED");
+const EXPANSION: Arg = option(c"expansion", Kind::Integer, c"EXPANSION");
+const NONSCALING: Arg = option(c"nonscaling", Kind::Token, c"NONSCALING");
+
+static DOCS: [Doc; 10] = [
+    Doc {
+        name: c"BF.RESERVE",
+        summary: c"Creates an empty Bloom filter sized for a capacity at an error rate",
+        complexity: c"O(1)",
+        arity: -4,
+        writes: true,
+        args: &[
+            KEY,
+            arg(c"error_rate", Kind::Double),
+            arg(c"capacity", Kind::Integer),
+            EXPANSION,
+            NONSCALING,
+            SEED,
+        ],
+    },
+    Doc {
+        name: c"BF.ADD",
+        summary: c"Adds an item, creating the filter if missing; 1 if the item was new",
+        complexity: c"O(k + layers)",
+        arity: 3,
+        writes: true,
+        args: &[KEY, arg(c"item", Kind::Text)],
+    },
+    Doc {
+        name: c"BF.MADD",
+        summary: c"Adds items, creating the filter if missing; 1 per item that was new",
+        complexity: c"O(n * (k + layers))",
+        arity: -3,
+        writes: true,
+        args: &[KEY, items(c"item")],
+    },
+    Doc {
+        name: c"BF.INSERT",
+        summary: c"Adds items, creating the filter with the given parameters unless NOCREATE",
+        complexity: c"O(n * (k + layers))",
+        arity: -4,
+        writes: true,
+        args: &[
+            KEY,
+            option(c"capacity", Kind::Integer, c"CAPACITY"),
+            option(c"error", Kind::Double, c"ERROR"),
+            EXPANSION,
+            option(c"nocreate", Kind::Token, c"NOCREATE"),
+            NONSCALING,
+            SEED,
+            Arg {
+                name: c"items",
+                kind: Kind::Token,
+                token: Some(c"ITEMS"),
+                optional: false,
+                multiple: false,
+            },
+            items(c"item"),
+        ],
+    },
+    Doc {
+        name: c"BF.EXISTS",
+        summary: c"1 if the item may have been added, 0 if it certainly was not",
+        complexity: c"O(k * layers)",
+        arity: 3,
+        writes: false,
+        args: &[KEY, arg(c"item", Kind::Text)],
+    },
+    Doc {
+        name: c"BF.MEXISTS",
+        summary: c"BF.EXISTS for several items",
+        complexity: c"O(n * k * layers)",
+        arity: -3,
+        writes: false,
+        args: &[KEY, items(c"item")],
+    },
+    Doc {
+        name: c"BF.INFO",
+        summary: c"Capacity, size, layers, items and expansion of a filter",
+        complexity: c"O(1)",
+        arity: -2,
+        writes: false,
+        args: &[
+            KEY,
+            Arg {
+                name: c"field",
+                kind: Kind::Text,
+                token: None,
+                optional: true,
+                multiple: false,
+            },
+        ],
+    },
+    Doc {
+        name: c"BF.CARD",
+        summary: c"Number of items added to a filter",
+        complexity: c"O(1)",
+        arity: 2,
+        writes: false,
+        args: &[KEY],
+    },
+    Doc {
+        name: c"BF.SCANDUMP",
+        summary: c"Returns the next chunk of a filter's dump, for BF.LOADCHUNK",
+        complexity: c"O(chunk size)",
+        arity: 3,
+        writes: false,
+        args: &[KEY, arg(c"iterator", Kind::Integer)],
+    },
+    Doc {
+        name: c"BF.LOADCHUNK",
+        summary: c"Restores a filter from the chunks BF.SCANDUMP returned, in order",
+        complexity: c"O(chunk size)",
+        arity: 4,
+        writes: true,
+        args: &[
+            KEY,
+            arg(c"iterator", Kind::Integer),
+            arg(c"data", Kind::Text),
+        ],
+    },
+];
+
+fn raw_kind(kind: Kind) -> raw::RedisModuleCommandArgType {
+    match kind {
+        Kind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+        Kind::Text => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+        Kind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        Kind::Double => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
+        Kind::Token => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+    }
+}
+
+fn ptr(text: &'static CStr) -> *const c_char {
+    text.as_ptr()
+}
+
+/// Sets the docs of every command. Redis copies what it is given; the arrays built here are
+/// zero-terminated, as the API wants, and freed on return.
+pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
+    };
+    for doc in &DOCS {
+        let flags = if doc.writes {
+            raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE
+        } else {
+            raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS
+        };
+        // SAFETY: all-zero is the documented terminator of these C arrays.
+        let mut key_specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+        key_specs[0].flags = u64::from(flags);
+        key_specs[0].begin_search_type =
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        key_specs[0].bs.index.pos = 1;
+        key_specs[0].find_keys_type =
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        key_specs[0].fk.range.lastkey = 0;
+        key_specs[0].fk.range.keystep = 1;
+        key_specs[0].fk.range.limit = 0;
+
+        let mut args: Vec<raw::RedisModuleCommandArg> = doc
+            .args
+            .iter()
+            .map(|a| {
+                // SAFETY: every field of the C struct is a pointer or an integer.
+                let mut out: raw::RedisModuleCommandArg = unsafe { std::mem::zeroed() };
+                out.name = ptr(a.name);
+                out.type_ = raw_kind(a.kind);
+                out.key_spec_index = if matches!(a.kind, Kind::Key) { 0 } else { -1 };
+                out.token = a.token.map_or(null(), ptr);
+                let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
+                if a.optional {
+                    flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+                }
+                if a.multiple {
+                    flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+                }
+                out.flags = flags as c_int;
+                out
+            })
+            .collect();
+        args.push(unsafe { std::mem::zeroed() });
+
+        let info = raw::RedisModuleCommandInfo {
+            version: &version,
+            summary: ptr(doc.summary),
+            complexity: ptr(doc.complexity),
+            since: ptr(c"1.0.0"),
+            history: null_mut(),
+            tips: null(),
+            arity: doc.arity,
+            key_specs: key_specs.as_mut_ptr(),
+            args: args.as_mut_ptr(),
+        };
+        let command = unsafe { api!(RedisModule_GetCommand)(ctx, doc.name.as_ptr()) };
+        if command.is_null()
+            || unsafe { api!(RedisModule_SetCommandInfo)(command, &info) }
+                != raw::REDISMODULE_OK as c_int
+        {
+            return Err(format!(
+                "cannot set the docs of {}",
+                doc.name.to_string_lossy()
+            ));
+        }
+    }
+    Ok(())
+}
