@@ -210,7 +210,8 @@ pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, Decode
         .map(|(index, (size, capacity, items))| {
             Layer::with_size(size, capacity, params.layer_error_rate(index), items)
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(DecodeError::Limit)?;
     let loading = (loaded < total_bytes).then_some(loaded);
     Ok(BloomFilter::from_parts(params, layers, loading))
 }

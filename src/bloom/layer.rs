@@ -3,7 +3,8 @@
 use bitvec::prelude::{BitVec, Lsb0};
 
 use super::hash::ItemHash;
-use super::sizing::{layer_size, LayerSize, SizingError};
+use super::scalable::LimitError;
+use super::sizing::LayerSize;
 
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,23 +21,22 @@ pub struct Layer {
 }
 
 impl Layer {
-    /// An empty layer sized for `capacity` items at `error_rate`. Allocates `size.bytes()`.
-    pub fn new(capacity: u64, error_rate: f64) -> Result<Layer, SizingError> {
-        let size = layer_size(capacity, error_rate)?;
-        Ok(Layer::with_size(size, capacity, error_rate, 0))
-    }
-
-    /// An all-zero layer of an exact shape, as read back from an encoding. The caller has
-    /// validated the fields (see [`crate::bloom::encoding`]).
-    pub(crate) fn with_size(size: LayerSize, capacity: u64, error_rate: f64, items: u64) -> Layer {
-        let words = (size.bits / 64) as usize;
-        Layer {
-            bits: BitVec::from_vec(vec![0u64; words]),
+    /// An all-zero layer of an exact shape. The caller has checked the shape against its limits
+    /// (see [`crate::bloom::scalable::Limits`]); an allocation the system refuses is an error,
+    /// not an abort.
+    pub(crate) fn with_size(
+        size: LayerSize,
+        capacity: u64,
+        error_rate: f64,
+        items: u64,
+    ) -> Result<Layer, LimitError> {
+        Ok(Layer {
+            bits: BitVec::from_vec(zeroed_words(size.bits / 64)?),
             num_hashes: size.num_hashes,
             capacity,
             error_rate,
             items,
-        }
+        })
     }
 
     /// True when every probe of `hash` is set.
@@ -150,5 +150,29 @@ impl Layer {
             at += take;
             rest = &rest[take..];
         }
+    }
+}
+
+/// `words` zeroed 64-bit words, or the allocation failure as a value. `vec![0; n]` would abort the
+/// whole server when the allocator refuses, and `Vec::try_reserve` cannot ask for zeroed memory
+/// (which keeps a fresh filter's pages untouched until used).
+fn zeroed_words(words: u64) -> Result<Vec<u64>, LimitError> {
+    let refused = LimitError::Allocation {
+        needed: words.saturating_mul(8),
+    };
+    let words = usize::try_from(words).map_err(|_| refused)?;
+    let layout = std::alloc::Layout::array::<u64>(words).map_err(|_| refused)?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size; a non-null result is a zeroed block of `words`
+    // u64s allocated by the global allocator with exactly the layout Vec<u64> uses, so Vec may
+    // own and free it.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout).cast::<u64>();
+        if ptr.is_null() {
+            return Err(refused);
+        }
+        Ok(Vec::from_raw_parts(ptr, words, words))
     }
 }

@@ -112,6 +112,8 @@ pub enum LimitError {
     FilterBytes { needed: u64, limit: u64 },
     /// The allocation would exceed what the server may still allocate.
     ServerMemory { needed: u64, available: u64 },
+    /// The system refused the allocation.
+    Allocation { needed: u64 },
 }
 
 /// Why a filter cannot be created.
@@ -160,7 +162,8 @@ impl BloomFilter {
         limits
             .admit(size.bytes(), size.bytes())
             .map_err(CreateError::Limit)?;
-        let first = Layer::with_size(size, params.capacity, params.layer_error_rate(0), 0);
+        let first = Layer::with_size(size, params.capacity, params.layer_error_rate(0), 0)
+            .map_err(CreateError::Limit)?;
         Ok(BloomFilter {
             params,
             layers: vec![first],
@@ -243,6 +246,18 @@ impl BloomFilter {
         newest.capacity().saturating_sub(newest.items())
     }
 
+    /// Bytes of the layer the filter would add next, if it can grow.
+    pub fn next_layer_bytes(&self) -> Option<u64> {
+        match self.params.growth {
+            Growth::NonScaling => None,
+            Growth::Scaling { .. } => self
+                .params
+                .layer_size(self.layers.len())
+                .ok()
+                .map(|size| size.bytes()),
+        }
+    }
+
     fn newest(&self) -> &Layer {
         self.layers.last().expect("a filter always has a layer")
     }
@@ -268,12 +283,9 @@ impl BloomFilter {
             .params
             .layer_capacity(index)
             .ok_or(InsertError::CannotGrow)?;
-        self.layers.push(Layer::with_size(
-            size,
-            capacity,
-            self.params.layer_error_rate(index),
-            0,
-        ));
+        let layer = Layer::with_size(size, capacity, self.params.layer_error_rate(index), 0)
+            .map_err(InsertError::Limit)?;
+        self.layers.push(layer);
         Ok(())
     }
 

@@ -12,6 +12,9 @@ use redis_module::raw;
 /// block is never allocated by one allocator and freed by the other.
 pub struct ModuleAlloc;
 
+/// Zeroed blocks from this size up may fail without aborting (see `alloc_zeroed`).
+const FALLIBLE_BYTES: usize = 1 << 20;
+
 /// Redis' allocator (jemalloc) aligns every block to at least 8 bytes, and to the size's power of
 /// two for small sizes; rounding the size up to the alignment gives any alignment we ask for.
 fn redis_size(layout: Layout) -> usize {
@@ -26,10 +29,26 @@ unsafe impl GlobalAlloc for ModuleAlloc {
         }
     }
 
-    /// Zeroed blocks come from calloc, so a big filter's pages stay untouched until used.
+    /// Zeroed blocks come from calloc, so a big filter's pages stay untouched until used. Big
+    /// blocks (filter bits) use the non-aborting variants, so that a refusal reaches the caller
+    /// as null and becomes an error reply: TryCalloc where the server has it (7.4+), else
+    /// TryAlloc and an explicit zeroing.
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let size = redis_size(layout);
+        if size >= FALLIBLE_BYTES {
+            if let Some(try_calloc) = raw::RedisModule_TryCalloc {
+                return try_calloc(1, size).cast();
+            }
+            if let Some(try_alloc) = raw::RedisModule_TryAlloc {
+                let block = try_alloc(size).cast::<u8>();
+                if !block.is_null() {
+                    block.write_bytes(0, size);
+                }
+                return block;
+            }
+        }
         match raw::RedisModule_Calloc {
-            Some(calloc) => calloc(1, redis_size(layout)).cast(),
+            Some(calloc) => calloc(1, size).cast(),
             None => System.alloc_zeroed(layout),
         }
     }

@@ -11,7 +11,8 @@ use crate::bloom::{
 use super::args::{self, CreateOptions, InfoField};
 use super::config;
 use super::datatype::bloom_type;
-use super::ffi::{memory_headroom, Command, CommandError, CommandResult, Key};
+use super::ffi::{Command, CommandError, CommandResult, Key};
+use super::memory::{self, SMALL_ALLOCATION};
 use super::stats::{self, Footprint};
 
 const NOT_FOUND: CommandError = CommandError::Static("ERR not found");
@@ -23,15 +24,15 @@ const BAD_OFFSET: CommandError = CommandError::Static("ERR invalid offset - no l
 const TOO_BIG: CommandError =
     CommandError::Static("ERR invalid chunk - Too big for current filter");
 
-/// The limits this call must respect: none when it replays what a primary already admitted.
-/// `may_allocate` false skips reading the server's memory figures when nothing can be allocated.
-fn limits(command: &Command, may_allocate: bool) -> Limits {
+/// The limits this call must respect when it may allocate up to `allocation` bytes: none when
+/// it replays what a primary already admitted.
+fn limits(command: &Command, allocation: u64) -> Limits {
     if command.is_replayed() {
         Limits::UNLIMITED
-    } else if may_allocate {
-        config::limits(memory_headroom(command.ctx()))
-    } else {
+    } else if allocation < SMALL_ALLOCATION {
         config::limits(u64::MAX)
+    } else {
+        config::limits(memory::headroom(command.ctx()))
     }
 }
 
@@ -89,7 +90,8 @@ fn create(command: &Command, options: CreateOptions) -> Result<BloomFilter, Comm
         growth: options.growth.unwrap_or(defaults.growth),
         seed: options.seed.or(defaults.seed).unwrap_or_else(random_seed),
     };
-    BloomFilter::new(params, limits(command, true)).map_err(create_error)
+    let bytes = params.layer_size(0).map_or(0, |size| size.bytes());
+    BloomFilter::new(params, limits(command, bytes)).map_err(create_error)
 }
 
 /// Replicates the creation of a filter with every parameter explicit, so that a replica never
@@ -174,7 +176,12 @@ fn add_items(
     };
 
     let items = command.args_from(first_item);
-    let limits = limits(command, filter.room() < items.len() as u64);
+    let growth = if filter.room() < items.len() as u64 {
+        filter.next_layer_bytes().unwrap_or(0)
+    } else {
+        0
+    };
+    let limits = limits(command, growth);
     let before = Footprint::of(filter);
     // Indexes of the items that changed the filter: all a replica needs to end up identical.
     let mut added: Vec<usize> = Vec::new();
@@ -362,7 +369,7 @@ pub fn loadchunk(command: &Command) -> CommandResult {
             return Err(ITEM_EXISTS);
         }
         let filter =
-            decode_load_header(data, limits(command, true)).map_err(|error| match error {
+            decode_load_header(data, limits(command, u64::MAX)).map_err(|error| match error {
                 DecodeError::Corrupt(_) => BAD_DATA,
                 DecodeError::Limit(limit) => refused(config::limit_message(limit)),
             })?;

@@ -118,9 +118,12 @@ pub fn limit_message(limit: LimitError) -> String {
              (raise it with CONFIG SET bf.max-filter-bytes)"
         ),
         LimitError::ServerMemory { needed, available } => format!(
-            "ERR filter needs {needed} more bytes but maxmemory leaves {available} \
-             (raise maxmemory or free memory)"
+            "ERR filter needs {needed} more bytes but only {available} can be allocated \
+             (the least of what maxmemory leaves and the machine's available memory)"
         ),
+        LimitError::Allocation { needed } => {
+            format!("ERR out of memory: the system refused {needed} bytes for the filter")
+        }
     }
 }
 

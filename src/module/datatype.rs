@@ -16,7 +16,8 @@ use crate::bloom::encoding::{
 use crate::bloom::{BloomFilter, DecodeError, Limits};
 
 use super::config;
-use super::ffi::{api, guard, log, memory_headroom, RedisBuffer};
+use super::ffi::{api, guard, log, RedisBuffer};
+use super::memory;
 use super::stats;
 
 /// Name shared with RedisBloom, so one day RDB files of either module can be read by the other.
@@ -143,7 +144,7 @@ fn load_limits(rdb: *mut raw::RedisModuleIO) -> Limits {
     if flags & raw::REDISMODULE_CTX_FLAGS_LOADING != 0 {
         Limits::UNLIMITED
     } else {
-        config::limits(memory_headroom(ctx))
+        config::limits(memory::headroom(ctx))
     }
 }
 

@@ -308,27 +308,6 @@ pub fn guard<T>(what: &str, fallback: T, callback: impl FnOnce() -> T) -> T {
     })
 }
 
-/// Bytes the server may still allocate under `maxmemory` (u64::MAX when maxmemory is off).
-/// Reads the memory section of INFO: call it only before an allocation, not per item.
-pub fn memory_headroom(ctx: *mut raw::RedisModuleCtx) -> u64 {
-    let info = unsafe { api!(RedisModule_GetServerInfo)(ctx, c"memory".as_ptr()) };
-    if info.is_null() {
-        return u64::MAX;
-    }
-    let field = |name: &std::ffi::CStr| {
-        let mut err: c_int = 0;
-        let value =
-            unsafe { api!(RedisModule_ServerInfoGetFieldUnsigned)(info, name.as_ptr(), &mut err) };
-        (err == 0).then_some(value)
-    };
-    let (maxmemory, used) = (field(c"maxmemory"), field(c"used_memory"));
-    unsafe { api!(RedisModule_FreeServerInfo)(ctx, info) };
-    match (maxmemory, used) {
-        (Some(max), Some(used)) if max > 0 => max.saturating_sub(used),
-        _ => u64::MAX,
-    }
-}
-
 /// Logs `message` verbatim (passed as a `%s` argument: a `%` in it is never a format directive).
 pub fn log(ctx: *mut raw::RedisModuleCtx, level: &str, message: &str) {
     let (Ok(level), Ok(message)) = (

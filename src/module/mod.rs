@@ -7,6 +7,7 @@ pub mod config;
 pub mod datatype;
 pub mod docs;
 pub mod ffi;
+pub mod memory;
 pub mod stats;
 
 use std::ffi::{c_int, CString};
