@@ -99,3 +99,50 @@ fn no_event_for_read_only_or_unchanged() {
         "{seen:?}"
     );
 }
+
+/// WATCH sees a BF.* write only when it changed the filter: adding an item that is already
+/// present leaves a transaction watching the key free to commit.
+#[test]
+fn watch_is_invalidated_only_by_real_changes() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut other = s.conn();
+    raw_ok(&mut c, &["BF.ADD", "w", "present"]);
+
+    let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
+    let reply: i64 = redis::cmd("BF.ADD")
+        .arg("w")
+        .arg("present")
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(reply, 0);
+    let committed: Option<Vec<i64>> = redis::pipe()
+        .atomic()
+        .cmd("BF.CARD")
+        .arg("w")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        committed,
+        Some(vec![1]),
+        "a no-op add must not abort the transaction"
+    );
+
+    let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
+    let reply: i64 = redis::cmd("BF.ADD")
+        .arg("w")
+        .arg("new")
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(reply, 1);
+    let committed: Option<Vec<i64>> = redis::pipe()
+        .atomic()
+        .cmd("BF.CARD")
+        .arg("w")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        committed, None,
+        "a real add must abort the watching transaction"
+    );
+}

@@ -40,6 +40,7 @@ fn limits(command: &Command, allocation: u64) -> Limits {
 fn store(key: &Key, filter: BloomFilter) {
     stats::filter_added(&filter);
     key.set_value(bloom_type(), Box::new(filter));
+    key.signal_modified();
 }
 
 /// Counts a refusal by a limit, passing the error on.
@@ -221,7 +222,7 @@ fn add_items(
     } else if !added.is_empty() {
         command.replicate_verbatim();
     }
-    if created || !added.is_empty() {
+    if !added.is_empty() {
         key.signal_modified();
         command.notify(c"bf.add");
     }

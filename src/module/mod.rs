@@ -67,9 +67,12 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     unsafe { api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(stats::info)) };
     unsafe {
+        // Keys are signalled as modified only when a command changed them, so WATCH and
+        // client-side caching are not disturbed by adds of items already present.
         api!(RedisModule_SetModuleOptions)(
             raw_ctx,
-            raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int,
+            (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+                | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int,
         )
     };
     for (name, entry, flags) in COMMANDS {
