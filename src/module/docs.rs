@@ -209,6 +209,33 @@ fn ptr(text: &'static CStr) -> *const c_char {
     text.as_ptr()
 }
 
+/// Puts every command in the ACL category `bloom` where the server supports module categories
+/// (Redis 7.4+); on older servers the functions are absent and this does nothing.
+pub fn register_acl_category(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+    let (Some(add_category), Some(set_categories)) =
+        (unsafe { raw::RedisModule_AddACLCategory }, unsafe {
+            raw::RedisModule_SetCommandACLCategories
+        })
+    else {
+        return Ok(());
+    };
+    if unsafe { add_category(ctx, c"bloom".as_ptr()) } != raw::REDISMODULE_OK as c_int {
+        return Err("cannot add the ACL category bloom".to_string());
+    }
+    for doc in &DOCS {
+        let command = unsafe { api!(RedisModule_GetCommand)(ctx, doc.name.as_ptr()) };
+        if command.is_null()
+            || unsafe { set_categories(command, c"bloom".as_ptr()) } != raw::REDISMODULE_OK as c_int
+        {
+            return Err(format!(
+                "cannot put {} in the ACL category bloom",
+                doc.name.to_string_lossy()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Sets the docs of every command. Redis copies what it is given; the arrays built here are
 /// zero-terminated, as the API wants, and freed on return.
 pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {

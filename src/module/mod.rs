@@ -100,7 +100,8 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
-    if let Err(reason) = docs::register(raw_ctx) {
+    if let Err(reason) = docs::register(raw_ctx).and_then(|()| docs::register_acl_category(raw_ctx))
+    {
         log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
         return Status::Err;
     }
