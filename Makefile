@@ -41,14 +41,60 @@ run: build
 
 ## test: unit tests of the core and integration tests against real redis-servers.
 test: build
-	cargo test --no-fail-fast
+	@rc=0; cargo test --workspace --no-fail-fast || rc=1; \
+	$(MAKE) --no-print-directory clients || rc=1; exit $$rc
 
-## bench: criterion benches of the core and load benches against a server.
+## bench: criterion benches of the core, accuracy table, server load bench, dedup run (BENCHMARKS.md).
 bench: build
 	cargo bench --bench core
+	bash bench/core_summary.sh
+	cargo run --release --example accuracy
+	bash bench/server.sh
+	cargo run --release --example dedup
 
 fmt:
 	cargo fmt --all
 
 clean:
 	cargo clean
+
+## fuzz: cargo-fuzz targets (fuzz/) for the header decoder, the chunk loader and the argument
+## parsers, FUZZ_SECONDS each (not in CI). Works on stable through RUSTC_BOOTSTRAP; installs
+## cargo-fuzz when missing. Crashes land in fuzz/artifacts/<target>/.
+FUZZ_SECONDS ?= 180
+FUZZ_TARGETS := decode_header load_chunk parse_args
+.PHONY: fuzz
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
+	    -print_final_stats=1 || exit 1; \
+	done
+
+## clients: redis-py (r.bf()) and node-redis (client.bf.*) against the module, from
+## tests/clients/ (Python venv in tests/clients/.venv, npm packages in tests/clients/node_modules).
+CLIENTS_DIR := tests/clients
+.PHONY: clients client-deps
+clients: build client-deps
+	cd $(CLIENTS_DIR) && { [ -x .venv/bin/python ] || python3 -m venv .venv; } && \
+	  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	cd $(CLIENTS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	cd $(CLIENTS_DIR) && .venv/bin/python -m pytest -q -p no:cacheprovider test_redis_py.py
+	cd $(CLIENTS_DIR) && node --test node_redis.test.mjs
+
+## client-deps: python3 with venv, node and npm, installed from Debian only when the command is
+## missing (a python3 from pyenv or a node from elsewhere is used as it is).
+client-deps:
+	@need=""; \
+	command -v python3 >/dev/null || need="$$need python3"; \
+	python3 -c 'import venv, ensurepip' 2>/dev/null || need="$$need python3-venv"; \
+	command -v node >/dev/null || need="$$need nodejs"; \
+	command -v npm >/dev/null || need="$$need npm"; \
+	if [ -n "$$need" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "missing:$$need — run: sudo apt-get install -y$$need"; exit 1; \
+	  fi; \
+	  echo "installing:$$need"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq $$need >/dev/null || exit 1; \
+	fi

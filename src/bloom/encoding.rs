@@ -129,10 +129,55 @@ fn check(ok: bool, what: &'static str) -> Result<(), DecodeError> {
     }
 }
 
+/// One layer as a header describes it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerShape {
+    pub size: LayerSize,
+    pub capacity: u64,
+    pub error_rate: f64,
+    pub items: u64,
+}
+
+/// Everything a header says about a filter, validated, without its bits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterShape {
+    pub params: FilterParams,
+    /// Oldest first.
+    pub layers: Vec<LayerShape>,
+    /// Bytes of bits that are valid (less than [`total_bytes`](Self::total_bytes) while a
+    /// chunked load is incomplete).
+    pub loaded_bytes: u64,
+}
+
+impl FilterShape {
+    /// Bytes of bits over all layers (the header checked that the sum fits a u64).
+    pub fn total_bytes(&self) -> u64 {
+        self.layers.iter().map(|layer| layer.size.bytes()).sum()
+    }
+}
+
 /// Decodes a header into a filter whose bits are all zero, validating everything first; the
 /// caller then fills the bits ([`BloomFilter::write_bits`]). The filter's
 /// [`loading`](BloomFilter::loading) state is the one the header recorded.
 pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, DecodeError> {
+    let shape = parse_header(bytes)?;
+    let total_bytes = shape.total_bytes();
+    limits
+        .admit(total_bytes, total_bytes)
+        .map_err(DecodeError::Limit)?;
+    let layers = shape
+        .layers
+        .iter()
+        .map(|layer| Layer::with_size(layer.size, layer.capacity, layer.error_rate, layer.items))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(DecodeError::Limit)?;
+    let loading = (shape.loaded_bytes < total_bytes).then_some(shape.loaded_bytes);
+    Ok(BloomFilter::from_parts(shape.params, layers, loading))
+}
+
+/// Reads and validates a header (checksum, every field, their consistency) without allocating
+/// the filter: for tools that only want to describe a filter.
+pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     check(
         bytes.len() >= FIXED_HEADER_BYTES + CHECKSUM_BYTES,
         "header too short",
@@ -179,7 +224,7 @@ pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, Decode
         seed,
     };
 
-    let mut shapes = Vec::with_capacity(layer_count);
+    let mut layers = Vec::with_capacity(layer_count);
     let mut total_bytes = 0u64;
     for index in 0..layer_count {
         let items = fields.u64();
@@ -197,23 +242,19 @@ pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, Decode
         total_bytes = total_bytes
             .checked_add(bits / 8)
             .ok_or(DecodeError::Corrupt("total size"))?;
-        shapes.push((LayerSize { bits, num_hashes }, layer_capacity, items));
+        layers.push(LayerShape {
+            size: LayerSize { bits, num_hashes },
+            capacity: layer_capacity,
+            error_rate: params.layer_error_rate(index),
+            items,
+        });
     }
     check(loaded <= total_bytes, "loaded bytes")?;
-    limits
-        .admit(total_bytes, total_bytes)
-        .map_err(DecodeError::Limit)?;
-
-    let layers = shapes
-        .into_iter()
-        .enumerate()
-        .map(|(index, (size, capacity, items))| {
-            Layer::with_size(size, capacity, params.layer_error_rate(index), items)
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(DecodeError::Limit)?;
-    let loading = (loaded < total_bytes).then_some(loaded);
-    Ok(BloomFilter::from_parts(params, layers, loading))
+    Ok(FilterShape {
+        params,
+        layers,
+        loaded_bytes: loaded,
+    })
 }
 
 /// The byte ranges `(offset, length)` that cover `total` bytes in pieces of at most `piece`.

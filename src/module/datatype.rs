@@ -136,12 +136,14 @@ fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<BloomFilter, String> {
     Ok(filter)
 }
 
-/// Loading the dataset (start-up, full sync) restores what the server already held and admitted;
-/// RESTORE brings something new, which must pass the configured limits.
+/// Loading the dataset (start-up, full sync) restores what the server already held and admitted,
+/// and a replica applies the RESTOREs its primary admitted (the IO context of 7.0 has no client,
+/// so "replicated" cannot be told apart: being a replica stands for it). A RESTORE from a client
+/// brings something new, which must pass the configured limits.
 fn load_limits(rdb: *mut raw::RedisModuleIO) -> Limits {
     let ctx = unsafe { api!(RedisModule_GetContextFromIO)(rdb) };
     let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
-    if flags & raw::REDISMODULE_CTX_FLAGS_LOADING != 0 {
+    if flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_SLAVE) != 0 {
         Limits::UNLIMITED
     } else {
         config::limits(memory::headroom(ctx))

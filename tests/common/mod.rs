@@ -40,6 +40,20 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// A free port `p` whose cluster bus port `p + 10000` is free too.
+fn free_cluster_port() -> u16 {
+    for _ in 0..1000 {
+        let p = free_port();
+        if p > 55535 {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", p + 10000)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair (p, p+10000) found");
+}
+
 /// Name of a `--option` argument, lower-cased, without the dashes.
 fn opt_name(a: &str) -> Option<String> {
     a.strip_prefix("--").map(|s| s.to_ascii_lowercase())
@@ -52,6 +66,8 @@ pub struct Server {
     child: Option<Child>,
     extra: Vec<String>,
     module: Option<PathBuf>,
+    /// Cluster node: the port must leave `port + 10000` free for the cluster bus.
+    cluster_bus: bool,
 }
 
 impl Server {
@@ -71,7 +87,30 @@ impl Server {
         Server::start_inner(extra_args, None)
     }
 
+    /// Start a server after writing `files` (name, contents) into its fresh data directory, e.g.
+    /// a `dump.rdb` to load at start-up.
+    pub fn start_with_files(extra_args: &[&str], files: &[(&str, &[u8])]) -> Server {
+        Server::start_full(extra_args, Some(module_path()), files, false)
+    }
+
+    /// Start a Redis Cluster node (`cluster-enabled yes`) on a port whose bus port (+10000) is
+    /// free; `extra_args` are added (e.g. `--cluster-node-timeout`).
+    pub fn start_cluster_node(extra_args: &[&str]) -> Server {
+        let mut args = vec!["--cluster-enabled", "yes"];
+        args.extend_from_slice(extra_args);
+        Server::start_full(&args, Some(module_path()), &[], true)
+    }
+
     fn start_inner(extra_args: &[&str], module: Option<PathBuf>) -> Server {
+        Server::start_full(extra_args, module, &[], false)
+    }
+
+    fn start_full(
+        extra_args: &[&str],
+        module: Option<PathBuf>,
+        files: &[(&str, &[u8])],
+        cluster_bus: bool,
+    ) -> Server {
         let dir = tempfile::Builder::new()
             .prefix("rb")
             .tempdir()
@@ -84,7 +123,11 @@ impl Server {
             child: None,
             extra: extra_args.iter().map(|s| s.to_string()).collect(),
             module,
+            cluster_bus,
         };
+        for (name, contents) in files {
+            std::fs::write(s.dir.path().join(name), contents).expect("write file into server dir");
+        }
         s.spawn_and_wait(None);
         s
     }
@@ -125,7 +168,14 @@ impl Server {
     /// Spawn redis-server and wait until it answers PING. Retries with another port when the TCP
     /// port turned out to be taken.
     fn spawn_and_wait(&mut self, keep_port: Option<u16>) {
-        let mut port = keep_port.unwrap_or_else(free_port);
+        let pick = || {
+            if self.cluster_bus {
+                free_cluster_port()
+            } else {
+                free_port()
+            }
+        };
+        let mut port = keep_port.unwrap_or_else(pick);
         for attempt in 0..8 {
             self.port = port;
             let _ = std::fs::remove_file(&self.socket);
@@ -147,7 +197,11 @@ impl Server {
                     let log = self.log_since(log_len);
                     if exited && log.contains("Address already in use") && attempt < 7 {
                         self.reap();
-                        port = free_port();
+                        port = if self.cluster_bus {
+                            free_cluster_port()
+                        } else {
+                            free_port()
+                        };
                         continue;
                     }
                     self.kill();
@@ -257,6 +311,26 @@ impl Server {
     /// Whole server log.
     pub fn log(&self) -> String {
         self.log_since(0)
+    }
+
+    /// Process id of the running server.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// SIGKILL the server (no shutdown, no save, no AOF flush) and reap it; `restart()` then
+    /// starts it again on the same dir and port.
+    pub fn kill9(&mut self) {
+        self.kill();
+    }
+
+    /// Start a stopped (or killed) server again on the same dir, port and arguments.
+    pub fn start_again(&mut self) {
+        if self.child.is_some() {
+            panic!("start_again: server still running");
+        }
+        let port = self.port;
+        self.spawn_and_wait(Some(port));
     }
 
     /// True while the server process is running.
@@ -710,4 +784,137 @@ pub fn assert_info_eq(a: &Info, b: &Info, what: &str) {
         a.size, b.size,
         "BF.INFO Size differs ({what}): {a:?} vs {b:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replication helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Value of `name:` in an INFO text.
+pub fn info_field(info: &str, name: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .map(|s| s.trim().to_string())
+}
+
+/// `REPLICAOF 127.0.0.1 <primary port>` on `replica`, then wait until the link is up and the
+/// primary sees it online.
+#[track_caller]
+pub fn replicate_from(primary: &Server, replica: &Server) {
+    // Redis 7.0 defaults to diskless sync after a 5 s delay: start the sync at once.
+    raw_ok(
+        &mut primary.conn(),
+        &["CONFIG", "SET", "repl-diskless-sync-delay", "0"],
+    );
+    let mut rc = replica.conn();
+    let r = raw_ok(
+        &mut rc,
+        &[
+            "REPLICAOF".to_string(),
+            "127.0.0.1".into(),
+            primary.port().to_string(),
+        ],
+    );
+    assert_eq!(r, Value::Okay);
+    let ok = wait_until(Duration::from_secs(60), || {
+        info_section(&mut rc, "replication").contains("master_link_status:up")
+    });
+    assert!(
+        ok,
+        "replica link not up:\n{}\nreplica log:\n{}",
+        info_section(&mut rc, "replication"),
+        replica.log_tail()
+    );
+    let port = format!("port={},", replica.port());
+    let mut pc = primary.conn();
+    let ok = wait_until(Duration::from_secs(60), || {
+        info_section(&mut pc, "replication")
+            .lines()
+            .any(|l| l.contains(&port) && l.contains("state=online"))
+    });
+    assert!(ok, "primary does not see the replica online");
+}
+
+/// `WAIT n` on the primary, then wait until every replica has applied everything (same offset).
+#[track_caller]
+pub fn wait_synced(pc: &mut Connection, replicas: &mut [&mut Connection]) {
+    let n: i64 = redis::cmd("WAIT")
+        .arg(replicas.len())
+        .arg(30000)
+        .query(pc)
+        .unwrap();
+    assert_eq!(
+        n as usize,
+        replicas.len(),
+        "WAIT {} returned {n}",
+        replicas.len()
+    );
+    for rc in replicas.iter_mut() {
+        let ok = wait_until(Duration::from_secs(30), || {
+            let po = info_field(&info_section(pc, "replication"), "master_repl_offset");
+            let ro = info_field(&info_section(rc, "replication"), "master_repl_offset");
+            po.is_some() && po == ro
+        });
+        assert!(ok, "replica offset did not catch up");
+    }
+}
+
+/// Every key, sorted.
+pub fn all_keys(c: &mut Connection) -> Vec<Vec<u8>> {
+    let mut k: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+    k.sort();
+    k
+}
+
+/// What replicas must agree on: per key DEBUG DIGEST-VALUE, BF.INFO (or its error, e.g. for a
+/// filter still being loaded) and TYPE; then DEBUG DIGEST.
+pub fn dataset_view(c: &mut Connection) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for k in all_keys(c) {
+        let name = String::from_utf8_lossy(&k).into_owned();
+        let t: String = redis::cmd("TYPE").arg(k.as_slice()).query(c).unwrap();
+        let d: Value = redis::cmd("DEBUG")
+            .arg("DIGEST-VALUE")
+            .arg(k.as_slice())
+            .query(c)
+            .unwrap();
+        let i = if t == "MBbloom--" {
+            format!("{:?}", rawb(c, &[b"BF.INFO", k.as_slice()]))
+        } else {
+            String::new()
+        };
+        out.push((name, format!("{t} {d:?} {i}")));
+    }
+    out.push(("<DEBUG DIGEST>".into(), dataset_digest(c)));
+    out
+}
+
+/// Assert that every connection sees the same dataset as the first; reports every difference.
+#[track_caller]
+pub fn assert_same_dataset(conns: &mut [(&str, &mut Connection)]) {
+    let (first_name, first) = &mut conns[0];
+    let first_name = first_name.to_string();
+    let want = dataset_view(first);
+    assert!(want.len() > 1, "{first_name} holds no keys");
+    for (name, c) in conns[1..].iter_mut() {
+        let got = dataset_view(c);
+        let mut diffs = Vec::new();
+        let wk: Vec<&String> = want.iter().map(|x| &x.0).collect();
+        let gk: Vec<&String> = got.iter().map(|x| &x.0).collect();
+        if wk != gk {
+            diffs.push(format!("keys: {first_name} {wk:?}\n  vs {name} {gk:?}"));
+        }
+        for (k, v) in &want {
+            if let Some((_, g)) = got.iter().find(|(gk, _)| gk == k) {
+                if g != v {
+                    diffs.push(format!("{k}: {first_name} {v}\n  vs {name} {g}"));
+                }
+            }
+        }
+        assert!(
+            diffs.is_empty(),
+            "{name} differs from {first_name}:\n{}",
+            diffs.join("\n")
+        );
+    }
 }

@@ -1,0 +1,271 @@
+//! Criterion benches of the filter core (issue 6, item 2): nanoseconds per insert and per lookup,
+//! members and non-members, on a filter reserved for 10M items at 1% (cache-resident, ~14 MB) and
+//! one reserved for 100M items at 1% (~140 MB, out of cache).
+//!
+//! Filters are created as `BF.RESERVE key 0.01 <capacity>` creates them: scaling, expansion 2.
+//!
+//! Groups (bench ids are `<group>/<operation>/<filter>`):
+//! - `single`: one item per iteration, through `insert` / `contains`.
+//! - `batch100_loop`: 100 items per iteration through a plain loop over the single-item API; this
+//!   is what a BF.MADD / BF.MEXISTS of 100 items costs the core today. Criterion reports the time
+//!   per batch and, via `Throughput::Elements(100)`, items per second; ns per item = time / 100.
+//!   When the core offers batch APIs (hash all, prefetch, then touch bits), add a sibling group
+//!   `batch100` that calls them on the same filters and keys, so both show side by side.
+//!
+//! Fill levels: lookups run on a filter holding its full capacity (the rate a user measures at full
+//! capacity is the one that matters, and a non-member lookup stops at the first unset bit, so it
+//! gets slower as the filter fills). Inserts of new items run on a copy filled to 50% and are
+//! re-copied (outside the timing) before the copy would reach capacity, so they never trigger
+//! growth: every timed insert lands between 50% and 100% fill.
+//!
+//! Items are 8-byte little-endian integers: members are `0..capacity`, non-members come from a
+//! disjoint range. The hash scatters them, so consecutive integers give random memory accesses.
+//!
+//! Run: `cargo bench --bench core` (about 2 minutes, most of it filling the 100M filter).
+//! Filter by name as usual: `cargo bench --bench core -- single/contains`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rustbloom::bloom::{BloomFilter, FilterParams, Growth, Limits};
+
+const ERROR_RATE: f64 = 0.01;
+/// Items for non-member lookups and new inserts start here, far from any member.
+const FRESH_BASE: u64 = 1 << 62;
+const BATCH: u64 = 100;
+
+#[inline(always)]
+fn key(i: u64) -> [u8; 8] {
+    i.to_le_bytes()
+}
+
+fn params(capacity: u64) -> FilterParams {
+    FilterParams {
+        capacity,
+        error_rate: ERROR_RATE,
+        growth: Growth::Scaling { expansion: 2 },
+        seed: 0x5eed_1234_abcd_0001,
+    }
+}
+
+fn fill(filter: &mut BloomFilter, from: u64, to: u64) {
+    for i in from..to {
+        filter.insert(&key(i), Limits::UNLIMITED).unwrap();
+    }
+}
+
+/// One filter size under test.
+struct Subject {
+    label: &'static str,
+    capacity: u64,
+    /// Holds members `0..capacity`.
+    full: BloomFilter,
+    /// Holds members `0..capacity/2`: the template new inserts are measured on.
+    half: BloomFilter,
+}
+
+impl Subject {
+    fn new(label: &'static str, capacity: u64) -> Subject {
+        let started = Instant::now();
+        let mut half = BloomFilter::new(params(capacity), Limits::UNLIMITED).unwrap();
+        fill(&mut half, 0, capacity / 2);
+        let mut full = half.clone();
+        fill(&mut full, capacity / 2, capacity);
+        assert_eq!(
+            full.layers().len(),
+            1,
+            "the full filter must not have grown"
+        );
+        eprintln!(
+            "# {label}: capacity {capacity}, {:.1} MB of bits, {} hashes, {} items counted; \
+             filled in {:.1} s",
+            full.bytes() as f64 / 1e6,
+            full.layers()[0].size().num_hashes,
+            full.items(),
+            started.elapsed().as_secs_f64()
+        );
+        Subject {
+            label,
+            capacity,
+            full,
+            half,
+        }
+    }
+}
+
+/// Inserts of never-seen items on a filter kept between 50% and 100% fill: `iters` operations
+/// of `per_iter` items each, timing only the inserts.
+struct FreshInserts {
+    work: BloomFilter,
+    next: u64,
+    room: u64,
+}
+
+impl FreshInserts {
+    fn new(subject: &Subject) -> FreshInserts {
+        FreshInserts {
+            work: subject.half.clone(),
+            next: FRESH_BASE,
+            room: subject.capacity - subject.capacity / 2,
+        }
+    }
+
+    fn run(&mut self, subject: &Subject, iters: u64, per_iter: u64) -> Duration {
+        let mut total = Duration::ZERO;
+        let mut left = iters;
+        while left > 0 {
+            // Leave 1% headroom: false positives are not counted, but stay well clear of growth.
+            let fits = (self.room.saturating_sub(subject.capacity / 100)) / per_iter;
+            if fits == 0 {
+                self.work = subject.half.clone();
+                self.room = subject.capacity - subject.capacity / 2;
+                continue;
+            }
+            let now = left.min(fits);
+            let filter = &mut self.work;
+            let mut next = self.next;
+            let started = Instant::now();
+            for _ in 0..now {
+                for _ in 0..per_iter {
+                    black_box(filter.insert(&key(next), Limits::UNLIMITED).unwrap());
+                    next += 1;
+                }
+            }
+            total += started.elapsed();
+            self.next = next;
+            self.room -= now * per_iter;
+            left -= now;
+        }
+        total
+    }
+}
+
+fn bench_subject(c: &mut Criterion, subject: &Subject) {
+    let label = subject.label;
+    let cap = subject.capacity;
+
+    // ---- single items -------------------------------------------------------------------
+    let mut group = c.benchmark_group("single");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(1500))
+        .throughput(Throughput::Elements(1));
+
+    {
+        let filter = &subject.full;
+        let mut i = 0u64;
+        group.bench_function(BenchmarkId::new("contains_member", label), |b| {
+            b.iter(|| {
+                // A stride coprime with the capacity walks every member in a scattered order.
+                i = (i + 7_919) % cap;
+                black_box(filter.contains(&key(i)))
+            })
+        });
+        let mut j = FRESH_BASE;
+        group.bench_function(BenchmarkId::new("contains_nonmember", label), |b| {
+            b.iter(|| {
+                j += 1;
+                black_box(filter.contains(&key(j)))
+            })
+        });
+    }
+    {
+        // Re-adding a member: a full lookup, nothing written. Runs on the full filter; no growth
+        // since the item is found before any layer is pushed.
+        let mut filter = subject.full.clone();
+        let mut i = 0u64;
+        group.bench_function(BenchmarkId::new("insert_member", label), |b| {
+            b.iter(|| {
+                i = (i + 7_919) % cap;
+                black_box(filter.insert(&key(i), Limits::UNLIMITED).unwrap())
+            })
+        });
+        drop(filter);
+        let mut fresh = FreshInserts::new(subject);
+        group.bench_function(BenchmarkId::new("insert_new", label), |b| {
+            b.iter_custom(|iters| fresh.run(subject, iters, 1))
+        });
+    }
+    group.finish();
+
+    // ---- batches of 100, as a loop over the single-item API ------------------------------
+    let mut group = c.benchmark_group("batch100_loop");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(1500))
+        .throughput(Throughput::Elements(BATCH));
+    {
+        let filter = &subject.full;
+        let mut i = 0u64;
+        group.bench_function(BenchmarkId::new("contains_member", label), |b| {
+            b.iter(|| {
+                let mut found = 0u32;
+                for _ in 0..BATCH {
+                    i = (i + 7_919) % cap;
+                    found += filter.contains(&key(i)) as u32;
+                }
+                black_box(found)
+            })
+        });
+        let mut j = FRESH_BASE;
+        group.bench_function(BenchmarkId::new("contains_nonmember", label), |b| {
+            b.iter(|| {
+                let mut found = 0u32;
+                for _ in 0..BATCH {
+                    j += 1;
+                    found += filter.contains(&key(j)) as u32;
+                }
+                black_box(found)
+            })
+        });
+    }
+    {
+        let mut filter = subject.full.clone();
+        let mut i = 0u64;
+        group.bench_function(BenchmarkId::new("insert_member", label), |b| {
+            b.iter(|| {
+                let mut added = 0u32;
+                for _ in 0..BATCH {
+                    i = (i + 7_919) % cap;
+                    added += filter.insert(&key(i), Limits::UNLIMITED).unwrap() as u32;
+                }
+                black_box(added)
+            })
+        });
+        drop(filter);
+        let mut fresh = FreshInserts::new(subject);
+        group.bench_function(BenchmarkId::new("insert_new", label), |b| {
+            b.iter_custom(|iters| fresh.run(subject, iters, BATCH))
+        });
+    }
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    const SUBJECTS: [(&str, u64); 2] = [("10M", 10_000_000), ("100M", 100_000_000)];
+    // Filling the 100M filter takes ~20 s: skip a filter when the command line's name filters
+    // mention only the other one (e.g. `cargo bench --bench core -- /10M`).
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let mentioned = |label: &str| filters.iter().any(|f| f.contains(label));
+    let any_mentioned = SUBJECTS.iter().any(|(label, _)| mentioned(label));
+    for (label, capacity) in SUBJECTS {
+        if any_mentioned && !mentioned(label) {
+            continue;
+        }
+        let subject = Subject::new(label, capacity);
+        bench_subject(c, &subject);
+    }
+}
+
+criterion_group! {
+    name = core;
+    config = Criterion::default().without_plots();
+    targets = benches
+}
+criterion_main!(core);

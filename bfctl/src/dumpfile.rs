@@ -1,0 +1,198 @@
+//! The `bfctl dump` file format: the BF.SCANDUMP replies of one filter, framed.
+//!
+//! ```text
+//!  magic    8 bytes  "BFCTLDMP"
+//!  version  u32 LE   1
+//!  keylen   u32 LE   length of the key the dump was taken from (informational)
+//!  key      keylen bytes
+//!  records, each:
+//!    iterator  u64 LE  the iterator BF.SCANDUMP returned with this data (non-zero), which is the
+//!                      one BF.LOADCHUNK wants with it
+//!    length    u64 LE  bytes of data that follow (at most MAX_RECORD)
+//!    data      length bytes, verbatim
+//!  end record: iterator 0, length 0
+//!  count    u64 LE   number of records before the end record
+//! ```
+//! Nothing may follow the count. The data is passed to BF.LOADCHUNK untouched; the module's own
+//! chunk checksums protect it, the end record and the count catch truncated files.
+
+use std::io::{self, Read, Write};
+
+use anyhow::{bail, Context, Result};
+
+pub const MAGIC: &[u8; 8] = b"BFCTLDMP";
+pub const VERSION: u32 = 1;
+/// Largest record accepted on reading (module chunks are at most 16 MiB plus a checksum).
+pub const MAX_RECORD: u64 = 256 << 20;
+const MAX_KEY: u32 = 512 << 20;
+
+pub struct Writer<W: Write> {
+    w: W,
+    count: u64,
+}
+
+impl<W: Write> Writer<W> {
+    pub fn new(mut w: W, key: &[u8]) -> Result<Self> {
+        w.write_all(MAGIC)?;
+        w.write_all(&VERSION.to_le_bytes())?;
+        w.write_all(
+            &u32::try_from(key.len())
+                .context("key too long")?
+                .to_le_bytes(),
+        )?;
+        w.write_all(key)?;
+        Ok(Writer { w, count: 0 })
+    }
+
+    pub fn record(&mut self, iterator: u64, data: &[u8]) -> Result<()> {
+        if iterator == 0 {
+            bail!("a record's iterator cannot be 0");
+        }
+        self.w.write_all(&iterator.to_le_bytes())?;
+        self.w.write_all(&(data.len() as u64).to_le_bytes())?;
+        self.w.write_all(data)?;
+        self.count += 1;
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<W> {
+        self.w.write_all(&0u64.to_le_bytes())?;
+        self.w.write_all(&0u64.to_le_bytes())?;
+        self.w.write_all(&self.count.to_le_bytes())?;
+        self.w.flush()?;
+        Ok(self.w)
+    }
+}
+
+pub struct Reader<R: Read> {
+    r: R,
+    count: u64,
+    position: u64,
+    done: bool,
+    pub key: Vec<u8>,
+}
+
+fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<()> {
+    r.read_exact(buf).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            anyhow::anyhow!("truncated dump file (while reading {what})")
+        } else {
+            anyhow::Error::new(e).context(format!("reading {what}"))
+        }
+    })
+}
+
+impl<R: Read> Reader<R> {
+    pub fn new(mut r: R) -> Result<Self> {
+        let mut head = [0u8; 16];
+        read_exact_or(&mut r, &mut head, "the file header")?;
+        if &head[..8] != MAGIC {
+            bail!("not a bfctl dump file (bad magic)");
+        }
+        let version = u32::from_le_bytes(head[8..12].try_into().unwrap());
+        if version != VERSION {
+            bail!("unsupported bfctl dump version {version} (this bfctl reads version {VERSION})");
+        }
+        let klen = u32::from_le_bytes(head[12..16].try_into().unwrap());
+        if klen > MAX_KEY {
+            bail!("corrupt dump file (key length {klen})");
+        }
+        let mut key = vec![0u8; klen as usize];
+        read_exact_or(&mut r, &mut key, "the key")?;
+        Ok(Reader {
+            r,
+            count: 0,
+            position: 16 + u64::from(klen),
+            done: false,
+            key,
+        })
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The next (iterator, data) record, or None after the end record (whose count is checked).
+    pub fn next_record(&mut self) -> Result<Option<(u64, Vec<u8>)>> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut head = [0u8; 16];
+        read_exact_or(&mut self.r, &mut head, "a record header")?;
+        let iterator = u64::from_le_bytes(head[..8].try_into().unwrap());
+        let len = u64::from_le_bytes(head[8..].try_into().unwrap());
+        self.position += 16;
+        if iterator == 0 {
+            if len != 0 {
+                bail!("corrupt dump file (end record with length {len})");
+            }
+            let mut count = [0u8; 8];
+            read_exact_or(&mut self.r, &mut count, "the record count")?;
+            let count = u64::from_le_bytes(count);
+            if count != self.count {
+                bail!(
+                    "corrupt dump file (it says {count} records, {} were read)",
+                    self.count
+                );
+            }
+            let mut extra = [0u8; 1];
+            if self.r.read(&mut extra)? != 0 {
+                bail!("corrupt dump file (data after the end)");
+            }
+            self.position += 8;
+            self.done = true;
+            return Ok(None);
+        }
+        if len > MAX_RECORD {
+            bail!("corrupt dump file (record of {len} bytes)");
+        }
+        let mut data = vec![0u8; len as usize];
+        read_exact_or(&mut self.r, &mut data, "record data")?;
+        self.position += len;
+        self.count += 1;
+        Ok(Some((iterator, data)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_truncation() {
+        let mut w = Writer::new(Vec::new(), b"k").unwrap();
+        w.record(1, b"header").unwrap();
+        w.record(9, b"").unwrap();
+        let bytes = w.finish().unwrap();
+        let mut r = Reader::new(&bytes[..]).unwrap();
+        assert_eq!(r.key, b"k");
+        assert_eq!(r.next_record().unwrap(), Some((1, b"header".to_vec())));
+        assert_eq!(r.next_record().unwrap(), Some((9, Vec::new())));
+        assert_eq!(r.next_record().unwrap(), None);
+        assert_eq!(r.position(), bytes.len() as u64);
+        for cut in 0..bytes.len() {
+            let mut ok = true;
+            match Reader::new(&bytes[..cut]) {
+                Err(_) => ok = false,
+                Ok(mut r) => loop {
+                    match r.next_record() {
+                        Err(_) => {
+                            ok = false;
+                            break;
+                        }
+                        Ok(None) => break,
+                        Ok(Some(_)) => {}
+                    }
+                },
+            }
+            assert!(!ok, "a file cut at {cut} was accepted");
+        }
+        let mut more = bytes.clone();
+        more.push(0);
+        let mut r = Reader::new(&more[..]).unwrap();
+        r.next_record().unwrap();
+        r.next_record().unwrap();
+        assert!(r.next_record().is_err());
+    }
+}

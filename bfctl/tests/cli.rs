@@ -1,0 +1,580 @@
+//! bfctl end to end: the built binary against a real redis-server with the module.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const REDIS_SERVER: &str = "/usr/bin/redis-server";
+const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
+
+fn module_path() -> PathBuf {
+    let p = match std::env::var_os("RUSTBLOOM_MODULE") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/librustbloom.so"),
+    };
+    assert!(
+        p.exists(),
+        "module not found at {}: run `make build` first or set RUSTBLOOM_MODULE",
+        p.display()
+    );
+    p.canonicalize().unwrap()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A redis-server in its own temp dir on a unix socket, shut down on drop.
+struct Server {
+    dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Server {
+    fn start() -> Server {
+        Server::start_inner(true)
+    }
+
+    fn start_without_module() -> Server {
+        Server::start_inner(false)
+    }
+
+    fn start_inner(with_module: bool) -> Server {
+        let dir = tempfile::Builder::new().prefix("bfctl").tempdir().unwrap();
+        let sock = dir.path().join("redis.sock");
+        let mut cmd = Command::new(REDIS_SERVER);
+        cmd.args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--unixsocket",
+                sock.to_str().unwrap(),
+                "--unixsocketperm",
+                "700",
+            ])
+            .args([
+                "--dir",
+                dir.path().to_str().unwrap(),
+                "--logfile",
+                "redis.log",
+            ])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"]);
+        if with_module {
+            cmd.args(["--loadmodule", module_path().to_str().unwrap()]);
+        }
+        let child = cmd
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let s = Server { dir, child };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if sock.exists() {
+                if let Ok(mut c) = s.conn() {
+                    if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                        return s;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "redis+unix://{}",
+            self.dir.path().join("redis.sock").display()
+        )
+    }
+
+    fn conn(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs bfctl with `--url` set to this server, feeding `stdin`.
+    fn bfctl(&self, args: &[&str], stdin: &[u8]) -> Output {
+        bfctl_at(&self.url(), args, stdin)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.conn() {
+            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn bfctl_at(url: &str, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(BFCTL)
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run bfctl");
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "bfctl failed: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fails(out: &Output) -> String {
+    assert!(!out.status.success(), "bfctl should have failed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn lines(range: std::ops::Range<u32>) -> String {
+    range.map(|i| format!("item-{i}\n")).collect()
+}
+
+fn card(s: &Server, key: &str) -> i64 {
+    redis::cmd("BF.CARD")
+        .arg(key)
+        .query(&mut s.conn().unwrap())
+        .unwrap()
+}
+
+fn mexists(s: &Server, key: &str, items: &[String]) -> Vec<bool> {
+    redis::cmd("BF.MEXISTS")
+        .arg(key)
+        .arg(items)
+        .query(&mut s.conn().unwrap())
+        .unwrap()
+}
+
+/// The number before `word` in a summary line.
+fn count_before(text: &str, word: &str) -> u64 {
+    let i = text
+        .find(word)
+        .unwrap_or_else(|| panic!("{word:?} not in {text:?}"));
+    text[..i]
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .trim_matches(',')
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn load_from_file_and_stdin_counts_new_and_present() {
+    let s = Server::start();
+    let file = s.path("items.txt");
+    std::fs::write(&file, lines(0..5000)).unwrap();
+    let out = ok(&s.bfctl(
+        &[
+            "load",
+            "urls",
+            file.to_str().unwrap(),
+            "--capacity",
+            "10000",
+            "--error",
+            "0.001",
+            "--batch",
+            "100",
+            "--pipeline",
+            "4",
+        ],
+        b"",
+    ));
+    assert_eq!(count_before(&out, "items"), 5000, "{out}");
+    let new = count_before(&out, "new");
+    assert!(new >= 4990, "{out}");
+    assert_eq!(new + count_before(&out, "already present"), 5000);
+    assert_eq!(card(&s, "urls") as u64, new);
+    // --capacity/--error reserved the key before loading.
+    let cap: Vec<i64> = redis::cmd("BF.INFO")
+        .arg("urls")
+        .arg("CAPACITY")
+        .query(&mut s.conn().unwrap())
+        .unwrap();
+    assert_eq!(cap, vec![10000]);
+    let all: Vec<String> = (0..5000).map(|i| format!("item-{i}")).collect();
+    assert!(mexists(&s, "urls", &all).iter().all(|&b| b));
+
+    // Again through stdin (`-`), with CRLF line ends: everything is already there.
+    let crlf = lines(0..5000).replace('\n', "\r\n");
+    let out = ok(&s.bfctl(&["load", "urls", "-"], crlf.as_bytes()));
+    assert_eq!(count_before(&out, "new"), 0, "{out}");
+    assert_eq!(count_before(&out, "already present"), 5000, "{out}");
+    // No FILE argument reads stdin too; an empty input is fine.
+    let out = ok(&s.bfctl(&["load", "urls"], b""));
+    assert_eq!(count_before(&out, "items"), 0, "{out}");
+}
+
+#[test]
+fn load_reports_a_full_nonscaling_filter() {
+    let s = Server::start();
+    let mut c = s.conn().unwrap();
+    let _: () = redis::cmd("BF.RESERVE")
+        .arg("small")
+        .arg(0.01)
+        .arg(10)
+        .arg("NONSCALING")
+        .query(&mut c)
+        .unwrap();
+    let err = fails(&s.bfctl(&["load", "small", "--batch", "7"], lines(0..100).as_bytes()));
+    assert!(err.contains("non scaling filter is full"), "{err}");
+    assert!(err.contains("load stopped"), "{err}");
+}
+
+#[test]
+fn dedup_prints_only_unseen_lines_in_order() {
+    let s = Server::start();
+    // Repeats within one batch, across batches, and of lines seen in an earlier run.
+    let mut input = String::new();
+    for i in 0..3000u32 {
+        input.push_str(&format!("line-{}\n", i % 1000));
+        if i % 7 == 0 {
+            input.push_str(&format!("line-{}\n", i % 1000)); // immediate repeat, same batch
+        }
+    }
+    // A fixed seed and a low error rate make the run deterministic and free of false positives.
+    let _: () = redis::cmd("BF.RESERVE")
+        .arg("seen")
+        .arg(0.0001)
+        .arg(10000)
+        .arg("SEED")
+        .arg(1)
+        .query(&mut s.conn().unwrap())
+        .unwrap();
+    let out = ok(&s.bfctl(&["dedup", "seen", "--batch", "64"], input.as_bytes()));
+    let got: Vec<&str> = out.lines().collect();
+    let want: Vec<String> = (0..1000).map(|i| format!("line-{i}")).collect();
+    assert_eq!(got.len(), 1000);
+    let mut last = None;
+    for g in &got {
+        let n: usize = g.strip_prefix("line-").unwrap().parse().unwrap();
+        assert!(last.is_none_or(|l| n > l), "out of order or repeated: {g}");
+        last = Some(n);
+        assert_eq!(want[n], *g);
+    }
+    // A second run over the same lines prints nothing.
+    let again = ok(&s.bfctl(&["dedup", "seen"], input.as_bytes()));
+    assert_eq!(again, "");
+    // New lines mixed in come through; a final line without a newline too.
+    let mixed = "line-5\nfresh-1\nline-6\nfresh-1\nfresh-2";
+    let out = ok(&s.bfctl(&["dedup", "seen", "--batch", "1000"], mixed.as_bytes()));
+    assert_eq!(out, "fresh-1\nfresh-2\n");
+}
+
+#[test]
+fn dedup_with_batch_of_one_matches() {
+    let s = Server::start();
+    let out = ok(&s.bfctl(&["dedup", "k", "--batch", "1"], b"a\nb\na\n\nc\n\nb\n"));
+    assert_eq!(out, "a\nb\n\nc\n");
+}
+
+#[test]
+fn dump_and_restore_round_trip() {
+    let s = Server::start();
+    let mut c = s.conn().unwrap();
+    let _: () = redis::cmd("BF.RESERVE")
+        .arg("src")
+        .arg(0.001)
+        .arg(200000)
+        .arg("SEED")
+        .arg(42)
+        .query(&mut c)
+        .unwrap();
+    ok(&s.bfctl(&["load", "src"], lines(0..20000).as_bytes()));
+    let dump = s.path("src.bfdump");
+    ok(&s.bfctl(&["dump", "src", dump.to_str().unwrap()], b""));
+    let bytes = std::fs::read(&dump).unwrap();
+    assert_eq!(&bytes[..8], b"BFCTLDMP");
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+
+    ok(&s.bfctl(&["restore", "dst", dump.to_str().unwrap()], b""));
+    let digest = |k: &str, c: &mut redis::Connection| -> Vec<i64> {
+        redis::cmd("BF.INFO")
+            .arg(k)
+            .query::<Vec<redis::Value>>(c)
+            .unwrap()
+            .iter()
+            .filter_map(|v| match v {
+                redis::Value::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(digest("src", &mut c), digest("dst", &mut c));
+    let all: Vec<String> = (0..20000).map(|i| format!("item-{i}")).collect();
+    assert!(mexists(&s, "dst", &all).iter().all(|&b| b));
+    assert_eq!(card(&s, "dst"), card(&s, "src"));
+
+    // Restoring onto an existing key is refused unless --force.
+    let err = fails(&s.bfctl(&["restore", "dst", dump.to_str().unwrap()], b""));
+    assert!(err.contains("already exists"), "{err}");
+    ok(&s.bfctl(&["restore", "dst", dump.to_str().unwrap(), "--force"], b""));
+    assert_eq!(card(&s, "dst"), card(&s, "src"));
+
+    // Through stdout/stdin as well.
+    let out = s.bfctl(&["dump", "src", "-"], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok(&s.bfctl(&["restore", "viapipe", "-"], &out.stdout));
+    assert_eq!(card(&s, "viapipe"), card(&s, "src"));
+
+    // A truncated or foreign file is refused and leaves no half-loaded key behind.
+    let cut = s.path("cut.bfdump");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let err = fails(&s.bfctl(&["restore", "cut", cut.to_str().unwrap()], b""));
+    assert!(err.contains("truncated"), "{err}");
+    let exists: i64 = redis::cmd("EXISTS").arg("cut").query(&mut c).unwrap();
+    assert_eq!(exists, 0);
+    let junk = s.path("junk");
+    std::fs::write(&junk, b"hello world, not a dump file").unwrap();
+    let err = fails(&s.bfctl(&["restore", "j", junk.to_str().unwrap()], b""));
+    assert!(err.contains("not a bfctl dump file"), "{err}");
+    // A corrupted chunk is refused by the module; the key is removed again.
+    let mut bad = bytes.clone();
+    let n = bad.len();
+    bad[n - 200] ^= 0xff;
+    let badf = s.path("bad.bfdump");
+    std::fs::write(&badf, &bad).unwrap();
+    let err = fails(&s.bfctl(&["restore", "bad", badf.to_str().unwrap()], b""));
+    assert!(err.contains("BF.LOADCHUNK"), "{err}");
+    let exists: i64 = redis::cmd("EXISTS").arg("bad").query(&mut c).unwrap();
+    assert_eq!(exists, 0);
+
+    // Dumping a missing key fails and leaves no file.
+    let none = s.path("none.bfdump");
+    let err = fails(&s.bfctl(&["dump", "missing", none.to_str().unwrap()], b""));
+    assert!(err.contains("not found"), "{err}");
+    assert!(!none.exists());
+}
+
+fn field(out: &str, name: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .unwrap_or_else(|| panic!("{name} not in {out}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn info_reports_layers_and_estimated_rate() {
+    let s = Server::start();
+    let mut c = s.conn().unwrap();
+    let _: () = redis::cmd("BF.RESERVE")
+        .arg("k")
+        .arg(0.001)
+        .arg(1000)
+        .arg("SEED")
+        .arg(7)
+        .query(&mut c)
+        .unwrap();
+    ok(&s.bfctl(&["load", "k"], lines(0..3500).as_bytes()));
+    let out = ok(&s.bfctl(&["info", "k"], b""));
+    assert_eq!(field(&out, "capacity:"), "7000", "{out}"); // 1000 + 2000 + 4000
+    let items: u64 = field(&out, "items:").parse().unwrap();
+    assert!((3490..=3500).contains(&items), "{out}");
+    assert!(
+        field(&out, "layers:").starts_with("3 (expansion 2)"),
+        "{out}"
+    );
+    assert!(
+        field(&out, "error rate:").starts_with("0.001 (from the filter's header)"),
+        "{out}"
+    );
+    let size: i64 = redis::cmd("BF.INFO")
+        .arg("k")
+        .arg("SIZE")
+        .query::<Vec<i64>>(&mut c)
+        .unwrap()[0];
+    assert!(
+        field(&out, "bytes:").starts_with(&size.to_string()),
+        "{out}"
+    );
+    let bpi: f64 = field(&out, "bits per item:").parse().unwrap();
+    assert!(bpi > 10.0 && bpi < 60.0, "{out}");
+    let fpr: f64 = field(&out, "estimated FPR now:")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Layers 0 and 1 are full (~0.05% + ~0.025%), layer 2 partly: under the requested 0.1%.
+    assert!(fpr > 0.0005 && fpr < 0.001, "{out}");
+    // Per-layer table: three rows.
+    let rows = out
+        .lines()
+        .skip_while(|l| !l.starts_with("layer "))
+        .skip(1)
+        .count();
+    assert_eq!(rows, 3, "{out}");
+
+    // --scan measures the fill; it agrees with the estimate closely.
+    let scanned = ok(&s.bfctl(&["info", "k", "--scan"], b""));
+    assert!(scanned.contains("measured fill"), "{scanned}");
+    let f2: f64 = field(&scanned, "estimated FPR now:")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((f2 / fpr - 1.0).abs() < 0.5, "{fpr} vs {f2}");
+
+    // Non-scaling and missing keys.
+    let _: () = redis::cmd("BF.RESERVE")
+        .arg("ns")
+        .arg(0.01)
+        .arg(100)
+        .arg("NONSCALING")
+        .query(&mut c)
+        .unwrap();
+    let out = ok(&s.bfctl(&["info", "ns"], b""));
+    assert!(field(&out, "layers:").contains("non-scaling"), "{out}");
+    assert!(field(&out, "bits per item:").contains("empty"), "{out}");
+    let err = fails(&s.bfctl(&["info", "nope"], b""));
+    assert!(err.contains("not found"), "{err}");
+}
+
+#[test]
+fn plan_matches_what_the_module_reserves() {
+    let s = Server::start();
+    let out = ok(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &["plan", "--items", "100000", "--error", "0.001"],
+        b"",
+    ));
+    assert!(out.starts_with("BF.RESERVE key 0.001 100000\n"), "{out}");
+    let line = out.lines().find(|l| l.starts_with("first layer:")).unwrap();
+    let bytes: u64 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+    let mut c = s.conn().unwrap();
+    let _: () = redis::cmd("BF.RESERVE")
+        .arg("p")
+        .arg(0.001)
+        .arg(100000)
+        .query(&mut c)
+        .unwrap();
+    let size: i64 = redis::cmd("BF.INFO")
+        .arg("p")
+        .arg("SIZE")
+        .query::<Vec<i64>>(&mut c)
+        .unwrap()[0];
+    let info = ok(&s.bfctl(&["info", "p"], b""));
+    // `info` shows the bytes of bits; plan's first layer must be exactly that.
+    assert!(
+        info.contains(&format!("({bytes} of them bits)")),
+        "plan {bytes}, info {info}"
+    );
+    assert!(size as u64 >= bytes);
+    assert!(line.contains("hashes"));
+    // The table: rows up to full capacity, then growth rows for a scaling filter.
+    assert!(out.contains("(layers full)"));
+    let full = out.lines().find(|l| l.starts_with("100000 ")).unwrap();
+    let rate: f64 = full.split_whitespace().nth(4).unwrap().parse().unwrap();
+    assert!(rate <= 0.0005 * 1.0001 && rate > 0.0004, "{full}");
+    assert!(out.lines().any(|l| l.starts_with("300000 ")), "{out}");
+
+    let ns = ok(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &["plan", "--items", "1000", "--error", "0.01", "--nonscaling"],
+        b"",
+    ));
+    assert!(
+        ns.contains("NONSCALING") && ns.contains("non scaling filter is full"),
+        "{ns}"
+    );
+    let err = fails(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &["plan", "--items", "10", "--error", "2"],
+        b"",
+    ));
+    assert!(err.contains("--error"), "{err}");
+    let err = fails(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &["plan", "--items", "0", "--error", "0.1"],
+        b"",
+    ));
+    assert!(err.contains("--items"), "{err}");
+}
+
+#[test]
+fn clear_errors_without_server_or_module() {
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    for args in [
+        &["load", "k"][..],
+        &["dedup", "k"],
+        &["info", "k"],
+        &["dump", "k", "/dev/null"],
+    ] {
+        let err = fails(&bfctl_at(&url, args, b"a\n"));
+        assert!(
+            err.contains("cannot connect") && err.contains("is redis-server running"),
+            "{err}"
+        );
+    }
+    let s = Server::start_without_module();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("d");
+    for args in [
+        vec!["load", "k"],
+        vec!["dedup", "k"],
+        vec!["info", "k"],
+        vec!["dump", "k", f.to_str().unwrap()],
+    ] {
+        let err = fails(&s.bfctl(&args, b"a\n"));
+        assert!(
+            err.contains("rustbloom module is not loaded"),
+            "{args:?}: {err}"
+        );
+    }
+    let err = fails(&bfctl_at("not-a-url", &["info", "k"], b""));
+    assert!(err.contains("invalid server URL"), "{err}");
+}
+
+#[test]
+fn wrong_type_key_is_reported() {
+    let s = Server::start();
+    let mut c = s.conn().unwrap();
+    let _: () = redis::cmd("SET").arg("str").arg("x").query(&mut c).unwrap();
+    let err = fails(&s.bfctl(&["load", "str"], b"a\n"));
+    assert!(err.contains("WRONGTYPE"), "{err}");
+    let err = fails(&s.bfctl(&["dedup", "str"], b"a\n"));
+    assert!(err.contains("WRONGTYPE"), "{err}");
+}
