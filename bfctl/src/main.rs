@@ -751,6 +751,7 @@ struct LayerView {
     items: u64,
     bits: u64,
     hashes: u32,
+    layout: rustbloom::bloom::sizing::Layout,
     /// Set bits, when counted (--scan).
     ones: Option<u64>,
 }
@@ -764,6 +765,7 @@ impl LayerView {
                 rustbloom::bloom::LayerSize {
                     bits: self.bits,
                     num_hashes: self.hashes,
+                    layout: self.layout,
                 },
                 self.items,
             ),
@@ -792,6 +794,7 @@ fn info(c: &mut Connection, key: &str, scan: bool, error: f64, show: bool) -> Re
                     items: l.items,
                     bits: l.size.bits,
                     hashes: l.size.num_hashes,
+                    layout: l.size.layout,
                     ones: None,
                 })
                 .collect::<Vec<_>>();
@@ -914,6 +917,7 @@ fn layers_from_info(bi: &BfInfo, error: f64) -> Result<Vec<LayerView>> {
             items,
             bits: size.bits,
             hashes: size.num_hashes,
+            layout: size.layout,
             ones: None,
         });
     }

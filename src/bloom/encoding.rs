@@ -13,12 +13,12 @@
 //!  6       2     reserved, zero
 //!  8       8     seed of the item hash
 //!  16      8     requested error rate (IEEE-754 f64), in (0, 1)
-//!  24      8     capacity of layer 0, >= 1
+//!  24      8     capacity of layer 0, 1..=2^30
 //!  32      4     expansion (0 when non-scaling, else 1..=MAX_EXPANSION)
 //!  36      4     layer count L, 1..=MAX_LAYERS (1 when non-scaling)
 //!  40      8     loaded bytes: how many bytes of bits are valid (less than the total only while a
 //!                BF.LOADCHUNK load is incomplete)
-//!  48      24·L  per layer: items u64, bits u64, hashes u32, reserved u32 (zero)
+//!  48      24·L  per layer: items u64, bits u64, hashes u32, layout u32 (0 classic, 1 blocked)
 //!  48+24L  8     xxh3-64 of every byte before it
 //! ```
 //!
@@ -37,8 +37,10 @@
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use super::layer::Layer;
-use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, Limits, MAX_LAYERS};
-use super::sizing::{LayerSize, MAX_HASHES};
+use super::scalable::{
+    BloomFilter, FilterParams, Growth, LimitError, Limits, MAX_CAPACITY, MAX_LAYERS,
+};
+use super::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
 
 const MAGIC: &[u8; 4] = b"RBLM";
 const FORMAT_VERSION: u8 = 1;
@@ -46,6 +48,15 @@ const FLAG_NON_SCALING: u8 = 1;
 const FIXED_HEADER_BYTES: usize = 48;
 const LAYER_BYTES: usize = 24;
 const CHECKSUM_BYTES: usize = 8;
+const LAYOUT_CLASSIC: u32 = 0;
+const LAYOUT_BLOCKED: u32 = 1;
+
+fn layout_code(layout: Layout) -> u32 {
+    match layout {
+        Layout::Classic => LAYOUT_CLASSIC,
+        Layout::Blocked => LAYOUT_BLOCKED,
+    }
+}
 
 /// The largest expansion a filter may have (RedisBloom's bound).
 pub const MAX_EXPANSION: u32 = 32768;
@@ -93,7 +104,7 @@ fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
         out.extend_from_slice(&layer.items().to_le_bytes());
         out.extend_from_slice(&size.bits.to_le_bytes());
         out.extend_from_slice(&size.num_hashes.to_le_bytes());
-        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&layout_code(size.layout).to_le_bytes());
     }
     let checksum = xxh3_64(&out);
     out.extend_from_slice(&checksum.to_le_bytes());
@@ -196,7 +207,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     let error_rate = f64::from_le_bytes(fields.take());
     check(error_rate > 0.0 && error_rate < 1.0, "error rate")?;
     let capacity = fields.u64();
-    check(capacity >= 1, "capacity")?;
+    check((1..=MAX_CAPACITY).contains(&capacity), "capacity")?;
     let expansion = fields.u32();
     let growth = if flags & FLAG_NON_SCALING != 0 {
         check(expansion == 0, "expansion of a non-scaling filter")?;
@@ -230,12 +241,20 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
         let items = fields.u64();
         let bits = fields.u64();
         let num_hashes = fields.u32();
-        check(fields.u32() == 0, "reserved")?;
+        let layout = match fields.u32() {
+            LAYOUT_CLASSIC => Layout::Classic,
+            LAYOUT_BLOCKED => Layout::Blocked,
+            _ => return Err(DecodeError::Corrupt("layout")),
+        };
         let layer_capacity = params
             .layer_capacity(index)
             .ok_or(DecodeError::Corrupt("capacity"))?;
-        check(bits > 0 && bits % 64 == 0, "bit count")?;
-        check((1..=MAX_HASHES).contains(&num_hashes), "hash count")?;
+        let (unit, max_hashes) = match layout {
+            Layout::Classic => (64, MAX_HASHES),
+            Layout::Blocked => (BLOCK_BITS, MAX_BLOCKED_HASHES),
+        };
+        check(bits > 0 && bits % unit == 0, "bit count")?;
+        check((1..=max_hashes).contains(&num_hashes), "hash count")?;
         check(items <= layer_capacity, "items over capacity")?;
         let newest = index + 1 == layer_count;
         check(newest || items == layer_capacity, "older layer not full")?;
@@ -243,7 +262,11 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
             .checked_add(bits / 8)
             .ok_or(DecodeError::Corrupt("total size"))?;
         layers.push(LayerShape {
-            size: LayerSize { bits, num_hashes },
+            size: LayerSize {
+                bits,
+                num_hashes,
+                layout,
+            },
             capacity: layer_capacity,
             error_rate: params.layer_error_rate(index),
             items,

@@ -46,6 +46,44 @@ impl ItemHash {
     }
 }
 
+/// Odd multipliers for the in-block positions of a blocked layer: position i is the top 9 bits
+/// of `h2 · M[i]` (Dietzfelbinger's multiply-shift hashing), so one 64-bit hash yields up to 16
+/// nearly independent positions in a 512-bit block with one multiplication each.
+const BLOCK_MULTIPLIERS: [u64; 16] = [
+    0x9e37_79b9_7f4a_7c15,
+    0xbf58_476d_1ce4_e5b9,
+    0x94d0_49bb_1331_11eb,
+    0xd6e8_feb8_6659_fd93,
+    0xa076_1d64_78bd_642f,
+    0xe703_7ed1_a0b4_28db,
+    0x8ebc_6af0_9c88_c6e3,
+    0x5899_65cc_7537_4cc3,
+    0x1d8e_4e27_c47d_124f,
+    0xff51_afd7_ed55_8ccd,
+    0xc4ce_b9fe_1a85_ec53,
+    0x87c3_7b91_1142_53d5,
+    0x4cf5_ad43_2745_937f,
+    0xc2b2_ae3d_27d4_eb4f,
+    0x1656_67b1_9e37_79f9,
+    0x27d4_eb2f_1656_67c5,
+];
+
+impl ItemHash {
+    /// For a blocked layer of `bits` bits (a multiple of 512): the index of the item's 512-bit
+    /// block, chosen from h1 by multiply-shift, and its `num_hashes` (≤ 16) bit positions inside
+    /// the block, from h2.
+    #[inline]
+    pub fn block_positions(&self, bits: u64, num_hashes: u32) -> (u64, impl Iterator<Item = u64>) {
+        let blocks = bits / 512;
+        let block = ((u128::from(self.h1) * u128::from(blocks)) >> 64) as u64;
+        let h2 = self.h2;
+        let positions = BLOCK_MULTIPLIERS[..num_hashes as usize]
+            .iter()
+            .map(move |&m| h2.wrapping_mul(m) >> 55);
+        (block, positions)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,6 +96,29 @@ mod tests {
                 assert!(h.positions(bits, 30).all(|p| p < bits));
             }
         }
+    }
+
+    #[test]
+    fn block_positions_stay_in_their_block_and_spread() {
+        let bits = 512 * 1000u64;
+        let mut per_bit = [0u32; 512];
+        let mut per_block = vec![0u32; 1000];
+        for i in 0..50_000u32 {
+            let (block, positions) = ItemHash::new(&i.to_le_bytes(), 3).block_positions(bits, 8);
+            per_block[block as usize] += 1;
+            for p in positions {
+                per_bit[p as usize] += 1;
+            }
+        }
+        // 50 items per block and 781 probes per bit position on average.
+        assert!(
+            per_block.iter().all(|&n| (15..=95).contains(&n)),
+            "{per_block:?}"
+        );
+        assert!(
+            per_bit.iter().all(|&n| (600..=980).contains(&n)),
+            "{per_bit:?}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use bitvec::prelude::{BitVec, Lsb0};
 
 use super::hash::ItemHash;
 use super::scalable::LimitError;
-use super::sizing::LayerSize;
+use super::sizing::{LayerSize, Layout};
 
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
 #[derive(Clone, Debug, PartialEq)]
@@ -12,6 +12,7 @@ pub struct Layer {
     /// The bit array; its length is a multiple of 64 (see the layout in [`crate::bloom`]).
     bits: BitVec<u64, Lsb0>,
     num_hashes: u32,
+    layout: Layout,
     /// Items this layer was sized for; the scalable filter stops adding to it once reached.
     capacity: u64,
     /// The false-positive rate this layer was sized for.
@@ -33,6 +34,7 @@ impl Layer {
         Ok(Layer {
             bits: BitVec::from_vec(zeroed_words(size.bits / 64)?),
             num_hashes: size.num_hashes,
+            layout: size.layout,
             capacity,
             error_rate,
             items,
@@ -43,8 +45,19 @@ impl Layer {
     #[inline]
     pub fn contains(&self, hash: &ItemHash) -> bool {
         let words = self.bits.as_raw_slice();
-        hash.positions(self.bits.len() as u64, self.num_hashes)
-            .all(|p| words[(p / 64) as usize] & (1u64 << (p % 64)) != 0)
+        let bits = self.bits.len() as u64;
+        match self.layout {
+            Layout::Classic => hash
+                .positions(bits, self.num_hashes)
+                .all(|p| words[(p / 64) as usize] & (1u64 << (p % 64)) != 0),
+            Layout::Blocked => {
+                let (block, positions) = hash.block_positions(bits, self.num_hashes);
+                let block = &words[(block * 8) as usize..][..8];
+                positions
+                    .into_iter()
+                    .all(|p| block[(p / 64) as usize] & (1u64 << (p % 64)) != 0)
+            }
+        }
     }
 
     /// Asks the CPU to start loading the cache lines of `hash`'s probes, so that a later
@@ -56,10 +69,17 @@ impl Layer {
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let words = self.bits.as_raw_slice();
-            for p in hash.positions(self.bits.len() as u64, self.num_hashes) {
-                let word: *const u64 = &words[(p / 64) as usize];
+            let bits = self.bits.len() as u64;
+            let fetch = |word: u64| {
+                let word: *const u64 = &words[word as usize];
                 // SAFETY: prefetching is a hint on an address inside the slice; it never faults.
                 unsafe { _mm_prefetch(word.cast::<i8>(), _MM_HINT_T0) };
+            };
+            match self.layout {
+                Layout::Classic => hash
+                    .positions(bits, self.num_hashes)
+                    .for_each(|p| fetch(p / 64)),
+                Layout::Blocked => fetch(hash.block_positions(bits, self.num_hashes).0 * 8),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -69,14 +89,28 @@ impl Layer {
     /// Sets every probe of `hash`; returns true when at least one bit changed. Does not count.
     #[inline]
     pub fn set(&mut self, hash: &ItemHash) -> bool {
-        let bit_count = self.bits.len() as u64;
+        let bits = self.bits.len() as u64;
         let words = self.bits.as_raw_mut_slice();
         let mut changed = 0u64;
-        for p in hash.positions(bit_count, self.num_hashes) {
+        let mut set_bit = |words: &mut [u64], p: u64| {
             let word = &mut words[(p / 64) as usize];
             let mask = 1u64 << (p % 64);
             changed |= !*word & mask;
             *word |= mask;
+        };
+        match self.layout {
+            Layout::Classic => {
+                for p in hash.positions(bits, self.num_hashes) {
+                    set_bit(words, p);
+                }
+            }
+            Layout::Blocked => {
+                let (block, positions) = hash.block_positions(bits, self.num_hashes);
+                let block = &mut words[(block * 8) as usize..][..8];
+                for p in positions {
+                    set_bit(block, p);
+                }
+            }
         }
         changed != 0
     }
@@ -94,6 +128,7 @@ impl Layer {
         LayerSize {
             bits: self.bits.len() as u64,
             num_hashes: self.num_hashes,
+            layout: self.layout,
         }
     }
 

@@ -63,6 +63,24 @@ fn non_scaling_rate_at_capacity_is_at_most_the_requested_one() {
 }
 
 #[test]
+fn big_blocked_layers_keep_the_rate_too() {
+    for (growth, low, high) in [
+        (Growth::NonScaling, 0.5, 1.0),
+        (Growth::Scaling { expansion: 2 }, 0.4, 0.6),
+    ] {
+        let mut f = filter(1_500_000, 0.01, growth);
+        assert_eq!(f.layers()[0].size().layout, super::sizing::Layout::Blocked);
+        let measured = fill_and_measure(&mut f, 1_500_000, 1_000_000, 12);
+        let ratio = measured / 0.01;
+        eprintln!(
+            "blocked {growth:?}: measured {measured:.3e} ({ratio:.3}×), {:.2} bits/item",
+            f.bytes() as f64 * 8.0 / 1.5e6
+        );
+        assert!((low..=high).contains(&ratio), "{growth:?}: {ratio:.3}×");
+    }
+}
+
+#[test]
 fn scaling_rate_at_first_capacity_is_about_half_the_budget() {
     for (error_rate, queries) in [(1e-2, 200_000), (1e-3, 2_000_000)] {
         let mut f = filter(100_000, error_rate, Growth::Scaling { expansion: 2 });

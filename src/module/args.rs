@@ -1,12 +1,10 @@
 //! The one place command arguments are parsed: typed results, and one error reply per failure.
 
 use crate::bloom::encoding::MAX_EXPANSION;
+use crate::bloom::scalable::MAX_CAPACITY;
 use crate::bloom::Growth;
 
 use super::ffi::{Command, CommandError};
-
-/// The largest capacity one reservation may ask for (RedisBloom's bound).
-pub const MAX_CAPACITY: u64 = 1 << 30;
 
 const BAD_ERROR_RATE: CommandError = CommandError::Static("ERR bad error rate");
 const ERROR_RATE_RANGE: CommandError =
@@ -60,14 +58,19 @@ pub fn parse_f64(bytes: &[u8]) -> Option<f64> {
     text(bytes)?.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
-/// A base-10 signed 64-bit integer with no spaces, no exponent, no hex.
+/// A base-10 signed 64-bit integer with no spaces, no exponent, no hex and, as Redis' own
+/// integers, no leading `+`.
 pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
-    text(bytes)?.parse::<i64>().ok()
+    integer_text(bytes)?.parse::<i64>().ok()
 }
 
-/// A base-10 unsigned 64-bit integer.
+/// A base-10 unsigned 64-bit integer (no sign).
 pub fn parse_u64(bytes: &[u8]) -> Option<u64> {
-    text(bytes)?.parse::<u64>().ok()
+    integer_text(bytes)?.parse::<u64>().ok()
+}
+
+fn integer_text(bytes: &[u8]) -> Option<&str> {
+    text(bytes).filter(|t| !t.starts_with('+'))
 }
 
 pub fn parse_error_rate(bytes: &[u8]) -> Result<f64, CommandError> {

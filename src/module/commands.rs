@@ -299,7 +299,7 @@ pub fn card(command: &Command) -> CommandResult {
     }
     let key = command.open_key(false);
     let items = read_filter(&key)?.map_or(0, BloomFilter::items);
-    command.reply_integer(items as i64);
+    command.reply_count(items);
     Ok(())
 }
 
@@ -309,10 +309,10 @@ pub fn info(command: &Command) -> CommandResult {
     let key = command.open_key(false);
     let filter = read_filter(&key)?.ok_or(NOT_FOUND)?;
     let reply_field = |field: InfoField| match field {
-        InfoField::Capacity => command.reply_integer(filter.capacity() as i64),
-        InfoField::Size => command.reply_integer(filter.memory_usage() as i64),
-        InfoField::Filters => command.reply_integer(filter.layers().len() as i64),
-        InfoField::Items => command.reply_integer(filter.items() as i64),
+        InfoField::Capacity => command.reply_count(filter.capacity()),
+        InfoField::Size => command.reply_count(filter.memory_usage()),
+        InfoField::Filters => command.reply_count(filter.layers().len() as u64),
+        InfoField::Items => command.reply_count(filter.items()),
         InfoField::Expansion => match filter.params().growth {
             Growth::Scaling { expansion } => command.reply_integer(i64::from(expansion)),
             Growth::NonScaling => command.reply_null(),
@@ -351,7 +351,7 @@ pub fn scandump(command: &Command) -> CommandResult {
     let filter = read_filter(&key)?.ok_or(NOT_FOUND)?;
     let (next, data) = scandump_step(filter, iterator);
     command.reply_array(2);
-    command.reply_integer(next as i64);
+    command.reply_count(next);
     command.reply_bulk(&data);
     Ok(())
 }

@@ -104,6 +104,11 @@ impl Command {
         unsafe { api!(RedisModule_ReplyWithLongLong)(self.ctx, value) };
     }
 
+    /// A count or size, saturated at i64::MAX (RESP integers are signed).
+    pub fn reply_count(&self, value: u64) {
+        self.reply_integer(i64::try_from(value).unwrap_or(i64::MAX));
+    }
+
     /// 1/0 in RESP2, true/false in RESP3.
     pub fn reply_bool(&self, value: bool) {
         unsafe { api!(RedisModule_ReplyWithBool)(self.ctx, c_int::from(value)) };

@@ -30,10 +30,11 @@ pub struct Footprint {
 
 impl Footprint {
     pub fn of(filter: &BloomFilter) -> Footprint {
+        let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         Footprint {
-            layers: filter.layers().len() as i64,
-            bytes: filter.bytes() as i64,
-            items: filter.items() as i64,
+            layers: gauge(filter.layers().len() as u64),
+            bytes: gauge(filter.bytes()),
+            items: gauge(filter.items()),
         }
     }
 }

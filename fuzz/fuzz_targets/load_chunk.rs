@@ -1,0 +1,176 @@
+//! The BF.LOADCHUNK path: `decode_load_header`, then a sequence of `load_chunk` calls with
+//! correct, forged (correct checksum, wrong place) and corrupted chunks. A refused chunk must
+//! leave the filter unchanged; an accepted one must advance the load by exactly its length; a
+//! load completed from a real filter's chunks must give that filter back.
+#![no_main]
+
+mod common;
+
+use common::{fix_checksum, mutate, real_filter, Reader, LIMITS};
+use libfuzzer_sys::fuzz_target;
+use rustbloom::bloom::encoding::{
+    decode_load_header, encode_transfer_header, load_chunk, scandump_step, CHUNK_BYTES,
+};
+use rustbloom::bloom::BloomFilter;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// The checksum a data chunk of `bits` at `offset` must carry for `filter`.
+fn chunk_sum(filter: &BloomFilter, offset: u64, bits: &[u8]) -> u64 {
+    let header = encode_transfer_header(filter);
+    let header_sum = u64::from_le_bytes(header[header.len() - 8..].try_into().unwrap());
+    xxh3_64_with_seed(bits, header_sum.wrapping_add(offset))
+}
+
+fn with_sum(bits: &[u8], sum: u64) -> Vec<u8> {
+    let mut chunk = bits.to_vec();
+    chunk.extend_from_slice(&sum.to_le_bytes());
+    chunk
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut r = Reader::new(data);
+    // The header: a real filter's, possibly mutated (checksum fixed), or input bytes.
+    let source = match r.u8() % 4 {
+        0 => None,
+        _ => real_filter(&mut r),
+    };
+    let header = match &source {
+        Some(filter) => {
+            let mut h = encode_transfer_header(filter);
+            if r.u8() % 4 == 0 {
+                mutate(&mut r, &mut h);
+                fix_checksum(&mut h);
+            }
+            h
+        }
+        None => {
+            let layers = usize::from(r.u8() % 3);
+            let mut h = r.bytes(56 + 24 * layers).to_vec();
+            fix_checksum(&mut h);
+            h
+        }
+    };
+    let Ok(mut filter) = decode_load_header(&header, LIMITS) else {
+        return;
+    };
+    assert_eq!(filter.loading(), Some(0));
+    let total = filter.bytes();
+    // Only chunks taken unchanged from `source` went in: the result must equal it.
+    let mut faithful = source
+        .as_ref()
+        .is_some_and(|s| encode_transfer_header(s) == header);
+
+    while !r.is_empty() {
+        let before_loading = filter.loading();
+        let expected = before_loading.unwrap_or(0);
+        let (iterator, chunk, proper) = match r.u8() % 6 {
+            // The next chunk, as SCANDUMP would give it (from the source when there is one).
+            0 | 1 => {
+                let len = (u64::from(r.u16()) % (total - expected.min(total)).max(1)).max(1);
+                let len = len.min(CHUNK_BYTES);
+                let bits = match (&source, faithful) {
+                    (Some(s), true) if expected + len <= total => {
+                        let (_, c) = scandump_step_at(s, expected, len);
+                        c[..len as usize].to_vec()
+                    }
+                    _ => {
+                        faithful = false;
+                        let mut b = r.bytes(len as usize).to_vec();
+                        b.resize(len as usize, 0);
+                        b
+                    }
+                };
+                let sum = chunk_sum(&filter, expected, &bits);
+                (1 + expected + len, with_sum(&bits, sum), true)
+            }
+            // A forged chunk: correct checksum for the offset its iterator claims, any place.
+            2 => {
+                let len = usize::from(r.u16() % 512);
+                let bits = r.bytes(len).to_vec();
+                let iterator = match r.u8() % 4 {
+                    0 => r.u64(),
+                    1 => 1 + expected + bits.len() as u64 + u64::from(r.u8()),
+                    2 => (1 + expected + bits.len() as u64).wrapping_sub(u64::from(r.u8())),
+                    _ => 1 + total + u64::from(r.u8()),
+                };
+                let offset = iterator.wrapping_sub(1 + bits.len() as u64);
+                let sum = chunk_sum(&filter, offset, &bits);
+                (iterator, with_sum(&bits, sum), false)
+            }
+            // Raw bytes.
+            3 => {
+                let iterator = r.u64();
+                let len = usize::from(r.u16() % 600);
+                (iterator, r.bytes(len).to_vec(), false)
+            }
+            // A correct next chunk with flipped bytes (checksum not fixed), or truncated.
+            _ => {
+                let len = (u64::from(r.u8()) % (total - expected.min(total)).max(1)).max(1);
+                let bits = r.bytes(len as usize).to_vec();
+                let sum = chunk_sum(&filter, expected, &bits);
+                let mut chunk = with_sum(&bits, sum);
+                let n = chunk.len();
+                match r.u8() % 3 {
+                    0 => chunk[usize::from(r.u16()) % n] ^= r.u8() | 1,
+                    1 => chunk.truncate(usize::from(r.u16()) % n),
+                    _ => chunk.push(r.u8()),
+                }
+                (1 + expected + bits.len() as u64, chunk, false)
+            }
+        };
+        let snapshot = filter.clone();
+        match load_chunk(&mut filter, iterator, &chunk) {
+            Ok(()) => {
+                let len = chunk.len() as u64 - 8;
+                let end = iterator - 1;
+                assert_eq!(end - len, expected, "chunk accepted at the wrong offset");
+                assert!(end <= total);
+                assert_eq!(filter.loading(), (end < total).then_some(end));
+                let mut back = vec![0u8; len as usize];
+                filter.read_bits(expected, &mut back);
+                assert_eq!(&back[..], &chunk[..len as usize]);
+            }
+            Err(_) => {
+                assert_eq!(filter, snapshot, "a refused chunk changed the filter");
+                if proper && before_loading.is_some() {
+                    panic!("a correct next chunk was refused");
+                }
+                if !proper {
+                    // Refusals of forged chunks are expected; keep going.
+                }
+            }
+        }
+        if !proper {
+            // Forged chunks that were accepted must have been at the right place (checked above);
+            // the data may differ from the source's.
+            if filter != snapshot {
+                faithful = false;
+            }
+        }
+        if filter.loading().is_none() {
+            break;
+        }
+    }
+    if filter.loading().is_none() {
+        if let (Some(s), true) = (&source, faithful) {
+            assert_eq!(
+                &filter, s,
+                "loading a real filter's chunks gave another filter"
+            );
+        }
+        // A completed filter answers queries.
+        let _ = filter.contains(b"x");
+    }
+});
+
+/// `len` bytes of `filter`'s bits at `offset`, with their chunk checksum (like SCANDUMP, whose own
+/// chunks are always 16 MiB or the rest).
+fn scandump_step_at(filter: &BloomFilter, offset: u64, len: u64) -> (u64, Vec<u8>) {
+    if offset == 0 && len == filter.bytes() {
+        return scandump_step(filter, 1);
+    }
+    let mut bits = vec![0u8; len as usize];
+    filter.read_bits(offset, &mut bits);
+    let sum = chunk_sum(filter, offset, &bits);
+    (1 + offset + len, with_sum(&bits, sum))
+}
