@@ -33,23 +33,6 @@ const AOF_ARGS: [&str; 6] = [
     "yes",
 ];
 
-fn wait_rewrite_done(c: &mut Connection) {
-    let ok = wait_until(Duration::from_secs(120), || {
-        let p = info_section(c, "persistence");
-        p.contains("aof_rewrite_in_progress:0") && p.contains("aof_rewrite_scheduled:0")
-    });
-    assert!(
-        ok,
-        "AOF rewrite did not finish: {}",
-        info_section(c, "persistence")
-    );
-    let p = info_section(c, "persistence");
-    assert!(
-        p.contains("aof_last_bgrewrite_status:ok"),
-        "rewrite failed: {p}"
-    );
-}
-
 fn rewrite(c: &mut Connection, preamble: &str) {
     raw_ok(c, &["CONFIG", "SET", "aof-use-rdb-preamble", preamble]);
     wait_rewrite_done(c);

@@ -1,8 +1,6 @@
 //! RDB, AOF, DUMP/RESTORE, COPY, MEMORY USAGE.
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use redis::{Connection, Value};
 
@@ -177,23 +175,6 @@ fn big_filter_survives_save_restart() {
     assert_eq!(d, digest(&mut c, "big"));
     assert_eq!(i, info(&mut c, "big"));
     assert_all_exist(&mut c, "big", &its);
-}
-
-fn wait_rewrite_done(c: &mut Connection) {
-    let ok = wait_until(Duration::from_secs(60), || {
-        let p = info_section(c, "persistence");
-        p.contains("aof_rewrite_in_progress:0") && p.contains("aof_rewrite_scheduled:0")
-    });
-    assert!(
-        ok,
-        "AOF rewrite did not finish: {}",
-        info_section(c, "persistence")
-    );
-    let p = info_section(c, "persistence");
-    assert!(
-        p.contains("aof_last_bgrewrite_status:ok"),
-        "rewrite failed: {p}"
-    );
 }
 
 fn aof_roundtrip(preamble: &str, rewrite: bool) {

@@ -1,58 +1,8 @@
 //! Replication: replicas must end up identical to the primary (DEBUG DIGEST-VALUE, BF.INFO).
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use redis::{Connection, Value};
-
-fn attach(primary: &Server, replica: &Server) {
-    let mut rc = replica.conn();
-    let r = raw_ok(
-        &mut rc,
-        &[
-            "REPLICAOF".to_string(),
-            "127.0.0.1".into(),
-            primary.port().to_string(),
-        ],
-    );
-    assert_eq!(r, Value::Okay);
-    let ok = wait_until(Duration::from_secs(30), || {
-        info_section(&mut rc, "replication").contains("master_link_status:up")
-    });
-    assert!(
-        ok,
-        "replica link not up:\n{}\nreplica log:\n{}",
-        info_section(&mut rc, "replication"),
-        replica.log_tail()
-    );
-    // The primary sees the replica as online.
-    let mut pc = primary.conn();
-    let ok = wait_until(Duration::from_secs(30), || {
-        info_section(&mut pc, "replication").contains("state=online")
-    });
-    assert!(ok, "primary does not see an online replica");
-}
-
-fn wait_replicated(pc: &mut Connection, rc: &mut Connection) {
-    let n: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(pc).unwrap();
-    assert_eq!(n, 1, "WAIT 1 5000 returned {n}");
-    // WAIT means the replica received it; make sure it also applied it (same offset).
-    let ok = wait_until(Duration::from_secs(10), || {
-        let p = info_section(pc, "replication");
-        let r = info_section(rc, "replication");
-        let po = field(&p, "master_repl_offset");
-        let ro = field(&r, "master_repl_offset");
-        po.is_some() && po == ro
-    });
-    assert!(ok, "replica offset did not catch up");
-}
-
-fn field(info: &str, name: &str) -> Option<String> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .map(|s| s.trim().to_string())
-}
 
 fn keys(c: &mut Connection) -> Vec<Vec<u8>> {
     let mut k: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();
@@ -209,12 +159,12 @@ fn scandump_stream(c: &mut Connection) {
 fn replica_matches_primary_command_stream() {
     let p = Server::start();
     let r = Server::start();
-    attach(&p, &r);
+    replicate_from(&p, &r);
     let mut pc = p.conn();
     let mut rc = r.conn();
     workload(&mut pc);
     scandump_stream(&mut pc);
-    wait_replicated(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut [&mut rc]);
     assert_identical(&mut pc, &mut rc);
     // Replica answers reads identically.
     let probe = items("sm", 2000);
@@ -227,7 +177,7 @@ fn replica_matches_primary_command_stream() {
     // Further writes after the first comparison keep them identical.
     madd_all(&mut pc, "add", &items("later", 500));
     raw_ok(&mut pc, &["DEL", "ins"]);
-    wait_replicated(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut [&mut rc]);
     assert_identical(&mut pc, &mut rc);
 }
 
@@ -239,14 +189,14 @@ fn replica_full_sync_from_existing_data() {
     let mut pc = p.conn();
     workload(&mut pc);
     scandump_stream(&mut pc);
-    attach(&p, &r);
+    replicate_from(&p, &r);
     let mut rc = r.conn();
-    wait_replicated(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut [&mut rc]);
     assert_identical(&mut pc, &mut rc);
     // Then the command stream.
     madd_all(&mut pc, "scaled", &items("post", 3000));
     raw_ok(&mut pc, &["BF.ADD", "post-sync", "x"]);
-    wait_replicated(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut [&mut rc]);
     assert_identical(&mut pc, &mut rc);
 }
 
@@ -261,9 +211,9 @@ fn replica_full_sync_diskless() {
     let r = Server::start_with(&["--repl-diskless-load", "swapdb"]);
     let mut pc = p.conn();
     workload(&mut pc);
-    attach(&p, &r);
+    replicate_from(&p, &r);
     let mut rc = r.conn();
-    wait_replicated(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut [&mut rc]);
     assert_identical(&mut pc, &mut rc);
 }
 
@@ -271,14 +221,14 @@ fn replica_full_sync_diskless() {
 fn replica_big_filter_via_loadchunk() {
     let p = Server::start();
     let r = Server::start();
-    attach(&p, &r);
+    replicate_from(&p, &r);
     let mut pc = p.conn();
     let mut rc = r.conn();
     raw_ok(&mut pc, &["BF.RESERVE", "big", "0.001", "10000000"]);
     madd_all(&mut pc, "big", &items("b", 2000));
     let chunks = scandump(&mut pc, "big");
     loadchunks(&mut pc, "big-copy", &chunks);
-    wait_replicated(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut [&mut rc]);
     assert_identical(&mut pc, &mut rc);
 }
 
@@ -286,7 +236,7 @@ fn replica_big_filter_via_loadchunk() {
 fn replica_in_multi_exec_and_lua() {
     let p = Server::start();
     let r = Server::start();
-    attach(&p, &r);
+    replicate_from(&p, &r);
     let mut pc = p.conn();
     let mut rc = r.conn();
     let _: Value = redis::pipe()
@@ -310,6 +260,6 @@ fn replica_in_multi_exec_and_lua() {
         .arg("lua")
         .query(&mut pc)
         .unwrap();
-    wait_replicated(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut [&mut rc]);
     assert_identical(&mut pc, &mut rc);
 }

@@ -27,6 +27,23 @@ pub const MAX_LAYERS: usize = 64;
 /// cached when the items are processed.
 const BATCH: usize = 16;
 
+/// The hashes of `items` under `seed`, BATCH at a time: each group and how many of it are used.
+fn hash_groups<'a>(
+    items: impl IntoIterator<Item = &'a [u8]>,
+    seed: u64,
+) -> impl Iterator<Item = ([ItemHash; BATCH], usize)> {
+    let mut items = items.into_iter();
+    std::iter::from_fn(move || {
+        let mut group = [ItemHash::default(); BATCH];
+        let len = group
+            .iter_mut()
+            .zip(&mut items)
+            .map(|(slot, item)| *slot = ItemHash::new(item, seed))
+            .count();
+        (len > 0).then_some((group, len))
+    })
+}
+
 /// How a filter grows once its newest layer is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Growth {
@@ -299,19 +316,10 @@ impl BloomFilter {
         items: impl IntoIterator<Item = &'a [u8]>,
         mut found: impl FnMut(bool),
     ) {
-        let mut items = items.into_iter();
-        let mut group = [ItemHash::default(); BATCH];
-        loop {
-            let len = self.hash_group(&mut items, &mut group);
-            if len == 0 {
-                return;
-            }
-            for hash in &group[..len] {
-                for layer in &self.layers {
-                    layer.prefetch(hash);
-                }
-            }
-            for hash in &group[..len] {
+        for (group, len) in hash_groups(items, self.params.seed) {
+            let group = &group[..len];
+            self.prefetch(group);
+            for hash in group {
                 found(self.contains_hash(hash));
             }
         }
@@ -325,19 +333,10 @@ impl BloomFilter {
         limits: Limits,
         mut added: impl FnMut(Result<bool, InsertError>),
     ) {
-        let mut items = items.into_iter();
-        let mut group = [ItemHash::default(); BATCH];
-        loop {
-            let len = self.hash_group(&mut items, &mut group);
-            if len == 0 {
-                return;
-            }
-            for hash in &group[..len] {
-                for layer in &self.layers {
-                    layer.prefetch(hash);
-                }
-            }
-            for hash in &group[..len] {
+        for (group, len) in hash_groups(items, self.params.seed) {
+            let group = &group[..len];
+            self.prefetch(group);
+            for hash in group {
                 let result = self.insert_hash(hash, limits);
                 let failed = result.is_err();
                 added(result);
@@ -348,18 +347,13 @@ impl BloomFilter {
         }
     }
 
-    /// Hashes up to BATCH items from `items` into `group`; returns how many.
-    fn hash_group<'a>(
-        &self,
-        items: &mut impl Iterator<Item = &'a [u8]>,
-        group: &mut [ItemHash; BATCH],
-    ) -> usize {
-        let mut len = 0;
-        for (slot, item) in group.iter_mut().zip(items) {
-            *slot = self.hash(item);
-            len += 1;
+    /// Starts loading, in every layer, the cache lines a group of items will touch.
+    fn prefetch(&self, group: &[ItemHash]) {
+        for hash in group {
+            for layer in &self.layers {
+                layer.prefetch(hash);
+            }
         }
-        len
     }
 
     /// Items counted over all layers.

@@ -337,3 +337,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn batch_operations_match_one_at_a_time() {
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let mut items = random_items(&mut rng, 200);
+    // Repeats inside one batch and across batches.
+    items.extend_from_within(10..60);
+    let slices: Vec<&[u8]> = items.iter().map(|item| item.as_slice()).collect();
+    for growth in [Growth::Scaling { expansion: 2 }, Growth::NonScaling] {
+        let mut one_by_one = filter(120, 0.01, growth);
+        let mut expected = Vec::new();
+        for item in &slices {
+            let result = one_by_one.insert(item, Limits::UNLIMITED);
+            expected.push(result);
+            if result.is_err() {
+                break;
+            }
+        }
+        let mut batched = filter(120, 0.01, growth);
+        let mut got = Vec::new();
+        batched.insert_many(slices.iter().copied(), Limits::UNLIMITED, |r| got.push(r));
+        assert_eq!(got, expected, "{growth:?}");
+        assert_eq!(batched, one_by_one, "{growth:?}");
+        let mut found = Vec::new();
+        batched.contains_many(slices.iter().copied(), |f| found.push(f));
+        let single: Vec<bool> = slices.iter().map(|item| batched.contains(item)).collect();
+        assert_eq!(found, single);
+    }
+}
