@@ -114,6 +114,10 @@ enum Command {
 }
 
 fn main() {
+    // Rust ignores SIGPIPE, so `bfctl plan | head` would panic on the closed pipe; like any
+    // Unix filter, bfctl should just stop when its reader goes away.
+    // SAFETY: restoring the default disposition of a signal before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("bfctl: {e:#}");
