@@ -12,8 +12,9 @@ pub const BLOCK_BITS: u64 = 512;
 pub const MAX_BLOCKED_HASHES: u32 = 16;
 
 /// Layers whose classic size is below this stay classic: they sit in the CPU caches, where the
-/// k probes of the classic layout cost no cache misses.
-pub const BLOCKED_MIN_BYTES: u64 = 1 << 20;
+/// k probes of the classic layout cost little (measured here: at 1.2 MB blocked saves ~1 ns of
+/// ~12 ns per lookup; at 12 MB 30%, at 120 MB 20–25%, with batches).
+pub const BLOCKED_MIN_BYTES: u64 = 8 << 20;
 
 /// A big layer goes blocked when that costs at most this factor in bits over classic: a few
 /// percent more memory for one cache miss per item instead of k (Putze, Sanders, Singler,

@@ -68,13 +68,13 @@ fn big_blocked_layers_keep_the_rate_too() {
         (Growth::NonScaling, 0.5, 1.0),
         (Growth::Scaling { expansion: 2 }, 0.4, 0.6),
     ] {
-        let mut f = filter(1_500_000, 0.01, growth);
+        let mut f = filter(8_000_000, 0.01, growth);
         assert_eq!(f.layers()[0].size().layout, super::sizing::Layout::Blocked);
-        let measured = fill_and_measure(&mut f, 1_500_000, 1_000_000, 12);
+        let measured = fill_and_measure(&mut f, 8_000_000, 1_000_000, 12);
         let ratio = measured / 0.01;
         eprintln!(
             "blocked {growth:?}: measured {measured:.3e} ({ratio:.3}×), {:.2} bits/item",
-            f.bytes() as f64 * 8.0 / 1.5e6
+            f.bytes() as f64 * 8.0 / 8e6
         );
         assert!((low..=high).contains(&ratio), "{growth:?}: {ratio:.3}×");
     }
