@@ -6,11 +6,12 @@
 //!
 //! Groups (bench ids are `<group>/<operation>/<filter>`):
 //! - `single`: one item per iteration, through `insert` / `contains`.
-//! - `batch100_loop`: 100 items per iteration through a plain loop over the single-item API; this
-//!   is what a BF.MADD / BF.MEXISTS of 100 items costs the core today. Criterion reports the time
-//!   per batch and, via `Throughput::Elements(100)`, items per second; ns per item = time / 100.
-//!   When the core offers batch APIs (hash all, prefetch, then touch bits), add a sibling group
-//!   `batch100` that calls them on the same filters and keys, so both show side by side.
+//! - `batch100_loop`: 100 items per iteration through a plain loop over the single-item API.
+//!   Criterion reports the time per batch and, via `Throughput::Elements(100)`, items per second;
+//!   ns per item = time / 100.
+//! - `batch100`: the same 100 items per iteration, the same filters and keys, through the core's
+//!   batch API `insert_many` / `contains_many` (hash a group, prefetch its cache lines, then touch
+//!   the bits): what BF.MADD / BF.MEXISTS of 100 items cost the core.
 //!
 //! Fill levels: lookups run on a filter holding its full capacity (the rate a user measures at full
 //! capacity is the one that matters, and a non-member lookup stops at the first unset bit, so it
@@ -38,6 +39,18 @@ const BATCH: u64 = 100;
 #[inline(always)]
 fn key(i: u64) -> [u8; 8] {
     i.to_le_bytes()
+}
+
+/// `n` (= BATCH) consecutive keys from `first`. Building them is inside the timing of the
+/// `batch100` group (a few ns per batch), as the loop group builds its keys inside the timing too.
+#[inline(always)]
+fn batch_keys(first: u64, n: u64) -> [[u8; 8]; BATCH as usize] {
+    debug_assert!(n == BATCH);
+    let mut keys = [[0u8; 8]; BATCH as usize];
+    for (j, k) in keys.iter_mut().enumerate() {
+        *k = key(first + j as u64);
+    }
+    keys
 }
 
 fn params(capacity: u64) -> FilterParams {
@@ -78,9 +91,10 @@ impl Subject {
             "the full filter must not have grown"
         );
         eprintln!(
-            "# {label}: capacity {capacity}, {:.1} MB of bits, {} hashes, {} items counted; \
-             filled in {:.1} s",
+            "# {label}: capacity {capacity}, {:.1} MB of bits, {:?} layout, {} hashes, {} items \
+             counted; filled in {:.1} s",
             full.bytes() as f64 / 1e6,
+            full.layers()[0].size().layout,
             full.layers()[0].size().num_hashes,
             full.items(),
             started.elapsed().as_secs_f64()
@@ -111,7 +125,9 @@ impl FreshInserts {
         }
     }
 
-    fn run(&mut self, subject: &Subject, iters: u64, per_iter: u64) -> Duration {
+    /// `batch_api`: one `insert_many` of `per_iter` items per iteration instead of a loop over
+    /// `insert`.
+    fn run(&mut self, subject: &Subject, iters: u64, per_iter: u64, batch_api: bool) -> Duration {
         let mut total = Duration::ZERO;
         let mut left = iters;
         while left > 0 {
@@ -126,10 +142,22 @@ impl FreshInserts {
             let filter = &mut self.work;
             let mut next = self.next;
             let started = Instant::now();
-            for _ in 0..now {
-                for _ in 0..per_iter {
-                    black_box(filter.insert(&key(next), Limits::UNLIMITED).unwrap());
-                    next += 1;
+            if batch_api {
+                for _ in 0..now {
+                    let keys = batch_keys(next, per_iter);
+                    let mut added = 0u32;
+                    filter.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
+                        added += r.unwrap() as u32
+                    });
+                    black_box(added);
+                    next += per_iter;
+                }
+            } else {
+                for _ in 0..now {
+                    for _ in 0..per_iter {
+                        black_box(filter.insert(&key(next), Limits::UNLIMITED).unwrap());
+                        next += 1;
+                    }
                 }
             }
             total += started.elapsed();
@@ -185,7 +213,7 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
         drop(filter);
         let mut fresh = FreshInserts::new(subject);
         group.bench_function(BenchmarkId::new("insert_new", label), |b| {
-            b.iter_custom(|iters| fresh.run(subject, iters, 1))
+            b.iter_custom(|iters| fresh.run(subject, iters, 1, false))
         });
     }
     group.finish();
@@ -238,7 +266,65 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
         drop(filter);
         let mut fresh = FreshInserts::new(subject);
         group.bench_function(BenchmarkId::new("insert_new", label), |b| {
-            b.iter_custom(|iters| fresh.run(subject, iters, BATCH))
+            b.iter_custom(|iters| fresh.run(subject, iters, BATCH, false))
+        });
+    }
+    group.finish();
+
+    // ---- batches of 100, through the batch API (BF.MADD / BF.MEXISTS) ---------------------
+    let mut group = c.benchmark_group("batch100");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(1500))
+        .throughput(Throughput::Elements(BATCH));
+    {
+        let filter = &subject.full;
+        let mut i = 0u64;
+        group.bench_function(BenchmarkId::new("contains_member", label), |b| {
+            b.iter(|| {
+                let mut keys = [[0u8; 8]; BATCH as usize];
+                for k in keys.iter_mut() {
+                    i = (i + 7_919) % cap;
+                    *k = key(i);
+                }
+                let mut found = 0u32;
+                filter.contains_many(keys.iter().map(|k| &k[..]), |f| found += f as u32);
+                black_box(found)
+            })
+        });
+        let mut j = FRESH_BASE;
+        group.bench_function(BenchmarkId::new("contains_nonmember", label), |b| {
+            b.iter(|| {
+                let keys = batch_keys(j + 1, BATCH);
+                j += BATCH;
+                let mut found = 0u32;
+                filter.contains_many(keys.iter().map(|k| &k[..]), |f| found += f as u32);
+                black_box(found)
+            })
+        });
+    }
+    {
+        let mut filter = subject.full.clone();
+        let mut i = 0u64;
+        group.bench_function(BenchmarkId::new("insert_member", label), |b| {
+            b.iter(|| {
+                let mut keys = [[0u8; 8]; BATCH as usize];
+                for k in keys.iter_mut() {
+                    i = (i + 7_919) % cap;
+                    *k = key(i);
+                }
+                let mut added = 0u32;
+                filter.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
+                    added += r.unwrap() as u32
+                });
+                black_box(added)
+            })
+        });
+        drop(filter);
+        let mut fresh = FreshInserts::new(subject);
+        group.bench_function(BenchmarkId::new("insert_new", label), |b| {
+            b.iter_custom(|iters| fresh.run(subject, iters, BATCH, true))
         });
     }
     group.finish();

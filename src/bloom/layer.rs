@@ -149,11 +149,6 @@ impl Layer {
         self.bits.len() as u64 / 8
     }
 
-    /// Fraction of bits set, from which the current false-positive rate can be estimated.
-    pub fn fill_ratio(&self) -> f64 {
-        self.bits.count_ones() as f64 / self.bits.len() as f64
-    }
-
     /// Copies `out.len()` bytes of the little-endian encoding of the bits, starting at byte
     /// `offset`. Panics if the range is outside the layer (callers compute ranges from `bytes()`).
     pub fn read_bytes(&self, offset: u64, out: &mut [u8]) {

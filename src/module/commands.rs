@@ -25,9 +25,10 @@ const TOO_BIG: CommandError =
     CommandError::Static("ERR invalid chunk - Too big for current filter");
 
 /// The limits this call must respect when it may allocate up to `allocation` bytes: none when
-/// it replays what a primary already admitted.
+/// it allocates nothing (the common add, which then skips every lookup below) or replays what a
+/// primary already admitted.
 fn limits(command: &Command, allocation: u64) -> Limits {
-    if command.is_replayed() {
+    if allocation == 0 || command.is_replayed() {
         Limits::UNLIMITED
     } else if allocation < SMALL_ALLOCATION {
         config::limits(u64::MAX)
