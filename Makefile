@@ -7,7 +7,11 @@ MODULE := target/release/librustbloom.so
 DEB_PACKAGES := build-essential libclang-dev redis-server redis-tools
 export RUSTBLOOM_MODULE := $(CURDIR)/$(MODULE)
 
-.PHONY: deps build run test unit integration bench fmt clean
+.PHONY: deps build run test bench fmt clean
+
+# Shell snippet for a recipe: installs the Debian packages named in $$missing (as root), or says
+# how to and fails.
+INSTALL_MISSING = if [ -n "$$missing" ]; then if [ "$$(id -u)" != 0 ]; then echo "missing packages:$$missing — run: sudo apt-get install -y$$missing"; exit 1; fi; echo "installing:$$missing"; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq $$missing >/dev/null || exit 1; fi
 
 ## deps: install the Debian packages the build and the tests need, when missing.
 deps:
@@ -15,20 +19,13 @@ deps:
 	for pkg in $(DEB_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$pkg"; \
 	done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" != 0 ]; then \
-	    echo "missing packages:$$missing — run: sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
-	  echo "installing:$$missing"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq $$missing >/dev/null || exit 1; \
-	  case "$$missing" in *redis-server*) \
-	    if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then \
-	      echo "stopping the packaged redis-server service so port 6379 is free for make run"; \
-	      systemctl disable --now redis-server >/dev/null 2>&1 || true; \
-	    fi;; \
-	  esac; \
-	fi
+	$(INSTALL_MISSING); \
+	case "$$missing" in *redis-server*) \
+	  if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then \
+	    echo "stopping the packaged redis-server service so port 6379 is free for make run"; \
+	    systemctl disable --now redis-server >/dev/null 2>&1 || true; \
+	  fi;; \
+	esac
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs"; exit 1; }
 
 ## build: the module, release mode (target/release/librustbloom.so).
@@ -85,16 +82,9 @@ clients: build client-deps
 ## client-deps: python3 with venv, node and npm, installed from Debian only when the command is
 ## missing (a python3 from pyenv or a node from elsewhere is used as it is).
 client-deps:
-	@need=""; \
-	command -v python3 >/dev/null || need="$$need python3"; \
-	python3 -c 'import venv, ensurepip' 2>/dev/null || need="$$need python3-venv"; \
-	command -v node >/dev/null || need="$$need nodejs"; \
-	command -v npm >/dev/null || need="$$need npm"; \
-	if [ -n "$$need" ]; then \
-	  if [ "$$(id -u)" != 0 ]; then \
-	    echo "missing:$$need — run: sudo apt-get install -y$$need"; exit 1; \
-	  fi; \
-	  echo "installing:$$need"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq $$need >/dev/null || exit 1; \
-	fi
+	@missing=""; \
+	command -v python3 >/dev/null || missing="$$missing python3"; \
+	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
+	$(INSTALL_MISSING)
