@@ -232,17 +232,17 @@ impl Key {
     /// The module value of type `ty` stored here: Ok(None) for a missing key, WrongType for a key
     /// of any other type.
     pub fn value<T>(&self, ty: *mut raw::RedisModuleType) -> Result<Option<&mut T>, CommandError> {
+        // One call answers the common case (a key of our type); the key type is asked only
+        // when it is not.
+        if unsafe { api!(RedisModule_ModuleTypeGetType)(self.key) } == ty {
+            let value = unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<T>();
+            return Ok(unsafe { value.as_mut() });
+        }
         if self.is_empty() {
-            return Ok(None);
+            Ok(None)
+        } else {
+            Err(CommandError::WrongType)
         }
-        let is_module = unsafe {
-            api!(RedisModule_KeyType)(self.key) == raw::REDISMODULE_KEYTYPE_MODULE as c_int
-        };
-        if !is_module || unsafe { api!(RedisModule_ModuleTypeGetType)(self.key) } != ty {
-            return Err(CommandError::WrongType);
-        }
-        let value = unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<T>();
-        Ok(unsafe { value.as_mut() })
     }
 
     /// Stores `value` as the key's value (the key must have been opened writable).

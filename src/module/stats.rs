@@ -53,9 +53,16 @@ pub fn filter_freed(filter: &BloomFilter) {
 
 /// A filter went from `before` to `after`.
 pub fn changed(before: Footprint, after: Footprint) {
-    LAYERS.fetch_add(after.layers - before.layers, Ordering::Relaxed);
-    BYTES.fetch_add(after.bytes - before.bytes, Ordering::Relaxed);
-    ITEMS.fetch_add(after.items - before.items, Ordering::Relaxed);
+    // Most adds change only the item count: skip the other atomic updates on the hot path.
+    for (gauge, delta) in [
+        (&LAYERS, after.layers - before.layers),
+        (&BYTES, after.bytes - before.bytes),
+        (&ITEMS, after.items - before.items),
+    ] {
+        if delta != 0 {
+            gauge.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
 }
 
 pub fn count(counter: &AtomicU64, by: usize) {
