@@ -7,7 +7,7 @@ use redis_module::raw;
 
 use crate::bloom::BloomFilter;
 
-use super::ffi::api;
+use super::ffi::{api, guard};
 
 /// What the module holds, across all databases: changed whenever a filter is stored, grown,
 /// filled or freed (free can run on a background thread, hence atomics).
@@ -71,19 +71,21 @@ pub fn count(counter: &AtomicU64, by: usize) {
 
 /// The `INFO bf` section (field names come out prefixed: `bf_filters`, ...).
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    let add_field = |name: &CStr, value: u64| unsafe {
-        api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value)
-    };
-    let gauge = |counter: &AtomicI64| counter.load(Ordering::Relaxed).max(0) as u64;
-    unsafe { api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) };
-    add_field(c"filters", gauge(&FILTERS));
-    add_field(c"layers", gauge(&LAYERS));
-    add_field(c"bytes", gauge(&BYTES));
-    add_field(c"items", gauge(&ITEMS));
-    add_field(c"adds", ADDS.load(Ordering::Relaxed));
-    add_field(c"lookups", LOOKUPS.load(Ordering::Relaxed));
-    add_field(
-        c"refused_by_limits",
-        REFUSED_BY_LIMITS.load(Ordering::Relaxed),
-    );
+    guard("INFO", (), || {
+        let add_field = |name: &CStr, value: u64| unsafe {
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value)
+        };
+        let gauge = |counter: &AtomicI64| counter.load(Ordering::Relaxed).max(0) as u64;
+        unsafe { api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) };
+        add_field(c"filters", gauge(&FILTERS));
+        add_field(c"layers", gauge(&LAYERS));
+        add_field(c"bytes", gauge(&BYTES));
+        add_field(c"items", gauge(&ITEMS));
+        add_field(c"adds", ADDS.load(Ordering::Relaxed));
+        add_field(c"lookups", LOOKUPS.load(Ordering::Relaxed));
+        add_field(
+            c"refused_by_limits",
+            REFUSED_BY_LIMITS.load(Ordering::Relaxed),
+        );
+    })
 }
