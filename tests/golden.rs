@@ -376,3 +376,82 @@ fn golden_dump_payload_restores() {
     assert_same_digest(&mut c, "restored", &mut s.conn(), "golden:scaling");
     assert_eq!(as_int(&raw_ok(&mut c, &["BF.ADD", "restored", "g:0"])), 0);
 }
+
+/// A filter whose layer uses the blocked layout (layers of 8 MiB and more): pins that layout's
+/// hashing and encoding the way `golden-scaling.dump` pins the classic one. Written by
+/// `generate_golden_blocked_fixture`; compressed by DUMP to ~160 KB since it is mostly zeros.
+const BLOCKED_INFO: Info = Info {
+    capacity: 7_000_000,
+    size: 10_066_688,
+    filters: 1,
+    items: 2000,
+    expansion: Some(2),
+};
+const BLOCKED_PROBE_POSITIVES: i64 = 0;
+
+fn build_blocked(c: &mut Connection) {
+    raw_ok(
+        c,
+        &[
+            "BF.RESERVE",
+            "golden:blocked",
+            "0.01",
+            "7000000",
+            "SEED",
+            "99",
+        ],
+    );
+    for batch in items("k", 2000).chunks(500) {
+        let mut args = vec!["BF.MADD".to_string(), "golden:blocked".to_string()];
+        args.extend(batch.iter().cloned());
+        raw_ok(c, &args);
+    }
+}
+
+#[test]
+#[ignore = "writes the committed fixture; run by hand only (see the top of this file)"]
+fn generate_golden_blocked_fixture() {
+    let s = Server::start();
+    let mut c = s.conn();
+    build_blocked(&mut c);
+    let payload: Vec<u8> = redis::cmd("DUMP")
+        .arg("golden:blocked")
+        .query(&mut c)
+        .unwrap();
+    std::fs::write(fixtures().join("golden-blocked.dump"), payload).unwrap();
+    println!("{:?}", info_bytes(&mut c, b"golden:blocked"));
+    println!(
+        "probe positives: {}",
+        probe_positives(&mut c, b"golden:blocked")
+    );
+}
+
+#[test]
+fn golden_blocked_payload_restores() {
+    let payload = std::fs::read(fixtures().join("golden-blocked.dump"))
+        .expect("tests/fixtures/golden-blocked.dump");
+    let s = Server::start();
+    let mut c = s.conn();
+    raw_ok(
+        &mut c,
+        &[
+            b"RESTORE".to_vec(),
+            b"restored".to_vec(),
+            b"0".to_vec(),
+            payload,
+        ],
+    );
+    assert_info_eq(
+        &info(&mut c, "restored"),
+        &BLOCKED_INFO,
+        "golden-blocked.dump",
+    );
+    assert_members(&mut c, b"restored", "k", 2000);
+    assert_eq!(
+        probe_positives(&mut c, b"restored"),
+        BLOCKED_PROBE_POSITIVES
+    );
+    // The same commands on this build give the same filter, bit for bit.
+    build_blocked(&mut c);
+    assert_same_digest(&mut c, "restored", &mut s.conn(), "golden:blocked");
+}
