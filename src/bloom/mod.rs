@@ -87,6 +87,7 @@
 pub mod encoding;
 pub mod hash;
 pub mod layer;
+mod math;
 pub mod scalable;
 pub mod sizing;
 

@@ -2,6 +2,7 @@
 
 use super::hash::ItemHash;
 use super::layer::Layer;
+use super::math;
 use super::sizing::{layer_size, LayerSize, SizingError};
 
 /// Each new layer gets this fraction of the previous layer's error rate, so the rates of all
@@ -70,7 +71,9 @@ impl FilterParams {
     pub fn layer_error_rate(&self, index: usize) -> f64 {
         match self.growth {
             Growth::NonScaling => self.error_rate * NON_SCALING_MARGIN,
-            Growth::Scaling { .. } => self.error_rate * TIGHTENING_RATIO.powi(index as i32 + 1),
+            Growth::Scaling { .. } => {
+                self.error_rate * math::powi(TIGHTENING_RATIO, index as u32 + 1)
+            }
         }
     }
 

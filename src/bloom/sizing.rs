@@ -1,4 +1,9 @@
 //! Sizing math: layout, bits and hash count of a layer from (capacity, error rate).
+//!
+//! Only [`math`](super::math)'s ln and exp are used, never libm's: replicas size the layers they
+//! add themselves and must get the same bits as their primary on any machine.
+
+use super::math;
 
 /// The most hash functions a layer may use. Enough for error rates around 1e-70, far below what
 /// any scaling filter reaches before it hits the layer cap.
@@ -95,7 +100,7 @@ pub fn classic_size(capacity: u64, error_rate: f64) -> Result<LayerSize, SizingE
     if capacity == 0 {
         return Err(SizingError::Capacity);
     }
-    let optimal_k = (1.0 / error_rate).log2();
+    let optimal_k = math::ln(1.0 / error_rate) / std::f64::consts::LN_2;
     if !optimal_k.is_finite() || optimal_k > f64::from(MAX_HASHES) {
         return Err(SizingError::ErrorRate);
     }
@@ -118,7 +123,7 @@ pub fn classic_size(capacity: u64, error_rate: f64) -> Result<LayerSize, SizingE
 /// bisect for the smallest bits per item meeting ε, for each k, and keep the cheapest. None when
 /// no k up to [`MAX_BLOCKED_HASHES`] reaches ε within 200 bits per item.
 pub fn blocked_size(capacity: u64, error_rate: f64) -> Option<LayerSize> {
-    let optimal_k = (1.0 / error_rate).log2();
+    let optimal_k = math::ln(1.0 / error_rate) / std::f64::consts::LN_2;
     let highest = (optimal_k.ceil() as u32 + 1).min(MAX_BLOCKED_HASHES);
     let lowest = highest.saturating_sub(6).max(1);
     let (num_hashes, bits_per_item) = cheapest(lowest..=highest, |k| {
@@ -176,26 +181,26 @@ fn round_up(capacity: u64, bits_per_item: f64, unit: u64) -> Result<u64, SizingE
 /// solve (1 − e^(−k/b))^k = target for b.
 fn classic_bits_per_item(k: u32, target: f64) -> f64 {
     let k = f64::from(k);
-    // ln(1 - target^(1/k)) via ln_1p keeps precision when target^(1/k) is close to 0.
-    -k / (-(target.powf(1.0 / k))).ln_1p()
+    // target^(1/k) stays near 1/2 for the k tried, so ln(1 − t) loses no precision.
+    -k / math::ln(1.0 - math::pow(target, 1.0 / k))
 }
 
 /// The false-positive rate of a blocked layer with `bits_per_item` bits per item and k hashes,
 /// at capacity.
-fn blocked_error_rate(bits_per_item: f64, k: u32) -> f64 {
+fn blocked_error_rate(bits_per_item: f64, num_hashes: u32) -> f64 {
     let lambda = BLOCK_BITS as f64 / bits_per_item;
-    let k = f64::from(k);
-    let miss = (1.0 - 1.0 / BLOCK_BITS as f64).ln();
+    let k = f64::from(num_hashes);
+    let miss = math::ln(1.0 - 1.0 / BLOCK_BITS as f64);
     let last = (lambda + 12.0 * lambda.sqrt() + 30.0) as u32;
     let mut ln_factorial = 0.0;
     let mut rate = 0.0;
     for j in 0..=last {
         if j > 0 {
-            ln_factorial += f64::from(j).ln();
+            ln_factorial += math::ln(f64::from(j));
         }
         let j = f64::from(j);
-        let poisson = (-lambda + j * lambda.ln() - ln_factorial).exp();
-        rate += poisson * (1.0 - (miss * k * j).exp()).powf(k);
+        let poisson = math::exp(-lambda + j * math::ln(lambda) - ln_factorial);
+        rate += poisson * math::powi(1.0 - math::exp(miss * k * j), num_hashes);
     }
     rate
 }
@@ -206,7 +211,10 @@ pub fn expected_error_rate(size: LayerSize, items: u64) -> f64 {
     match size.layout {
         Layout::Classic => {
             let k = f64::from(size.num_hashes);
-            (1.0 - (-k * items as f64 / size.bits as f64).exp()).powf(k)
+            math::powi(
+                1.0 - math::exp(-k * items as f64 / size.bits as f64),
+                size.num_hashes,
+            )
         }
         Layout::Blocked if items == 0 => 0.0,
         Layout::Blocked => blocked_error_rate(size.bits as f64 / items as f64, size.num_hashes),
@@ -221,7 +229,8 @@ mod tests {
     fn classic_sizes_within_two_percent_of_the_optimum() {
         for error_rate in [1e-2, 1e-3, 1e-4, 1e-5, 1e-6] {
             let size = classic_size(1_000_000, error_rate).unwrap();
-            let classic = 1_000_000.0 * (1.0 / error_rate).ln() / std::f64::consts::LN_2.powi(2);
+            let classic = 1_000_000.0 * (1.0 / error_rate).ln()
+                / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
             let ratio = size.bits as f64 / classic;
             assert!((1.0..1.02).contains(&ratio), "{error_rate}: {ratio}");
             let p = expected_error_rate(size, 1_000_000);
