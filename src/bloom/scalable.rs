@@ -23,10 +23,11 @@ pub const MAX_CAPACITY: u64 = 1 << 30;
 /// the cap exists for expansion 1, where every layer costs lookups on every later command.
 pub const MAX_LAYERS: usize = 64;
 
-/// Items hashed and prefetched together by the batch operations: enough to keep the memory
-/// system busy (about ten cache misses in flight per core), few enough that the lines are still
-/// cached when the items are processed.
-const BATCH: usize = 16;
+/// Items hashed and prefetched together by the batch operations: enough misses in flight to keep
+/// the memory system busy, few enough that the lines are still cached when the items are
+/// processed. Measured here per item (blocked layout): 16 → 32 took a 126 MB filter from 38 to 31
+/// ns per insert and 36 to 28 ns per lookup, a 12 MB one from 15 to 13 ns; 64 was worse again.
+const BATCH: usize = 32;
 
 /// The hashes of `items` under `seed`, BATCH at a time: each group and how many of it are used.
 fn hash_groups<'a>(

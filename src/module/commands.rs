@@ -186,7 +186,7 @@ fn add_items(
     let limits = limits(command, growth);
     let before = Footprint::of(filter);
     // Indexes of the items that changed the filter: all a replica needs to end up identical.
-    let mut added: Vec<usize> = Vec::new();
+    let mut added: Vec<usize> = Vec::with_capacity(items.len());
     let mut failure = None;
     if reply == AddReply::Array {
         command.reply_array_postponed();
