@@ -150,22 +150,6 @@ fn probe_positives(c: &mut Connection, key: &[u8]) -> i64 {
     n
 }
 
-fn info_bytes(c: &mut Connection, key: &[u8]) -> Info {
-    let v = rawb(c, &[b"BF.INFO", key]).unwrap();
-    let p = info_pairs(v);
-    let get = |i: usize| match &p[i].1 {
-        Value::Nil => None,
-        v => Some(as_int(v)),
-    };
-    Info {
-        capacity: get(0).unwrap(),
-        size: get(1).unwrap(),
-        filters: get(2).unwrap(),
-        items: get(3).unwrap(),
-        expansion: get(4),
-    }
-}
-
 fn assert_members(c: &mut Connection, key: &[u8], prefix: &str, n: usize) {
     for batch in members(prefix, n).chunks(1000) {
         let mut cmd = redis::cmd("BF.MEXISTS");
@@ -204,7 +188,7 @@ fn generate_golden_fixtures() {
         (b"golden:full", ("f", 0)),
         (BIN_KEY, ("b", 10)),
     ] {
-        let i = info_bytes(&mut c, key);
+        let i = info(&mut c, key);
         let p = probe_positives(&mut c, key);
         println!(
             "    Expected {{ key: b{:?}, members: ({prefix:?}, {n}), info: Info {{ capacity: {}, size: {}, filters: {}, items: {}, expansion: {:?} }}, probe_positives: {p} }},",
@@ -283,7 +267,7 @@ fn check_expected(c: &mut Connection, what: &str) {
     assert!(!EXPECTED.is_empty());
     for e in EXPECTED {
         let name = String::from_utf8_lossy(e.key);
-        assert_info_eq(&info_bytes(c, e.key), &e.info, &format!("{name} ({what})"));
+        assert_info_eq(&info(c, e.key), &e.info, &format!("{name} ({what})"));
         assert_eq!(
             as_int(&rawb(c, &[b"BF.CARD", e.key]).unwrap()),
             e.info.items,
@@ -419,7 +403,7 @@ fn generate_golden_blocked_fixture() {
         .query(&mut c)
         .unwrap();
     std::fs::write(fixtures().join("golden-blocked.dump"), payload).unwrap();
-    println!("{:?}", info_bytes(&mut c, b"golden:blocked"));
+    println!("{:?}", info(&mut c, b"golden:blocked"));
     println!(
         "probe positives: {}",
         probe_positives(&mut c, b"golden:blocked")

@@ -630,8 +630,10 @@ pub struct Info {
 }
 
 #[track_caller]
-pub fn info(c: &mut Connection, key: &str) -> Info {
-    let v = raw(c, &["BF.INFO", key]).unwrap_or_else(|e| panic!("BF.INFO {key}: {e}"));
+pub fn info(c: &mut Connection, key: impl AsRef<[u8]>) -> Info {
+    let key = key.as_ref();
+    let v = rawb(c, &[b"BF.INFO", key])
+        .unwrap_or_else(|e| panic!("BF.INFO {}: {e}", String::from_utf8_lossy(key)));
     let pairs = info_pairs(v);
     let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
