@@ -86,12 +86,17 @@ fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Option<RedisBuffer> {
 extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard("rdb_load", null_mut(), || {
         if encver != ENCODING_VERSION {
+            let writer = if encver < ENCODING_VERSION {
+                "RedisBloom's format"
+            } else {
+                "written by a newer rustbloom"
+            };
             log(
                 null_mut(),
                 "warning",
                 &format!(
-                    "rustbloom: cannot read {TYPE_NAME} encoding version {encver} (RedisBloom's \
-                     format); this release reads only version {ENCODING_VERSION}"
+                    "rustbloom: cannot read {TYPE_NAME} encoding version {encver} ({writer}); \
+                     this release reads only version {ENCODING_VERSION}"
                 ),
             );
             return null_mut();
