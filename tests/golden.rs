@@ -439,3 +439,38 @@ fn golden_blocked_payload_restores() {
     build_blocked(&mut c);
     assert_same_digest(&mut c, "restored", &mut s.conn(), "golden:blocked");
 }
+
+/// RDB and DUMP data of RedisBloom's own encodings (MBbloom-- versions 0–4) cannot be read yet:
+/// they are refused with a log line naming the version, never misread as ours.
+#[test]
+fn redisbloom_encoding_versions_are_refused_by_name() {
+    let s = Server::start();
+    let mut c = s.conn();
+    raw_ok(&mut c, &["BF.ADD", "k", "x"]);
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut c).unwrap();
+    // A module value: RDB_TYPE_MODULE_2, then the 64-bit module id as a length (0x81 + 8 bytes,
+    // big-endian) whose low 10 bits are the encoding version.
+    assert_eq!(&dump[..2], &[7, 0x81]);
+    let id = u64::from_be_bytes(dump[2..10].try_into().unwrap());
+    assert_eq!(id & 0x3ff, 100, "our encoding version");
+    for version in [0u64, 4] {
+        let mut value = dump[..dump.len() - 10].to_vec();
+        value[2..10].copy_from_slice(&((id & !0x3ff) | version).to_be_bytes());
+        let rdb_version: [u8; 2] = dump[dump.len() - 10..dump.len() - 8].try_into().unwrap();
+        let payload = seal(value, rdb_version);
+        let err = raw(
+            &mut c,
+            &[b"RESTORE".to_vec(), b"old".to_vec(), b"0".to_vec(), payload],
+        )
+        .expect_err("an old encoding must be refused");
+        assert_eq!(err, "ERR Bad data format");
+        assert_no_key(&mut c, "old");
+        let wanted =
+            format!("cannot read MBbloom-- encoding version {version} (RedisBloom's format)");
+        assert!(
+            s.log().contains(&wanted),
+            "log lacks {wanted:?}:\n{}",
+            s.log_tail()
+        );
+    }
+}

@@ -28,30 +28,6 @@ const DEFAULT_CAP: u64 = 1 << 30;
 // Checksums and encodings (layouts: src/bloom/encoding.rs, Redis' rdb.c / cluster.c / crc64.c)
 // ---------------------------------------------------------------------------------------------
 
-/// CRC-64/Jones as Redis' crc64.c: reflected, polynomial 0xad93d23594c935a9, init 0, no xorout.
-fn crc64(data: &[u8]) -> u64 {
-    static TABLE: std::sync::OnceLock<[u64; 256]> = std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        const REFLECTED_POLY: u64 = 0x95ac_9329_ac4b_c9b5; // bit-reverse of 0xad93d23594c935a9
-        let mut t = [0u64; 256];
-        for (i, slot) in t.iter_mut().enumerate() {
-            let mut crc = i as u64;
-            for _ in 0..8 {
-                crc = if crc & 1 == 1 {
-                    (crc >> 1) ^ REFLECTED_POLY
-                } else {
-                    crc >> 1
-                };
-            }
-            *slot = crc;
-        }
-        t
-    });
-    data.iter().fold(0u64, |crc, &b| {
-        table[((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8)
-    })
-}
-
 /// Overwrites the trailing 8 bytes of a filter header with the xxh3-64 of the bytes before them.
 fn fix_xxh3(bytes: &mut [u8]) {
     let body = bytes.len() - 8;
@@ -230,14 +206,6 @@ impl Dump {
     fn payload(&self) -> Vec<u8> {
         seal(self.value(), self.version)
     }
-}
-
-/// Appends the RDB version and the CRC64 of everything before it: a payload RESTORE accepts.
-fn seal(mut value: Vec<u8>, version: [u8; 2]) -> Vec<u8> {
-    value.extend_from_slice(&version);
-    let crc = crc64(&value);
-    value.extend_from_slice(&crc.to_le_bytes());
-    value
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -938,3 +938,35 @@ pub fn wait_rewrite_done(c: &mut Connection) {
         "rewrite failed: {p}"
     );
 }
+
+/// CRC-64/Jones as Redis' crc64.c: reflected, polynomial 0xad93d23594c935a9, init 0, no xorout.
+pub fn crc64(data: &[u8]) -> u64 {
+    static TABLE: std::sync::OnceLock<[u64; 256]> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        const REFLECTED_POLY: u64 = 0x95ac_9329_ac4b_c9b5; // bit-reverse of 0xad93d23594c935a9
+        let mut t = [0u64; 256];
+        for (i, slot) in t.iter_mut().enumerate() {
+            let mut crc = i as u64;
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ REFLECTED_POLY
+                } else {
+                    crc >> 1
+                };
+            }
+            *slot = crc;
+        }
+        t
+    });
+    data.iter().fold(0u64, |crc, &b| {
+        table[((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8)
+    })
+}
+
+/// Appends the RDB version and the CRC64 of everything before it: a payload RESTORE accepts.
+pub fn seal(mut value: Vec<u8>, version: [u8; 2]) -> Vec<u8> {
+    value.extend_from_slice(&version);
+    let crc = crc64(&value);
+    value.extend_from_slice(&crc.to_le_bytes());
+    value
+}
