@@ -806,3 +806,36 @@ mod prop {
         }
     }
 }
+
+/// A big filter's bits are zeroed without being written (pages handed back to the kernel), so a
+/// filter created where a dirty one just was must still start empty: the old members are not
+/// found (beyond the false-positive rate) and the count starts at 0.
+#[test]
+fn recreated_big_filter_starts_empty() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let members = items("dirty", 20_000);
+    for round in 0..3 {
+        raw_ok(
+            &mut c,
+            &["BF.RESERVE", "big", "0.01", "3000000", "NONSCALING"],
+        );
+        let mut found = 0;
+        for batch in members.chunks(5000) {
+            let mut args = vec!["BF.MEXISTS".to_string(), "big".to_string()];
+            args.extend(batch.iter().cloned());
+            found += as_ints(raw_ok(&mut c, &args)).iter().sum::<i64>();
+        }
+        assert!(
+            found < 400,
+            "round {round}: {found} of 20000 old members found in a new filter"
+        );
+        assert_eq!(as_int(&raw_ok(&mut c, &["BF.CARD", "big"])), 0);
+        for batch in members.chunks(5000) {
+            let mut args = vec!["BF.MADD".to_string(), "big".to_string()];
+            args.extend(batch.iter().cloned());
+            raw_ok(&mut c, &args);
+        }
+        raw_ok(&mut c, &["DEL", "big"]);
+    }
+}

@@ -32,7 +32,7 @@ unsafe impl GlobalAlloc for ModuleAlloc {
     /// Zeroed blocks come from calloc, so a big filter's pages stay untouched until used. Big
     /// blocks (filter bits) use the non-aborting variants, so that a refusal reaches the caller
     /// as null and becomes an error reply: TryCalloc where the server has it (7.4+), else
-    /// TryAlloc and an explicit zeroing.
+    /// TryAlloc and [`zero`], which keeps the pages untouched too.
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let size = redis_size(layout);
         if size >= FALLIBLE_BYTES {
@@ -42,7 +42,7 @@ unsafe impl GlobalAlloc for ModuleAlloc {
             if let Some(try_alloc) = raw::RedisModule_TryAlloc {
                 let block = try_alloc(size).cast::<u8>();
                 if !block.is_null() {
-                    block.write_bytes(0, size);
+                    zero(block, size);
                 }
                 return block;
             }
@@ -67,6 +67,57 @@ unsafe impl GlobalAlloc for ModuleAlloc {
                 realloc(ptr.cast(), redis_size(new_layout)).cast()
             }
             None => System.realloc(ptr, layout, new_size),
+        }
+    }
+}
+
+/// Zeroes a freshly allocated block without touching its whole pages: they are handed back to the
+/// kernel (MADV_DONTNEED), which maps them to zero-filled pages again on first use, so a 1 GiB
+/// filter is neither written nor made resident at creation. Only the partial pages at either end
+/// are written. Falls back to writing everything if the kernel refuses.
+///
+/// # Safety
+/// `block` must point to `size` writable bytes that the caller owns.
+unsafe fn zero(block: *mut u8, size: usize) {
+    let page = match usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)) {
+        Ok(page) if page.is_power_of_two() => page,
+        _ => return block.write_bytes(0, size),
+    };
+    let start = (block as usize).next_multiple_of(page);
+    let end = (block as usize + size) & !(page - 1);
+    if end <= start
+        || libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) != 0
+    {
+        return block.write_bytes(0, size);
+    }
+    block.write_bytes(0, start - block as usize);
+    (end as *mut u8).write_bytes(0, block as usize + size - end);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zero;
+
+    #[test]
+    fn zero_clears_exactly_the_block_whatever_its_alignment() {
+        let mut buffer = vec![0xffu8; (4 << 20) + 123];
+        for (start, len) in [
+            (7usize, (4 << 20) - 20),
+            (0, 4 << 20),
+            (100, 3000),
+            (4096, 8192),
+        ] {
+            buffer.fill(0xff);
+            unsafe { zero(buffer.as_mut_ptr().add(start), len) };
+            assert!(
+                buffer[start..start + len].iter().all(|&b| b == 0),
+                "{start}+{len}"
+            );
+            assert!(buffer[..start].iter().all(|&b| b == 0xff), "before {start}");
+            assert!(
+                buffer[start + len..].iter().all(|&b| b == 0xff),
+                "after {start}+{len}"
+            );
         }
     }
 }
