@@ -491,9 +491,12 @@ fn kill9_mid_stream_loses_nothing_acknowledged() {
 // BGREWRITEAOF
 // ---------------------------------------------------------------------------------------------
 
-/// Per key: DEBUG DIGEST-VALUE, BF.INFO (or the error a loading filter answers), PTTL; and the
-/// dataset digest.
-fn snapshot(c: &mut Connection) -> (String, Vec<(Vec<u8>, String, Result<Value, String>, i64)>) {
+/// One key as a snapshot sees it: name, DEBUG DIGEST-VALUE, BF.INFO (or the error a loading
+/// filter answers), PTTL.
+type KeyView = (Vec<u8>, String, Result<Value, String>, i64);
+
+/// Every key's view, and the dataset digest.
+fn snapshot(c: &mut Connection) -> (String, Vec<KeyView>) {
     let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();
     keys.sort();
     let per_key = keys

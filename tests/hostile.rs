@@ -1478,7 +1478,7 @@ fn mutated_restores(cx: &mut Ctx) {
     // filter before it reads the bits.
     config_set(&mut cx.c, "bf.max-filter-bytes", &(4 * MIB).to_string());
     let c = &mut cx.c;
-    let mut rng = ChaCha8Rng::seed_from_u64(0xd0_0d_5eed);
+    let mut rng = ChaCha8Rng::seed_from_u64(0xd00d_5eed);
     raw_ok(
         c,
         &[

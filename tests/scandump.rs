@@ -255,11 +255,8 @@ fn bad_data_chunk_is_refused() {
         e == "ERR received bad data" || e == "ERR invalid chunk - Too big for current filter",
         "unexpected error for a mutated chunk: {e:?}"
     );
-    assert_eq!(
-        loadchunk(&mut c, "k", *it, &data[..data.len() / 2])
-            .map(|_| ())
-            .is_err(),
-        true,
+    assert!(
+        loadchunk(&mut c, "k", *it, &data[..data.len() / 2]).is_err(),
         "truncated chunk accepted"
     );
     // The correct chunks still complete the load.

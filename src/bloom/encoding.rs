@@ -253,7 +253,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
             Layout::Classic => (64, MAX_HASHES),
             Layout::Blocked => (BLOCK_BITS, MAX_BLOCKED_HASHES),
         };
-        check(bits > 0 && bits % unit == 0, "bit count")?;
+        check(bits > 0 && bits.is_multiple_of(unit), "bit count")?;
         check((1..=max_hashes).contains(&num_hashes), "hash count")?;
         check(items <= layer_capacity, "items over capacity")?;
         let newest = index + 1 == layer_count;

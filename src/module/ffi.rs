@@ -18,7 +18,6 @@ macro_rules! api {
 pub(crate) use api;
 
 pub const OK: c_int = raw::REDISMODULE_OK as c_int;
-pub const ERR: c_int = raw::REDISMODULE_ERR as c_int;
 
 /// A command's failure, turned into exactly one error reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,6 +230,8 @@ impl Key {
 
     /// The module value of type `ty` stored here: Ok(None) for a missing key, WrongType for a key
     /// of any other type.
+    // The value lives in Redis' keyspace, not in this handle; Redis runs one command at a time.
+    #[allow(clippy::mut_from_ref)]
     pub fn value<T>(&self, ty: *mut raw::RedisModuleType) -> Result<Option<&mut T>, CommandError> {
         // One call answers the common case (a key of our type); the key type is asked only
         // when it is not.

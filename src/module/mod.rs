@@ -1,14 +1,15 @@
 //! The Redis glue: registration of the type and the commands, and module start-up.
 
+// The parsers are public for the fuzz targets; the rest is glue that only Redis calls.
 pub mod alloc;
 pub mod args;
-pub mod commands;
-pub mod config;
-pub mod datatype;
-pub mod docs;
-pub mod ffi;
-pub mod memory;
-pub mod stats;
+pub(crate) mod commands;
+pub(crate) mod config;
+pub(crate) mod datatype;
+pub(crate) mod docs;
+pub(crate) mod ffi;
+pub(crate) mod memory;
+pub(crate) mod stats;
 
 use std::ffi::{c_int, CString};
 
