@@ -60,18 +60,25 @@ unsafe fn filter_ref<'a>(value: *mut c_void) -> &'a BloomFilter {
     &*value.cast::<BloomFilter>()
 }
 
+/// Hands `out` the RDB form of a filter, the part shared by rdb_save and digest: the header,
+/// then the bits in pieces of at most RDB_PIECE_BYTES (one reused buffer, never a second copy
+/// of a big filter).
+fn each_rdb_string(filter: &BloomFilter, mut out: impl FnMut(&mut [u8])) {
+    out(&mut encode_header(filter));
+    let mut piece = Vec::new();
+    for (offset, len) in pieces(filter.bytes(), RDB_PIECE_BYTES) {
+        piece.resize(len as usize, 0);
+        filter.read_bits(offset, &mut piece);
+        out(&mut piece);
+    }
+}
+
 extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     guard("rdb_save", (), || {
-        let filter = unsafe { filter_ref(value) };
-        let header = encode_header(filter);
         let save = api!(RedisModule_SaveStringBuffer);
-        unsafe { save(rdb, header.as_ptr().cast(), header.len()) };
-        let mut piece = Vec::new();
-        for (offset, len) in pieces(filter.bytes(), RDB_PIECE_BYTES) {
-            piece.resize(len as usize, 0);
-            filter.read_bits(offset, &mut piece);
-            unsafe { save(rdb, piece.as_ptr().cast(), piece.len()) };
-        }
+        each_rdb_string(unsafe { filter_ref(value) }, |bytes| unsafe {
+            save(rdb, bytes.as_ptr().cast(), bytes.len())
+        });
     })
 }
 
@@ -163,35 +170,22 @@ extern "C" fn aof_rewrite(
     guard("aof_rewrite", (), || {
         let filter = unsafe { filter_ref(value) };
         let emit = api!(RedisModule_EmitAOF);
-        let header = encode_transfer_header(filter);
         // A filter still being loaded is rewritten as the same partial load, which stays
         // incomplete (and refuses queries) until its remaining chunks arrive.
         let loaded = filter.loading().unwrap_or_else(|| filter.bytes());
-        let command = c"BF.LOADCHUNK";
-        let format = c"slb";
-        unsafe {
-            emit(
-                aof,
-                command.as_ptr(),
-                format.as_ptr(),
-                key,
-                1 as std::ffi::c_longlong,
-                header.as_ptr(),
-                header.len(),
-            )
-        };
-        for (offset, len) in pieces(loaded, CHUNK_BYTES) {
-            let chunk = data_chunk(filter, offset, len);
-            let iterator = (1 + offset + len) as std::ffi::c_longlong;
+        let header = (1, encode_transfer_header(filter));
+        let chunks = pieces(loaded, CHUNK_BYTES)
+            .map(|(offset, len)| (1 + offset + len, data_chunk(filter, offset, len)));
+        for (iterator, data) in std::iter::once(header).chain(chunks) {
             unsafe {
                 emit(
                     aof,
-                    command.as_ptr(),
-                    format.as_ptr(),
+                    c"BF.LOADCHUNK".as_ptr(),
+                    c"slb".as_ptr(),
                     key,
-                    iterator,
-                    chunk.as_ptr(),
-                    chunk.len(),
+                    iterator as std::ffi::c_longlong,
+                    data.as_ptr(),
+                    data.len(),
                 )
             };
         }
@@ -206,16 +200,10 @@ extern "C" fn mem_usage(value: *const c_void) -> usize {
 
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     guard("digest", (), || {
-        let filter = unsafe { filter_ref(value) };
         let add = api!(RedisModule_DigestAddStringBuffer);
-        let header = encode_header(filter);
-        unsafe { add(md, header.as_ptr().cast_mut().cast(), header.len()) };
-        let mut piece = Vec::new();
-        for (offset, len) in pieces(filter.bytes(), RDB_PIECE_BYTES) {
-            piece.resize(len as usize, 0);
-            filter.read_bits(offset, &mut piece);
-            unsafe { add(md, piece.as_mut_ptr().cast(), piece.len()) };
-        }
+        each_rdb_string(unsafe { filter_ref(value) }, |bytes| unsafe {
+            add(md, bytes.as_mut_ptr().cast(), bytes.len())
+        });
         unsafe { api!(RedisModule_DigestEndSequence)(md) };
     })
 }
