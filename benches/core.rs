@@ -169,17 +169,28 @@ impl FreshInserts {
     }
 }
 
+/// A group with short runs (the whole bench must stay within a few minutes), counting
+/// `items` elements per iteration.
+fn short_group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+    items: u64,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(1500))
+        .throughput(Throughput::Elements(items));
+    group
+}
+
 fn bench_subject(c: &mut Criterion, subject: &Subject) {
     let label = subject.label;
     let cap = subject.capacity;
 
     // ---- single items -------------------------------------------------------------------
-    let mut group = c.benchmark_group("single");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_millis(1500))
-        .throughput(Throughput::Elements(1));
+    let mut group = short_group(c, "single", 1);
 
     {
         let filter = &subject.full;
@@ -219,12 +230,7 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
     group.finish();
 
     // ---- batches of 100, as a loop over the single-item API ------------------------------
-    let mut group = c.benchmark_group("batch100_loop");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_millis(1500))
-        .throughput(Throughput::Elements(BATCH));
+    let mut group = short_group(c, "batch100_loop", BATCH);
     {
         let filter = &subject.full;
         let mut i = 0u64;
@@ -272,12 +278,7 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
     group.finish();
 
     // ---- batches of 100, through the batch API (BF.MADD / BF.MEXISTS) ---------------------
-    let mut group = c.benchmark_group("batch100");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_millis(1500))
-        .throughput(Throughput::Elements(BATCH));
+    let mut group = short_group(c, "batch100", BATCH);
     {
         let filter = &subject.full;
         let mut i = 0u64;

@@ -150,6 +150,19 @@ fn probe_positives(c: &mut Connection, key: &[u8]) -> i64 {
     n
 }
 
+/// RESTOREs a committed DUMP payload under `key`.
+fn restore(c: &mut Connection, key: &str, payload: Vec<u8>) {
+    raw_ok(
+        c,
+        &[
+            b"RESTORE".to_vec(),
+            key.as_bytes().to_vec(),
+            b"0".to_vec(),
+            payload,
+        ],
+    );
+}
+
 fn assert_members(c: &mut Connection, key: &[u8], prefix: &str, n: usize) {
     for batch in members(prefix, n).chunks(1000) {
         let mut cmd = redis::cmd("BF.MEXISTS");
@@ -339,15 +352,7 @@ fn golden_dump_payload_restores() {
     let rdb = std::fs::read(fixtures().join("golden.rdb")).unwrap();
     let s = Server::start_with_files(&[], &[("dump.rdb", &rdb)]);
     let mut c = s.conn();
-    raw_ok(
-        &mut c,
-        &[
-            b"RESTORE".to_vec(),
-            b"restored".to_vec(),
-            b"0".to_vec(),
-            payload,
-        ],
-    );
+    restore(&mut c, "restored", payload);
     let e = &EXPECTED[0];
     assert_eq!(e.key, b"golden:scaling");
     assert_info_eq(
@@ -416,15 +421,7 @@ fn golden_blocked_payload_restores() {
         .expect("tests/fixtures/golden-blocked.dump");
     let s = Server::start();
     let mut c = s.conn();
-    raw_ok(
-        &mut c,
-        &[
-            b"RESTORE".to_vec(),
-            b"restored".to_vec(),
-            b"0".to_vec(),
-            payload,
-        ],
-    );
+    restore(&mut c, "restored", payload);
     assert_info_eq(
         &info(&mut c, "restored"),
         &BLOCKED_INFO,

@@ -109,40 +109,31 @@ fn watch_is_invalidated_only_by_real_changes() {
     let mut other = s.conn();
     raw_ok(&mut c, &["BF.ADD", "w", "present"]);
 
-    let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
-    let reply: i64 = redis::cmd("BF.ADD")
-        .arg("w")
-        .arg("present")
-        .query(&mut other)
-        .unwrap();
-    assert_eq!(reply, 0);
-    let committed: Option<Vec<i64>> = redis::pipe()
-        .atomic()
-        .cmd("BF.CARD")
-        .arg("w")
-        .query(&mut c)
-        .unwrap();
+    // WATCH the key on `c`, BF.ADD `item` from `other`, then run a transaction on `c`: the add's
+    // reply and what EXEC answered (None when the transaction was aborted).
+    let mut add_under_watch = |item: &str| {
+        let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
+        let reply: i64 = redis::cmd("BF.ADD")
+            .arg("w")
+            .arg(item)
+            .query(&mut other)
+            .unwrap();
+        let committed: Option<Vec<i64>> = redis::pipe()
+            .atomic()
+            .cmd("BF.CARD")
+            .arg("w")
+            .query(&mut c)
+            .unwrap();
+        (reply, committed)
+    };
     assert_eq!(
-        committed,
-        Some(vec![1]),
+        add_under_watch("present"),
+        (0, Some(vec![1])),
         "a no-op add must not abort the transaction"
     );
-
-    let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
-    let reply: i64 = redis::cmd("BF.ADD")
-        .arg("w")
-        .arg("new")
-        .query(&mut other)
-        .unwrap();
-    assert_eq!(reply, 1);
-    let committed: Option<Vec<i64>> = redis::pipe()
-        .atomic()
-        .cmd("BF.CARD")
-        .arg("w")
-        .query(&mut c)
-        .unwrap();
     assert_eq!(
-        committed, None,
+        add_under_watch("new"),
+        (1, None),
         "a real add must abort the watching transaction"
     );
 }
