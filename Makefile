@@ -28,9 +28,9 @@ deps:
 	esac
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs"; exit 1; }
 
-## build: the module, release mode (target/release/librustbloom.so).
+## build: the module and bfctl, release mode (target/release/librustbloom.so, target/release/bfctl).
 build: deps
-	cargo build --release --lib
+	cargo build --release -p rustbloom --lib -p bfctl
 
 ## run: start redis-server in the foreground with the module, on redis.conf.example (port 6379).
 run: build
@@ -43,7 +43,7 @@ test: build
 
 ## bench: criterion benches of the core, accuracy table, server load bench, dedup run (BENCHMARKS.md).
 bench: build
-	cargo bench --bench core
+	cargo bench -p rustbloom-core --bench core
 	bash bench/core_summary.sh
 	cargo run --release --example accuracy
 	bash bench/server.sh

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Summarises the criterion results of `cargo bench --bench core` (target/criterion/*/*/*/new) as a
+# Summarises the criterion results of `cargo bench -p rustbloom-core --bench core` (target/criterion/*/*/*/new) as a
 # markdown table of ns per item: the slope estimate (criterion's headline figure), per item for
 # batch groups. Needs only awk; run after the bench.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$ROOT/target/criterion"
-[[ -d "$DIR" ]] || { echo "core_summary.sh: no $DIR; run cargo bench --bench core first" >&2; exit 1; }
+[[ -d "$DIR" ]] || { echo "core_summary.sh: no $DIR; run cargo bench -p rustbloom-core --bench core first" >&2; exit 1; }
 
 echo "| group | operation | filter | ns/item | 95% CI ns/item | items/s |"
 echo "|---|---|---|---|---|---|"

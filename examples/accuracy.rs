@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use rustbloom::bloom::{BloomFilter, FilterParams, Growth, Limits};
+use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits};
 
 /// Bits per item of RedisBloom's scaling filter at 1%: its first layer is sized for ε/2 with
 /// bits = ln(1/(ε/2)) / ln²2 per item.

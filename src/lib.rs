@@ -1,8 +1,8 @@
 //! rustbloom: scalable Bloom filters as a native Redis data type, serving RedisBloom's BF.* API.
 //!
-//! [`bloom`] is the filter core, pure Rust with no Redis types; [`module`] is the Redis glue.
+//! The filter core is its own crate, `rustbloom_core` (pure Rust, no Redis types); this crate is
+//! the Redis glue around it.
 
-pub mod bloom;
 pub mod module;
 
 use module::datatype::BLOOM_TYPE;

@@ -15,7 +15,7 @@ use redis::{Connection, RedisError, Value};
 
 mod dumpfile;
 
-use rustbloom::bloom::encoding::parse_header;
+use rustbloom_core::encoding::parse_header;
 
 #[derive(Parser)]
 #[command(
@@ -755,7 +755,7 @@ struct LayerView {
     items: u64,
     bits: u64,
     hashes: u32,
-    layout: rustbloom::bloom::sizing::Layout,
+    layout: rustbloom_core::sizing::Layout,
     /// Set bits, when counted (--scan).
     ones: Option<u64>,
 }
@@ -765,8 +765,8 @@ impl LayerView {
         let k = i32::try_from(self.hashes).unwrap_or(i32::MAX);
         match self.ones {
             Some(ones) => (ones as f64 / self.bits as f64).powi(k),
-            None => rustbloom::bloom::sizing::expected_error_rate(
-                rustbloom::bloom::LayerSize {
+            None => rustbloom_core::sizing::expected_error_rate(
+                rustbloom_core::LayerSize {
                     bits: self.bits,
                     num_hashes: self.hashes,
                     layout: self.layout,
@@ -884,7 +884,7 @@ fn info(c: &mut Connection, key: &str, scan: bool, error: f64, show: bool) -> Re
 /// but the newest full (the module pushes a layer only when the newest is full), the newest holds
 /// the rest.
 fn layers_from_info(bi: &BfInfo, error: f64) -> Result<Vec<LayerView>> {
-    use rustbloom::bloom::{FilterParams, Growth};
+    use rustbloom_core::{FilterParams, Growth};
     if bi.filters == 0 {
         bail!("BF.INFO reports no layers");
     }
@@ -992,8 +992,8 @@ fn count_ones(c: &mut Connection, key: &str, layers: &mut [LayerView], show: boo
 // ---------------------------------------------------------------------------------------------
 
 fn plan(items: u64, error: f64, expansion: Option<u32>) -> Result<()> {
-    use rustbloom::bloom::sizing::expected_error_rate;
-    use rustbloom::bloom::{FilterParams, Growth};
+    use rustbloom_core::sizing::expected_error_rate;
+    use rustbloom_core::{FilterParams, Growth};
     if !(error > 0.0 && error < 1.0) {
         bail!("--error must be strictly between 0 and 1");
     }

@@ -2,7 +2,7 @@
 //! the decoder inputs with a correct checksum, so the fuzzer explores the field checks behind it.
 #![allow(dead_code)]
 
-use rustbloom::bloom::{BloomFilter, FilterParams, Growth, Limits};
+use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Small limits: the targets exercise validation, not the allocator.

@@ -7,11 +7,11 @@ mod common;
 
 use common::{fix_checksum, mutate, real_filter, Reader, LIMITS};
 use libfuzzer_sys::fuzz_target;
-use rustbloom::bloom::encoding::{
+use rustbloom_core::encoding::{
     decode_header, decode_load_header, encode_header, encode_transfer_header, load_chunk,
     scandump_step,
 };
-use rustbloom::bloom::BloomFilter;
+use rustbloom_core::BloomFilter;
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);

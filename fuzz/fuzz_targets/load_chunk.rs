@@ -8,10 +8,10 @@ mod common;
 
 use common::{fix_checksum, mutate, real_filter, Reader, LIMITS};
 use libfuzzer_sys::fuzz_target;
-use rustbloom::bloom::encoding::{
+use rustbloom_core::encoding::{
     decode_load_header, encode_transfer_header, load_chunk, scandump_step, CHUNK_BYTES,
 };
-use rustbloom::bloom::BloomFilter;
+use rustbloom_core::BloomFilter;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// The checksum a data chunk of `bits` at `offset` must carry for `filter`.

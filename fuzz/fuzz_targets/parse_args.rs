@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rustbloom::bloom::scalable::MAX_CAPACITY;
+use rustbloom_core::scalable::MAX_CAPACITY;
 use rustbloom::module::args::{
     parse_capacity, parse_error_rate, parse_f64, parse_i64, parse_iterator, parse_seed, parse_u64,
 };

@@ -1,8 +1,8 @@
 //! The one place command arguments are parsed: typed results, and one error reply per failure.
 
-use crate::bloom::encoding::MAX_EXPANSION;
-use crate::bloom::scalable::MAX_CAPACITY;
-use crate::bloom::Growth;
+use rustbloom_core::encoding::MAX_EXPANSION;
+use rustbloom_core::scalable::MAX_CAPACITY;
+use rustbloom_core::Growth;
 
 use super::ffi::{Command, CommandError};
 

@@ -2,9 +2,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::bloom::encoding::{decode_load_header, load_chunk, scandump_step, ChunkError};
-use crate::bloom::scalable::CreateError;
-use crate::bloom::{
+use rustbloom_core::encoding::{decode_load_header, load_chunk, scandump_step, ChunkError};
+use rustbloom_core::scalable::CreateError;
+use rustbloom_core::{
     BloomFilter, DecodeError, FilterParams, Growth, InsertError, Limits, SizingError,
 };
 

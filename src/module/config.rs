@@ -10,8 +10,8 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, Context, RedisError, RedisString};
 
-use crate::bloom::scalable::LimitError;
-use crate::bloom::{Growth, Limits};
+use rustbloom_core::scalable::LimitError;
+use rustbloom_core::{Growth, Limits};
 
 use super::args;
 

@@ -1,6 +1,6 @@
 //! The `MBbloom--` native type: persistence and introspection callbacks.
 //!
-//! Every path writes the one encoding of [`crate::bloom::encoding`]: RDB (and so DUMP/RESTORE,
+//! Every path writes the one encoding of [`rustbloom_core::encoding`]: RDB (and so DUMP/RESTORE,
 //! MIGRATE and full sync) stores the header and then the bits in pieces; AOF rewrite emits the
 //! BF.LOADCHUNK commands a SCANDUMP would produce; the digest covers the same bytes.
 
@@ -9,11 +9,11 @@ use std::ptr::null_mut;
 
 use redis_module::{native_types::RedisType, raw};
 
-use crate::bloom::encoding::{
+use rustbloom_core::encoding::{
     data_chunk, decode_header, encode_header, encode_transfer_header, pieces, CHUNK_BYTES,
     RDB_PIECE_BYTES,
 };
-use crate::bloom::{BloomFilter, DecodeError, Limits};
+use rustbloom_core::{BloomFilter, DecodeError, Limits};
 
 use super::config;
 use super::ffi::{api, guard, log, RedisBuffer};

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use redis_module::raw;
 
-use crate::bloom::BloomFilter;
+use rustbloom_core::BloomFilter;
 
 use super::ffi::{api, guard};
 

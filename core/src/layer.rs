@@ -9,7 +9,7 @@ use super::sizing::{LayerSize, Layout};
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layer {
-    /// The bit array; its length is a multiple of 64 (see the layout in [`crate::bloom`]).
+    /// The bit array; its length is a multiple of 64 (see the layout in [`crate`]).
     bits: BitVec<u64, Lsb0>,
     num_hashes: u32,
     layout: Layout,
@@ -23,7 +23,7 @@ pub struct Layer {
 
 impl Layer {
     /// An all-zero layer of an exact shape. The caller has checked the shape against its limits
-    /// (see [`crate::bloom::scalable::Limits`]); an allocation the system refuses is an error,
+    /// (see [`crate::scalable::Limits`]); an allocation the system refuses is an error,
     /// not an abort.
     pub(crate) fn with_size(
         size: LayerSize,

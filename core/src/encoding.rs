@@ -2,7 +2,7 @@
 //! SCANDUMP/LOADCHUNK.
 //!
 //! An encoded filter is a header followed by the bits of every layer, oldest layer first, each
-//! as little-endian bytes (see the layout in [`crate::bloom`]). The header, all integers
+//! as little-endian bytes (see the layout in [`crate`]). The header, all integers
 //! little-endian:
 //!
 //! ```text

@@ -16,7 +16,7 @@ impl ItemHash {
     /// Hashes `item` (any bytes, including none) under `seed`.
     ///
     /// ```
-    /// use rustbloom::bloom::ItemHash;
+    /// use rustbloom_core::ItemHash;
     /// assert_eq!(ItemHash::new(b"apple", 7), ItemHash::new(b"apple", 7));
     /// assert_ne!(ItemHash::new(b"apple", 7), ItemHash::new(b"apple", 8));
     /// ```

@@ -158,10 +158,10 @@ pub enum InsertError {
     Limit(LimitError),
 }
 
-/// A scalable Bloom filter (see [`crate::bloom`] for the design).
+/// A scalable Bloom filter (see [`crate`] for the design).
 ///
 /// ```
-/// use rustbloom::bloom::{BloomFilter, FilterParams, Growth, Limits};
+/// use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits};
 /// let params = FilterParams { capacity: 100, error_rate: 0.01, growth: Growth::Scaling { expansion: 2 }, seed: 42 };
 /// let mut filter = BloomFilter::new(params, Limits::UNLIMITED).unwrap();
 /// assert_eq!(filter.insert(b"alice", Limits::UNLIMITED), Ok(true));
@@ -195,7 +195,7 @@ impl BloomFilter {
         })
     }
 
-    /// Reassembles a filter from decoded parts; see [`crate::bloom::encoding`], which validates.
+    /// Reassembles a filter from decoded parts; see [`crate::encoding`], which validates.
     pub(crate) fn from_parts(
         params: FilterParams,
         layers: Vec<Layer>,

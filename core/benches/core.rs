@@ -22,14 +22,14 @@
 //! Items are 8-byte little-endian integers: members are `0..capacity`, non-members come from a
 //! disjoint range. The hash scatters them, so consecutive integers give random memory accesses.
 //!
-//! Run: `cargo bench --bench core` (about 2 minutes, most of it filling the 100M filter).
-//! Filter by name as usual: `cargo bench --bench core -- single/contains`.
+//! Run: `cargo bench -p rustbloom-core --bench core` (about 2 minutes, most of it filling the 100M filter).
+//! Filter by name as usual: `cargo bench -p rustbloom-core --bench core -- single/contains`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rustbloom::bloom::{BloomFilter, FilterParams, Growth, Limits};
+use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits};
 
 const ERROR_RATE: f64 = 0.01;
 /// Items for non-member lookups and new inserts start here, far from any member.
@@ -334,7 +334,7 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
 fn benches(c: &mut Criterion) {
     const SUBJECTS: [(&str, u64); 2] = [("10M", 10_000_000), ("100M", 100_000_000)];
     // Filling the 100M filter takes ~20 s: skip a filter when the command line's name filters
-    // mention only the other one (e.g. `cargo bench --bench core -- /10M`).
+    // mention only the other one (e.g. `cargo bench -p rustbloom-core --bench core -- /10M`).
     let filters: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))

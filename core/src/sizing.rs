@@ -68,7 +68,7 @@ pub enum SizingError {
 /// [`BLOCKED_MAX_COST`]).
 ///
 /// ```
-/// use rustbloom::bloom::sizing::{layer_size, Layout};
+/// use rustbloom_core::sizing::{layer_size, Layout};
 /// let small = layer_size(10_000, 0.01).unwrap();
 /// assert_eq!((small.layout, small.num_hashes), (Layout::Classic, 7));
 /// let big = layer_size(10_000_000, 0.01).unwrap();
