@@ -29,7 +29,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits};
+use rustbloom_core::{AddOutcome, BloomFilter, FilterParams, Growth, Unlimited};
 
 const ERROR_RATE: f64 = 0.01;
 /// Items for non-member lookups and new inserts start here, far from any member.
@@ -64,7 +64,7 @@ fn params(capacity: u64) -> FilterParams {
 
 fn fill(filter: &mut BloomFilter, from: u64, to: u64) {
     for i in from..to {
-        filter.insert(&key(i), Limits::UNLIMITED).unwrap();
+        filter.insert(&key(i), &mut Unlimited).unwrap();
     }
 }
 
@@ -81,9 +81,9 @@ struct Subject {
 impl Subject {
     fn new(label: &'static str, capacity: u64) -> Subject {
         let started = Instant::now();
-        let mut half = BloomFilter::new(params(capacity), Limits::UNLIMITED).unwrap();
+        let mut half = BloomFilter::new(params(capacity), &mut Unlimited).unwrap();
         fill(&mut half, 0, capacity / 2);
-        let mut full = half.clone();
+        let mut full = half.try_clone(&mut Unlimited).unwrap();
         fill(&mut full, capacity / 2, capacity);
         assert_eq!(
             full.layers().len(),
@@ -119,7 +119,7 @@ struct FreshInserts {
 impl FreshInserts {
     fn new(subject: &Subject) -> FreshInserts {
         FreshInserts {
-            work: subject.half.clone(),
+            work: subject.half.try_clone(&mut Unlimited).unwrap(),
             next: FRESH_BASE,
             room: subject.capacity - subject.capacity / 2,
         }
@@ -134,7 +134,7 @@ impl FreshInserts {
             // Leave 1% headroom: false positives are not counted, but stay well clear of growth.
             let fits = (self.room.saturating_sub(subject.capacity / 100)) / per_iter;
             if fits == 0 {
-                self.work = subject.half.clone();
+                self.work = subject.half.try_clone(&mut Unlimited).unwrap();
                 self.room = subject.capacity - subject.capacity / 2;
                 continue;
             }
@@ -145,17 +145,15 @@ impl FreshInserts {
             if batch_api {
                 for _ in 0..now {
                     let keys = batch_keys(next, per_iter);
-                    let mut added = 0u32;
-                    filter.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
-                        added += r.unwrap() as u32
-                    });
-                    black_box(added);
+                    let mut outcome = AddOutcome::default();
+                    filter.insert_many(keys.iter().map(|k| &k[..]), &mut Unlimited, &mut outcome);
+                    black_box(outcome);
                     next += per_iter;
                 }
             } else {
                 for _ in 0..now {
                     for _ in 0..per_iter {
-                        black_box(filter.insert(&key(next), Limits::UNLIMITED).unwrap());
+                        black_box(filter.insert(&key(next), &mut Unlimited).unwrap());
                         next += 1;
                     }
                 }
@@ -213,12 +211,12 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
     {
         // Re-adding a member: a full lookup, nothing written. Runs on the full filter; no growth
         // since the item is found before any layer is pushed.
-        let mut filter = subject.full.clone();
+        let mut filter = subject.full.try_clone(&mut Unlimited).unwrap();
         let mut i = 0u64;
         group.bench_function(BenchmarkId::new("insert_member", label), |b| {
             b.iter(|| {
                 i = (i + 7_919) % cap;
-                black_box(filter.insert(&key(i), Limits::UNLIMITED).unwrap())
+                black_box(filter.insert(&key(i), &mut Unlimited).unwrap())
             })
         });
         drop(filter);
@@ -257,14 +255,14 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
         });
     }
     {
-        let mut filter = subject.full.clone();
+        let mut filter = subject.full.try_clone(&mut Unlimited).unwrap();
         let mut i = 0u64;
         group.bench_function(BenchmarkId::new("insert_member", label), |b| {
             b.iter(|| {
                 let mut added = 0u32;
                 for _ in 0..BATCH {
                     i = (i + 7_919) % cap;
-                    added += filter.insert(&key(i), Limits::UNLIMITED).unwrap() as u32;
+                    added += filter.insert(&key(i), &mut Unlimited).unwrap() as u32;
                 }
                 black_box(added)
             })
@@ -306,7 +304,7 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
         });
     }
     {
-        let mut filter = subject.full.clone();
+        let mut filter = subject.full.try_clone(&mut Unlimited).unwrap();
         let mut i = 0u64;
         group.bench_function(BenchmarkId::new("insert_member", label), |b| {
             b.iter(|| {
@@ -315,11 +313,9 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
                     i = (i + 7_919) % cap;
                     *k = key(i);
                 }
-                let mut added = 0u32;
-                filter.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
-                    added += r.unwrap() as u32
-                });
-                black_box(added)
+                let mut outcome = AddOutcome::default();
+                filter.insert_many(keys.iter().map(|k| &k[..]), &mut Unlimited, &mut outcome);
+                black_box(outcome)
             })
         });
         drop(filter);

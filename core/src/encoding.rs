@@ -27,7 +27,7 @@
 //! change how an old filter reads. The decoder checks the checksum, every field's range and the
 //! consistency between them (only the newest layer may be partly filled, no layer holds more items
 //! than its capacity, sizes add up) before it allocates anything, and the allocation itself must
-//! pass the caller's [`Limits`].
+//! pass the caller's [`MemoryBudget`].
 //!
 //! Bits move in chunks: SCANDUMP/LOADCHUNK data chunks carry at most [`CHUNK_BYTES`] of bits
 //! followed by an xxh3-64 of those bits seeded with the header checksum plus the chunk's offset,
@@ -36,10 +36,10 @@
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
+use super::budget::{allocation_size, MemoryBudget};
 use super::layer::Layer;
-use super::scalable::{
-    BloomFilter, FilterParams, Growth, LimitError, Limits, MAX_CAPACITY, MAX_LAYERS,
-};
+use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, MAX_CAPACITY, MAX_LAYERS};
+use super::stored::StoredFilter;
 use super::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
 
 const MAGIC: &[u8; 4] = b"RBLM";
@@ -51,11 +51,38 @@ const CHECKSUM_BYTES: usize = 8;
 const LAYOUT_CLASSIC: u32 = 0;
 const LAYOUT_BLOCKED: u32 = 1;
 
-fn layout_code(layout: Layout) -> u32 {
+/// How a layer's layout is written: in headers and in BF.GROW / BF.RESERVE SHAPE.
+pub fn layout_code(layout: Layout) -> u32 {
     match layout {
         Layout::Classic => LAYOUT_CLASSIC,
         Layout::Blocked => LAYOUT_BLOCKED,
     }
+}
+
+/// The layout a code names, if any.
+pub fn layout_from_code(code: u32) -> Option<Layout> {
+    match code {
+        LAYOUT_CLASSIC => Some(Layout::Classic),
+        LAYOUT_BLOCKED => Some(Layout::Blocked),
+        _ => None,
+    }
+}
+
+/// Ok when `size` is a well-formed shape for its layout: a positive bit count in whole words
+/// (whole blocks when blocked) and a hash count the layout supports. Shared by the header decoder
+/// and the commands that carry a shape.
+pub fn check_layout(size: LayerSize) -> Result<(), &'static str> {
+    let (unit, max_hashes) = match size.layout {
+        Layout::Classic => (64, MAX_HASHES),
+        Layout::Blocked => (BLOCK_BITS, MAX_BLOCKED_HASHES),
+    };
+    if size.bits == 0 || !size.bits.is_multiple_of(unit) {
+        return Err("bit count");
+    }
+    if !(1..=max_hashes).contains(&size.num_hashes) {
+        return Err("hash count");
+    }
+    Ok(())
 }
 
 /// The largest expansion a filter may have (RedisBloom's bound).
@@ -75,9 +102,10 @@ pub enum DecodeError {
     Limit(LimitError),
 }
 
-/// Encodes the header of `filter` (the bits follow separately, see [`BloomFilter::read_bits`]).
-pub fn encode_header(filter: &BloomFilter) -> Vec<u8> {
-    encode_header_as(filter, filter.loading().unwrap_or_else(|| filter.bytes()))
+/// Encodes the header of a stored filter, complete or still loading (the bits follow
+/// separately, see [`BloomFilter::read_bits`]).
+pub fn encode_header(stored: &StoredFilter) -> Vec<u8> {
+    encode_header_as(stored.filter(), stored.loaded_bytes())
 }
 
 /// The header with a given loaded-bytes field.
@@ -167,14 +195,22 @@ impl FilterShape {
     }
 }
 
-/// Decodes a header into a filter whose bits are all zero, validating everything first; the
-/// caller then fills the bits ([`BloomFilter::write_bits`]). The filter's
-/// [`loading`](BloomFilter::loading) state is the one the header recorded.
-pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, DecodeError> {
+/// Decodes a header into a stored filter whose bits are all zero, validating everything first
+/// and allocating only what `budget` admits; the caller then fills the bits
+/// ([`BloomFilter::write_bits`]). A header that recorded an incomplete load gives a
+/// [`StoredFilter::Loading`].
+pub fn decode_header<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<StoredFilter, DecodeError> {
     let shape = parse_header(bytes)?;
-    let total_bytes = shape.total_bytes();
-    limits
-        .admit(total_bytes, total_bytes)
+    let allocation = shape
+        .layers
+        .iter()
+        .map(|layer| allocation_size(layer.size.bytes()))
+        .sum();
+    budget
+        .charge(allocation, allocation)
         .map_err(DecodeError::Limit)?;
     let layers = shape
         .layers
@@ -182,8 +218,16 @@ pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, Decode
         .map(|layer| Layer::with_size(layer.size, layer.capacity, layer.error_rate, layer.items))
         .collect::<Result<Vec<_>, _>>()
         .map_err(DecodeError::Limit)?;
-    let loading = (shape.loaded_bytes < total_bytes).then_some(shape.loaded_bytes);
-    Ok(BloomFilter::from_parts(shape.params, layers, loading))
+    let total_bytes = shape.total_bytes();
+    let filter = BloomFilter::from_parts(shape.params, layers);
+    Ok(if shape.loaded_bytes < total_bytes {
+        StoredFilter::Loading {
+            filter,
+            loaded: shape.loaded_bytes,
+        }
+    } else {
+        StoredFilter::Ready(filter)
+    })
 }
 
 /// Reads and validates a header (checksum, every field, their consistency) without allocating
@@ -236,37 +280,36 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     };
 
     let mut layers = Vec::with_capacity(layer_count);
-    let mut total_bytes = 0u64;
+    // Sums that must not overflow: BF.CARD and the INFO gauges add them up.
+    let (mut total_items, mut total_bytes) = (0u64, 0u64);
     for index in 0..layer_count {
         let items = fields.u64();
         let bits = fields.u64();
         let num_hashes = fields.u32();
-        let layout = match fields.u32() {
-            LAYOUT_CLASSIC => Layout::Classic,
-            LAYOUT_BLOCKED => Layout::Blocked,
-            _ => return Err(DecodeError::Corrupt("layout")),
-        };
+        let layout = layout_from_code(fields.u32()).ok_or(DecodeError::Corrupt("layout"))?;
         let layer_capacity = params
             .layer_capacity(index)
             .ok_or(DecodeError::Corrupt("capacity"))?;
-        let (unit, max_hashes) = match layout {
-            Layout::Classic => (64, MAX_HASHES),
-            Layout::Blocked => (BLOCK_BITS, MAX_BLOCKED_HASHES),
+        let size = LayerSize {
+            bits,
+            num_hashes,
+            layout,
         };
-        check(bits > 0 && bits.is_multiple_of(unit), "bit count")?;
-        check((1..=max_hashes).contains(&num_hashes), "hash count")?;
+        check_layout(size).map_err(DecodeError::Corrupt)?;
+        params
+            .check_layer(index, size)
+            .map_err(DecodeError::Corrupt)?;
         check(items <= layer_capacity, "items over capacity")?;
         let newest = index + 1 == layer_count;
         check(newest || items == layer_capacity, "older layer not full")?;
+        total_items = total_items
+            .checked_add(items)
+            .ok_or(DecodeError::Corrupt("total items"))?;
         total_bytes = total_bytes
             .checked_add(bits / 8)
             .ok_or(DecodeError::Corrupt("total size"))?;
         layers.push(LayerShape {
-            size: LayerSize {
-                bits,
-                num_hashes,
-                layout,
-            },
+            size,
             capacity: layer_capacity,
             error_rate: params.layer_error_rate(index),
             items,
@@ -342,9 +385,12 @@ pub enum ChunkError {
 }
 
 /// Applies a BF.LOADCHUNK data chunk (`iterator` ≥ 2, as returned by [`scandump_step`]) to a
-/// filter that is being loaded. Chunks must arrive in order; the last one completes the load.
-pub fn load_chunk(filter: &mut BloomFilter, iterator: u64, chunk: &[u8]) -> Result<(), ChunkError> {
-    let expected = filter.loading().ok_or(ChunkError::Offset)?;
+/// filter that is being loaded. Chunks must arrive in order; the last one completes the load,
+/// turning the value into a [`StoredFilter::Ready`] filter.
+pub fn load_chunk(stored: &mut StoredFilter, iterator: u64, chunk: &[u8]) -> Result<(), ChunkError> {
+    let StoredFilter::Loading { filter, loaded } = stored else {
+        return Err(ChunkError::Offset);
+    };
     let bits_len = chunk
         .len()
         .checked_sub(CHECKSUM_BYTES)
@@ -354,29 +400,33 @@ pub fn load_chunk(filter: &mut BloomFilter, iterator: u64, chunk: &[u8]) -> Resu
     let offset = iterator
         .checked_sub(1 + bits_len)
         .ok_or(ChunkError::Offset)?;
-    if offset != expected {
+    if offset != *loaded {
         return Err(ChunkError::Offset);
     }
     let end = offset + bits_len;
     if end > filter.bytes() {
         return Err(ChunkError::TooBig);
     }
-    let stored = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
-    if chunk_checksum(header_checksum(filter), offset, bits) != stored {
+    let stored_checksum = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
+    if chunk_checksum(header_checksum(filter), offset, bits) != stored_checksum {
         return Err(ChunkError::BadData);
     }
     filter.write_bits(offset, bits);
-    filter.set_loading((end < filter.bytes()).then_some(end));
+    *loaded = end;
+    if end == filter.bytes() {
+        stored.finish_loading();
+    }
     Ok(())
 }
 
 /// Decodes a BF.LOADCHUNK header: a complete filter's header, giving an all-zero filter that
 /// waits for its chunks.
-pub fn decode_load_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, DecodeError> {
-    let mut filter = decode_header(bytes, limits)?;
-    if filter.loading().is_some() {
-        return Err(DecodeError::Corrupt("header of an incomplete filter"));
+pub fn decode_load_header<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<StoredFilter, DecodeError> {
+    match decode_header(bytes, budget)? {
+        StoredFilter::Ready(filter) => Ok(StoredFilter::Loading { filter, loaded: 0 }),
+        StoredFilter::Loading { .. } => Err(DecodeError::Corrupt("header of an incomplete filter")),
     }
-    filter.set_loading(Some(0));
-    Ok(filter)
 }

@@ -7,7 +7,7 @@ use super::scalable::LimitError;
 use super::sizing::{LayerSize, Layout};
 
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Layer {
     /// The bit array; its length is a multiple of 64 (see the layout in [`crate`]).
     bits: BitVec<u64, Lsb0>,
@@ -23,7 +23,7 @@ pub struct Layer {
 
 impl Layer {
     /// An all-zero layer of an exact shape. The caller has checked the shape against its limits
-    /// (see [`crate::scalable::Limits`]); an allocation the system refuses is an error,
+    /// (see [`crate::budget`]); an allocation the system refuses is an error,
     /// not an abort.
     pub(crate) fn with_size(
         size: LayerSize,
@@ -38,6 +38,16 @@ impl Layer {
             capacity,
             error_rate,
             items,
+        })
+    }
+
+    /// A copy of this layer, its bits allocated fallibly (a refusal is an error, not an abort).
+    pub(crate) fn try_clone(&self) -> Result<Layer, LimitError> {
+        let mut words = zeroed_words(self.bits.len() as u64 / 64)?;
+        words.copy_from_slice(self.bits.as_raw_slice());
+        Ok(Layer {
+            bits: BitVec::from_vec(words),
+            ..*self
         })
     }
 

@@ -84,17 +84,21 @@
 //! layers' bits in order as little-endian bytes, cut into chunks. The decoder validates every field
 //! and the consistency between them before it trusts any size.
 
+pub mod budget;
 pub mod encoding;
 pub mod hash;
 pub mod layer;
 mod math;
 pub mod scalable;
 pub mod sizing;
+pub mod stored;
 
 pub use encoding::DecodeError;
 pub use hash::ItemHash;
 pub use layer::Layer;
-pub use scalable::{BloomFilter, FilterParams, Growth, InsertError, Limits};
+pub use budget::{Budget, MemoryBudget, Unlimited};
+pub use scalable::{AddOutcome, BloomFilter, FilterParams, GrownLayer, Growth, InsertError};
+pub use stored::StoredFilter;
 pub use sizing::{LayerSize, SizingError};
 
 #[cfg(test)]

@@ -205,6 +205,34 @@ fn blocked_error_rate(bits_per_item: f64, num_hashes: u32) -> f64 {
     rate
 }
 
+/// Ok when `size` is a shape a layer of `capacity` items at `error_rate` could have, whoever sized
+/// it (this release, an older one, or RedisBloom's formulas): at least the classic optimum of
+/// bits, −ln ε / ln²2 per item (no Bloom filter layout reaches ε with fewer; 1% slack for the
+/// rounding of other sizers), and a hash count within what ε implies, log2(1/ε) give or take a
+/// few (all our sizers pick k near it; a forged k of 255 is not). Decoders and explicit growth
+/// check this before trusting a shape, so a header cannot claim 2^30 items in 64 bits.
+pub fn check_shape(size: LayerSize, capacity: u64, error_rate: f64) -> Result<(), &'static str> {
+    if !(error_rate > 0.0 && error_rate < 1.0) {
+        return Err("error rate");
+    }
+    let optimal_k = math::ln(1.0 / error_rate) / std::f64::consts::LN_2;
+    let optimal_bits_per_item = optimal_k / std::f64::consts::LN_2;
+    let fewest_bits = capacity as f64 * optimal_bits_per_item * 0.99;
+    if (size.bits as f64) < fewest_bits.min((1u64 << 62) as f64) {
+        return Err("bit count too small for the capacity");
+    }
+    let (lowest, highest) = match size.layout {
+        Layout::Classic => (optimal_k / 2.0, optimal_k + 3.0),
+        // Blocked layers trade hashes for bits (fewer probes per crowded block).
+        Layout::Blocked => (optimal_k / 3.0, optimal_k + 3.0),
+    };
+    let k = f64::from(size.num_hashes);
+    if k < lowest.floor().max(1.0) || k > highest.ceil() {
+        return Err("hash count");
+    }
+    Ok(())
+}
+
 /// The false-positive rate of `items` items in a layer of this shape, by the model it was sized
 /// with.
 pub fn expected_error_rate(size: LayerSize, items: u64) -> f64 {

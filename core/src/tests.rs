@@ -5,10 +5,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::encoding::{
-    decode_header, decode_load_header, encode_header, load_chunk, scandump_step, ChunkError,
+    decode_header, decode_load_header, encode_header, encode_transfer_header, load_chunk,
+    scandump_step, ChunkError,
     CHUNK_BYTES,
 };
-use super::{BloomFilter, FilterParams, Growth, InsertError, Limits};
+use super::{AddOutcome, Budget, BloomFilter, FilterParams, Growth, InsertError, StoredFilter, Unlimited};
 
 fn random_items(rng: &mut ChaCha8Rng, count: usize) -> Vec<[u8; 16]> {
     (0..count).map(|_| rng.random()).collect()
@@ -21,7 +22,7 @@ fn filter(capacity: u64, error_rate: f64, growth: Growth) -> BloomFilter {
         growth,
         seed: 0x5eed,
     };
-    BloomFilter::new(params, Limits::UNLIMITED).unwrap()
+    BloomFilter::new(params, &mut Unlimited).unwrap()
 }
 
 /// Fills `filter` with `count` random items, checks every one is then present (no false
@@ -30,7 +31,7 @@ fn fill_and_measure(filter: &mut BloomFilter, count: usize, queries: usize, seed
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let items = random_items(&mut rng, count);
     for item in &items {
-        filter.insert(item, Limits::UNLIMITED).unwrap();
+        filter.insert(item, &mut Unlimited).unwrap();
     }
     assert!(
         items.iter().all(|item| filter.contains(item)),
@@ -120,9 +121,9 @@ fn after_tenfold_growth_the_summed_rate_stays_under_the_request() {
 #[test]
 fn items_are_counted_once_and_only_when_new() {
     let mut f = filter(1000, 0.01, Growth::Scaling { expansion: 2 });
-    assert_eq!(f.insert(b"", Limits::UNLIMITED), Ok(true));
-    assert_eq!(f.insert(b"", Limits::UNLIMITED), Ok(false));
-    assert_eq!(f.insert(b"x\0y", Limits::UNLIMITED), Ok(true));
+    assert_eq!(f.insert(b"", &mut Unlimited), Ok(true));
+    assert_eq!(f.insert(b"", &mut Unlimited), Ok(false));
+    assert_eq!(f.insert(b"x\0y", &mut Unlimited), Ok(true));
     assert!(f.contains(b"") && f.contains(b"x\0y") && !f.contains(b"x"));
     assert_eq!(f.items(), 2);
 }
@@ -133,15 +134,15 @@ fn a_full_non_scaling_filter_refuses_new_items_and_keeps_old_ones() {
     let mut added = 0;
     let mut i = 0u32;
     while added < 10 {
-        if f.insert(&i.to_le_bytes(), Limits::UNLIMITED) == Ok(true) {
+        if f.insert(&i.to_le_bytes(), &mut Unlimited) == Ok(true) {
             added += 1;
         }
         i += 1;
     }
-    let before = f.clone();
+    let before = f.try_clone(&mut Unlimited).unwrap();
     let mut j = 1_000_000u32;
     let refused = loop {
-        match f.insert(&j.to_le_bytes(), Limits::UNLIMITED) {
+        match f.insert(&j.to_le_bytes(), &mut Unlimited) {
             Ok(false) => j += 1,
             other => break other,
         }
@@ -153,13 +154,10 @@ fn a_full_non_scaling_filter_refuses_new_items_and_keeps_old_ones() {
 #[test]
 fn growth_respects_the_byte_limits() {
     let mut f = filter(100, 0.01, Growth::Scaling { expansion: 2 });
-    let limits = Limits {
-        max_filter_bytes: f.bytes() + 10,
-        max_new_bytes: u64::MAX,
-    };
+    let mut budget = Budget::new(f.allocated_bytes() + 10, u64::MAX);
     let mut refused = None;
     for i in 0..1000u32 {
-        if let Err(e) = f.insert(&i.to_le_bytes(), limits) {
+        if let Err(e) = f.insert(&i.to_le_bytes(), &mut budget) {
             refused = Some(e);
             break;
         }
@@ -169,27 +167,20 @@ fn growth_respects_the_byte_limits() {
         "{refused:?}"
     );
     assert_eq!(f.layers().len(), 1);
-    assert!(BloomFilter::new(
-        *f.params(),
-        Limits {
-            max_filter_bytes: 8,
-            max_new_bytes: 8
-        }
-    )
-    .is_err());
+    assert!(BloomFilter::new(*f.params(), &mut Budget::new(8, 8)).is_err());
 }
 
 fn grown_filter(seed: u64) -> BloomFilter {
     let mut f = filter(50, 0.02, Growth::Scaling { expansion: 3 });
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for item in random_items(&mut rng, 500) {
-        f.insert(&item, Limits::UNLIMITED).unwrap();
+        f.insert(&item, &mut Unlimited).unwrap();
     }
     f
 }
 
 fn encode_whole(f: &BloomFilter) -> Vec<u8> {
-    let mut bytes = encode_header(f);
+    let mut bytes = encode_transfer_header(f);
     let mut bits = vec![0; f.bytes() as usize];
     f.read_bits(0, &mut bits);
     bytes.extend(bits);
@@ -200,7 +191,10 @@ fn decode_whole(bytes: &[u8]) -> Option<BloomFilter> {
     // The header length follows from the layer count at offset 36.
     let layers = u32::from_le_bytes(bytes.get(36..40)?.try_into().ok()?) as usize;
     let header_len = 48 + 24 * layers.min(1000) + 8;
-    let mut f = decode_header(bytes.get(..header_len)?, Limits::UNLIMITED).ok()?;
+    let StoredFilter::Ready(mut f) = decode_header(bytes.get(..header_len)?, &mut Unlimited).ok()?
+    else {
+        return None;
+    };
     let bits = bytes.get(header_len..)?;
     if bits.len() as u64 != f.bytes() {
         return None;
@@ -213,7 +207,7 @@ fn decode_whole(bytes: &[u8]) -> Option<BloomFilter> {
 fn encode_then_decode_is_the_identity() {
     let f = grown_filter(4);
     assert!(f.layers().len() >= 3);
-    assert_eq!(decode_whole(&encode_whole(&f)), Some(f.clone()));
+    assert_eq!(decode_whole(&encode_whole(&f)), Some(f.try_clone(&mut Unlimited).unwrap()));
     let nonscaling = filter(77, 0.001, Growth::NonScaling);
     assert_eq!(decode_whole(&encode_whole(&nonscaling)), Some(nonscaling));
 }
@@ -222,8 +216,8 @@ fn encode_then_decode_is_the_identity() {
 fn scandump_then_loadchunk_rebuilds_the_filter() {
     let f = grown_filter(5);
     let (mut iterator, header) = scandump_step(&f, 0);
-    let mut copy = decode_load_header(&header, Limits::UNLIMITED).unwrap();
-    assert!(copy.loading().is_some());
+    let mut copy = decode_load_header(&header, &mut Unlimited).unwrap();
+    assert!(copy.ready().is_none());
     loop {
         let (next, chunk) = scandump_step(&f, iterator);
         if next == 0 {
@@ -232,8 +226,7 @@ fn scandump_then_loadchunk_rebuilds_the_filter() {
         load_chunk(&mut copy, next, &chunk).unwrap();
         iterator = next;
     }
-    assert_eq!(copy.loading(), None);
-    assert_eq!(copy, f);
+    assert_eq!(copy.ready(), Some(&f));
     // A chunk for a complete filter, or out of order, is refused.
     let (next, chunk) = scandump_step(&f, 1);
     assert_eq!(load_chunk(&mut copy, next, &chunk), Err(ChunkError::Offset));
@@ -247,7 +240,7 @@ fn chunks_are_tied_to_their_place_and_filter() {
     let (next, chunk) = scandump_step(&f, 1);
     let (other_next, other_chunk) = scandump_step(&other, 1);
     assert_eq!(next, other_next);
-    let mut copy = decode_load_header(&header, Limits::UNLIMITED).unwrap();
+    let mut copy = decode_load_header(&header, &mut Unlimited).unwrap();
     assert_eq!(
         load_chunk(&mut copy, next, &other_chunk),
         Err(ChunkError::BadData)
@@ -268,19 +261,16 @@ fn chunks_are_tied_to_their_place_and_filter() {
     );
     assert_eq!(load_chunk(&mut copy, next, &chunk), Ok(()));
     assert!(CHUNK_BYTES >= f.bytes());
-    assert_eq!(copy.loading(), None);
+    assert!(copy.ready().is_some());
 }
 
 #[test]
 fn decode_refuses_what_the_limits_forbid() {
     let f = grown_filter(8);
-    let header = encode_header(&f);
-    let limits = Limits {
-        max_filter_bytes: f.bytes() - 1,
-        max_new_bytes: u64::MAX,
-    };
+    let header = encode_transfer_header(&f);
+    let mut budget = Budget::new(f.allocated_bytes() - 1, u64::MAX);
     assert!(matches!(
-        decode_header(&header, limits),
+        decode_header(&header, &mut budget),
         Err(super::DecodeError::Limit(_))
     ));
 }
@@ -290,22 +280,22 @@ proptest! {
 
     #[test]
     fn truncated_headers_are_refused(cut in 0usize..200) {
-        let header = encode_header(&grown_filter(9));
+        let header = encode_transfer_header(&grown_filter(9));
         let cut = cut.min(header.len() - 1);
-        prop_assert!(decode_header(&header[..cut], Limits::UNLIMITED).is_err());
+        prop_assert!(decode_header(&header[..cut], &mut Unlimited).is_err());
     }
 
     #[test]
     fn mutated_headers_are_refused(at in 0usize..400, mask in 1u8..=255) {
-        let mut header = encode_header(&grown_filter(10));
+        let mut header = encode_transfer_header(&grown_filter(10));
         let at = at % header.len();
         header[at] ^= mask;
-        prop_assert!(decode_header(&header, Limits::UNLIMITED).is_err());
+        prop_assert!(decode_header(&header, &mut Unlimited).is_err());
     }
 
     #[test]
     fn arbitrary_bytes_never_panic_the_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-        let _ = decode_header(&bytes, Limits::UNLIMITED);
+        let _ = decode_header(&bytes, &mut Unlimited);
         let _ = decode_whole(&bytes);
     }
 
@@ -313,15 +303,19 @@ proptest! {
     /// not lean on the checksum.
     #[test]
     fn resealed_mutations_decode_only_to_consistent_filters(at in 0usize..200, value in any::<u8>()) {
-        let mut header = encode_header(&grown_filter(11));
+        let mut header = encode_transfer_header(&grown_filter(11));
         let body = header.len() - 8;
         header[at % body] = value;
         let checksum = xxhash_rust::xxh3::xxh3_64(&header[..body]);
         header[body..].copy_from_slice(&checksum.to_le_bytes());
-        if let Ok(f) = decode_header(&header, Limits { max_filter_bytes: 1 << 24, max_new_bytes: 1 << 24 }) {
+        if let Ok(stored) = decode_header(&header, &mut Budget::new(1 << 24, 1 << 24)) {
+            let f = stored.filter();
             prop_assert!(f.bytes() <= 1 << 24);
             prop_assert!(f.items() <= f.capacity());
-            let re = encode_header(&f);
+            for (index, layer) in f.layers().iter().enumerate() {
+                prop_assert!(f.params().check_layer(index, layer.size()).is_ok());
+            }
+            let re = encode_header(&stored);
             prop_assert_eq!(re, header);
         }
     }
@@ -330,7 +324,7 @@ proptest! {
     fn no_false_negatives_for_any_items(items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..300)) {
         let mut f = filter(16, 0.05, Growth::Scaling { expansion: 2 });
         for item in &items {
-            f.insert(item, Limits::UNLIMITED).unwrap();
+            f.insert(item, &mut Unlimited).unwrap();
         }
         for item in &items {
             prop_assert!(f.contains(item));
@@ -349,15 +343,17 @@ fn batch_operations_match_one_at_a_time() {
         let mut one_by_one = filter(120, 0.01, growth);
         let mut expected = Vec::new();
         for item in &slices {
-            let result = one_by_one.insert(item, Limits::UNLIMITED);
+            let result = one_by_one.insert(item, &mut Unlimited);
             expected.push(result);
             if result.is_err() {
                 break;
             }
         }
         let mut batched = filter(120, 0.01, growth);
-        let mut got = Vec::new();
-        batched.insert_many(slices.iter().copied(), Limits::UNLIMITED, |r| got.push(r));
+        let mut outcome = AddOutcome::default();
+        batched.insert_many(slices.iter().copied(), &mut Unlimited, &mut outcome);
+        let mut got: Vec<Result<bool, InsertError>> = outcome.added.iter().map(|&new| Ok(new)).collect();
+        got.extend(outcome.error.map(Err));
         assert_eq!(got, expected, "{growth:?}");
         assert_eq!(batched, one_by_one, "{growth:?}");
         let mut found = Vec::new();
