@@ -39,8 +39,8 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 use super::budget::{allocation_size, MemoryBudget};
 use super::layer::Layer;
 use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, MAX_CAPACITY, MAX_LAYERS};
-use super::stored::StoredFilter;
 use super::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
+use super::stored::StoredFilter;
 
 const MAGIC: &[u8; 4] = b"RBLM";
 const FORMAT_VERSION: u8 = 1;
@@ -387,7 +387,11 @@ pub enum ChunkError {
 /// Applies a BF.LOADCHUNK data chunk (`iterator` ≥ 2, as returned by [`scandump_step`]) to a
 /// filter that is being loaded. Chunks must arrive in order; the last one completes the load,
 /// turning the value into a [`StoredFilter::Ready`] filter.
-pub fn load_chunk(stored: &mut StoredFilter, iterator: u64, chunk: &[u8]) -> Result<(), ChunkError> {
+pub fn load_chunk(
+    stored: &mut StoredFilter,
+    iterator: u64,
+    chunk: &[u8],
+) -> Result<(), ChunkError> {
     let StoredFilter::Loading { filter, loaded } = stored else {
         return Err(ChunkError::Offset);
     };

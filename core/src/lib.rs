@@ -93,13 +93,13 @@ pub mod scalable;
 pub mod sizing;
 pub mod stored;
 
+pub use budget::{Budget, MemoryBudget, Unlimited};
 pub use encoding::DecodeError;
 pub use hash::ItemHash;
 pub use layer::Layer;
-pub use budget::{Budget, MemoryBudget, Unlimited};
 pub use scalable::{AddOutcome, BloomFilter, FilterParams, GrownLayer, Growth, InsertError};
-pub use stored::StoredFilter;
 pub use sizing::{LayerSize, SizingError};
+pub use stored::StoredFilter;
 
 #[cfg(test)]
 mod tests;

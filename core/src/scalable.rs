@@ -425,7 +425,10 @@ impl BloomFilter {
             .ok_or(InsertError::CannotGrow)?;
         let allocation = allocation_size(size.bytes());
         budget
-            .charge(self.allocated_bytes().saturating_add(allocation), allocation)
+            .charge(
+                self.allocated_bytes().saturating_add(allocation),
+                allocation,
+            )
             .map_err(InsertError::Limit)?;
         let layer = Layer::with_size(size, capacity, self.params.layer_error_rate(index), 0)
             .map_err(InsertError::Limit)?;
@@ -561,7 +564,8 @@ impl BloomFilter {
 
     /// Bytes this filter occupies in memory, bits and bookkeeping, as the allocator counts them.
     pub fn memory_usage(&self) -> u64 {
-        let bookkeeping = std::mem::size_of::<Self>() + self.layers.capacity() * std::mem::size_of::<Layer>();
+        let bookkeeping =
+            std::mem::size_of::<Self>() + self.layers.len() * std::mem::size_of::<Layer>();
         allocation_size(bookkeeping as u64) + self.allocated_bytes()
     }
 }

@@ -10,7 +10,10 @@ pub enum StoredFilter {
     Ready(BloomFilter),
     /// Being loaded by BF.LOADCHUNK: the first `loaded` bytes of its bits have arrived, in order;
     /// the rest are zero.
-    Loading { filter: BloomFilter, loaded: u64 },
+    Loading {
+        filter: BloomFilter,
+        loaded: u64,
+    },
 }
 
 impl StoredFilter {

@@ -6,10 +6,11 @@ use rand_chacha::ChaCha8Rng;
 
 use super::encoding::{
     decode_header, decode_load_header, encode_header, encode_transfer_header, load_chunk,
-    scandump_step, ChunkError,
-    CHUNK_BYTES,
+    scandump_step, ChunkError, CHUNK_BYTES,
 };
-use super::{AddOutcome, Budget, BloomFilter, FilterParams, Growth, InsertError, StoredFilter, Unlimited};
+use super::{
+    AddOutcome, BloomFilter, Budget, FilterParams, Growth, InsertError, StoredFilter, Unlimited,
+};
 
 fn random_items(rng: &mut ChaCha8Rng, count: usize) -> Vec<[u8; 16]> {
     (0..count).map(|_| rng.random()).collect()
@@ -191,7 +192,8 @@ fn decode_whole(bytes: &[u8]) -> Option<BloomFilter> {
     // The header length follows from the layer count at offset 36.
     let layers = u32::from_le_bytes(bytes.get(36..40)?.try_into().ok()?) as usize;
     let header_len = 48 + 24 * layers.min(1000) + 8;
-    let StoredFilter::Ready(mut f) = decode_header(bytes.get(..header_len)?, &mut Unlimited).ok()?
+    let StoredFilter::Ready(mut f) =
+        decode_header(bytes.get(..header_len)?, &mut Unlimited).ok()?
     else {
         return None;
     };
@@ -207,7 +209,10 @@ fn decode_whole(bytes: &[u8]) -> Option<BloomFilter> {
 fn encode_then_decode_is_the_identity() {
     let f = grown_filter(4);
     assert!(f.layers().len() >= 3);
-    assert_eq!(decode_whole(&encode_whole(&f)), Some(f.try_clone(&mut Unlimited).unwrap()));
+    assert_eq!(
+        decode_whole(&encode_whole(&f)),
+        Some(f.try_clone(&mut Unlimited).unwrap())
+    );
     let nonscaling = filter(77, 0.001, Growth::NonScaling);
     assert_eq!(decode_whole(&encode_whole(&nonscaling)), Some(nonscaling));
 }
@@ -352,7 +357,8 @@ fn batch_operations_match_one_at_a_time() {
         let mut batched = filter(120, 0.01, growth);
         let mut outcome = AddOutcome::default();
         batched.insert_many(slices.iter().copied(), &mut Unlimited, &mut outcome);
-        let mut got: Vec<Result<bool, InsertError>> = outcome.added.iter().map(|&new| Ok(new)).collect();
+        let mut got: Vec<Result<bool, InsertError>> =
+            outcome.added.iter().map(|&new| Ok(new)).collect();
         got.extend(outcome.error.map(Err));
         assert_eq!(got, expected, "{growth:?}");
         assert_eq!(batched, one_by_one, "{growth:?}");

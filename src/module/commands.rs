@@ -18,7 +18,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustbloom_core::encoding::{decode_load_header, layout_code, load_chunk, scandump_step, ChunkError};
+use rustbloom_core::encoding::{
+    decode_load_header, layout_code, load_chunk, scandump_step, ChunkError,
+};
 use rustbloom_core::scalable::{CreateError, LimitError, PushError};
 use rustbloom_core::{
     AddOutcome, BloomFilter, DecodeError, FilterParams, Growth, InsertError, LayerSize,
@@ -258,6 +260,7 @@ fn add_items(
     let key = command.open_key(true);
     let mut budget = budget(command);
     let mut created = None;
+    let creating = ready_mut(&key)?.is_none();
     let filter = match ready_mut(&key)? {
         Some(filter) => filter,
         None => created.insert(create(
@@ -275,7 +278,10 @@ fn add_items(
         filter.insert_many(items, &mut budget, &mut outcome)
     }))
     .is_err();
-    stats::changed(before, Footprint::of(filter));
+    if !creating {
+        // A created filter is counted whole when it is stored below.
+        stats::changed(before, Footprint::of(filter));
+    }
     stats::count(&stats::ADDS, outcome.added.len());
 
     // Phase 3: replicate and store what changed, then answer.

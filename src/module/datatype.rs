@@ -130,13 +130,12 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
 fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
     let header = load_buffer(rdb).ok_or("short read")?;
     let mut budget = load_budget(rdb);
-    let mut stored =
-        decode_header(header.bytes().unwrap_or_default(), &mut budget).map_err(|error| {
-            match error {
-                DecodeError::Corrupt(what) => format!("corrupt header ({what})"),
-                DecodeError::Limit(limit) => refused_load(rdb, &budget, limit),
-            }
-        })?;
+    let mut stored = decode_header(header.bytes().unwrap_or_default(), &mut budget).map_err(
+        |error| match error {
+            DecodeError::Corrupt(what) => format!("corrupt header ({what})"),
+            DecodeError::Limit(limit) => refused_load(rdb, &budget, limit),
+        },
+    )?;
     let filter = match &mut stored {
         StoredFilter::Ready(filter) | StoredFilter::Loading { filter, .. } => filter,
     };
@@ -261,13 +260,16 @@ extern "C" fn copy(
     guard("copy", null_mut(), || {
         let stored = unsafe { stored_ref(value) };
         let mut budget = CommandBudget::new(null_mut(), admitted_elsewhere(null_mut()));
-        let copied = stored.filter().try_clone(&mut budget).map(|filter| match stored {
-            StoredFilter::Ready(_) => StoredFilter::Ready(filter),
-            StoredFilter::Loading { loaded, .. } => StoredFilter::Loading {
-                filter,
-                loaded: *loaded,
-            },
-        });
+        let copied = stored
+            .filter()
+            .try_clone(&mut budget)
+            .map(|filter| match stored {
+                StoredFilter::Ready(_) => StoredFilter::Ready(filter),
+                StoredFilter::Loading { loaded, .. } => StoredFilter::Loading {
+                    filter,
+                    loaded: *loaded,
+                },
+            });
         match copied {
             Ok(copy) => {
                 stats::filter_added(&copy);
@@ -276,13 +278,19 @@ extern "C" fn copy(
             Err(limit) => {
                 let key = unsafe { key_name(from) };
                 if budget.is_replayed() {
-                    stop_server(&format!("cannot copy key '{key}': {}", config::limit_message(limit)));
+                    stop_server(&format!(
+                        "cannot copy key '{key}': {}",
+                        config::limit_message(limit)
+                    ));
                 }
                 stats::count(&stats::REFUSED_BY_LIMITS, 1);
                 log(
                     null_mut(),
                     "warning",
-                    &format!("rustbloom: COPY of '{key}' refused: {}", config::limit_message(limit)),
+                    &format!(
+                        "rustbloom: COPY of '{key}' refused: {}",
+                        config::limit_message(limit)
+                    ),
                 );
                 null_mut()
             }

@@ -35,7 +35,8 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
                 | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int,
         )
     };
-    if let Err(reason) = table::register(raw_ctx).and_then(|()| table::register_acl_category(raw_ctx))
+    if let Err(reason) =
+        table::register(raw_ctx).and_then(|()| table::register_acl_category(raw_ctx))
     {
         log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
         return Status::Err;

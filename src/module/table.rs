@@ -111,7 +111,7 @@ const NONSCALING: Arg = option(c"nonscaling", Kind::Token, c"NONSCALING");
 
 static COMMANDS: [CommandSpec; 11] = [
     CommandSpec {
-        name: c"BF.RESERVE",
+        name: c"bf.reserve",
         entry: bf_reserve,
         flags: c"write deny-oom",
         summary: c"Creates an empty Bloom filter sized for a capacity at an error rate",
@@ -135,7 +135,7 @@ static COMMANDS: [CommandSpec; 11] = [
         ],
     },
     CommandSpec {
-        name: c"BF.ADD",
+        name: c"bf.add",
         entry: bf_add,
         flags: c"write deny-oom fast",
         summary: c"Adds an item, creating the filter if missing; 1 if the item was new",
@@ -145,7 +145,7 @@ static COMMANDS: [CommandSpec; 11] = [
         args: &[KEY, arg(c"item", Kind::Text)],
     },
     CommandSpec {
-        name: c"BF.MADD",
+        name: c"bf.madd",
         entry: bf_madd,
         flags: c"write deny-oom",
         summary: c"Adds items, creating the filter if missing; 1 per item that was new",
@@ -155,7 +155,7 @@ static COMMANDS: [CommandSpec; 11] = [
         args: &[KEY, items(c"item")],
     },
     CommandSpec {
-        name: c"BF.INSERT",
+        name: c"bf.insert",
         entry: bf_insert,
         flags: c"write deny-oom",
         summary: c"Adds items, creating the filter with the given parameters unless NOCREATE",
@@ -181,7 +181,7 @@ static COMMANDS: [CommandSpec; 11] = [
         ],
     },
     CommandSpec {
-        name: c"BF.EXISTS",
+        name: c"bf.exists",
         entry: bf_exists,
         flags: c"readonly fast",
         summary: c"1 if the item may have been added, 0 if it certainly was not",
@@ -191,7 +191,7 @@ static COMMANDS: [CommandSpec; 11] = [
         args: &[KEY, arg(c"item", Kind::Text)],
     },
     CommandSpec {
-        name: c"BF.MEXISTS",
+        name: c"bf.mexists",
         entry: bf_mexists,
         flags: c"readonly",
         summary: c"BF.EXISTS for several items",
@@ -201,7 +201,7 @@ static COMMANDS: [CommandSpec; 11] = [
         args: &[KEY, items(c"item")],
     },
     CommandSpec {
-        name: c"BF.INFO",
+        name: c"bf.info",
         entry: bf_info,
         flags: c"readonly fast",
         summary: c"Capacity, size, layers, items and expansion of a filter",
@@ -220,7 +220,7 @@ static COMMANDS: [CommandSpec; 11] = [
         ],
     },
     CommandSpec {
-        name: c"BF.CARD",
+        name: c"bf.card",
         entry: bf_card,
         flags: c"readonly fast",
         summary: c"Number of items added to a filter",
@@ -230,7 +230,7 @@ static COMMANDS: [CommandSpec; 11] = [
         args: &[KEY],
     },
     CommandSpec {
-        name: c"BF.SCANDUMP",
+        name: c"bf.scandump",
         entry: bf_scandump,
         flags: c"readonly",
         summary: c"Returns the next chunk of a filter's dump, for BF.LOADCHUNK",
@@ -240,7 +240,7 @@ static COMMANDS: [CommandSpec; 11] = [
         args: &[KEY, arg(c"iterator", Kind::Integer)],
     },
     CommandSpec {
-        name: c"BF.LOADCHUNK",
+        name: c"bf.loadchunk",
         entry: bf_loadchunk,
         flags: c"write deny-oom",
         summary: c"Restores a filter from the chunks BF.SCANDUMP returned, in order",
@@ -254,7 +254,7 @@ static COMMANDS: [CommandSpec; 11] = [
         ],
     },
     CommandSpec {
-        name: c"BF.GROW",
+        name: c"bf.grow",
         entry: bf_grow,
         flags: c"write deny-oom",
         summary: c"Adds the next layer with an exact shape; what primaries send replicas and the AOF when a filter grows",
