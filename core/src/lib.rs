@@ -103,3 +103,5 @@ pub use stored::StoredFilter;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_plan;

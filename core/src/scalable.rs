@@ -4,7 +4,7 @@ use super::budget::{allocation_size, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::Layer;
 use super::math;
-use super::sizing::{self, layer_size, LayerSize, SizingError};
+use super::sizing::{self, layer_size, LayerSize, Layout, SizingError};
 
 /// Each new layer gets this fraction of the previous layer's error rate, so the rates of all
 /// layers sum to less than the requested one (Almeida et al.'s tightening ratio, as RedisBloom).
@@ -41,10 +41,39 @@ fn hash_groups<'a>(
         let len = group
             .iter_mut()
             .zip(&mut items)
-            .map(|(slot, item)| *slot = ItemHash::new(item, seed))
+            .map(|(slot, item)| {
+                #[cfg(feature = "test-hooks")]
+                test_hooks::panic_on(item);
+                *slot = ItemHash::new(item, seed)
+            })
             .count();
         (len > 0).then_some((group, len))
     })
+}
+
+/// Hooks for the module's own tests (feature `test-hooks`, never in a release).
+#[cfg(feature = "test-hooks")]
+mod test_hooks {
+    use super::{LayerSize, Layout};
+
+    /// This item panics when a batch operation hashes it.
+    pub const PANIC_ITEM: &[u8] = b"rustbloom-test-panic";
+
+    pub fn panic_on(item: &[u8]) {
+        assert!(item != PANIC_ITEM, "test hook: panic on {PANIC_ITEM:?}");
+    }
+
+    /// A sizing that differs from the real one by one unit of its layout.
+    pub fn skewed(size: LayerSize) -> LayerSize {
+        let unit = match size.layout {
+            Layout::Classic => 64,
+            Layout::Blocked => 512,
+        };
+        LayerSize {
+            bits: size.bits + unit,
+            ..size
+        }
+    }
 }
 
 /// How a filter grows once its newest layer is full.
@@ -92,7 +121,10 @@ impl FilterParams {
     /// The shape of layer `index`.
     pub fn layer_size(&self, index: usize) -> Result<LayerSize, SizingError> {
         let capacity = self.layer_capacity(index).ok_or(SizingError::Capacity)?;
-        layer_size(capacity, self.layer_error_rate(index))
+        let size = layer_size(capacity, self.layer_error_rate(index))?;
+        #[cfg(feature = "test-hooks")]
+        let size = test_hooks::skewed(size);
+        Ok(size)
     }
 
     /// Ok when `size` is a shape layer `index` of this filter could have, whoever sized it: enough
