@@ -13,12 +13,11 @@
 //! the `EXPECTED` table below. Every filter has a fixed `SEED`, so the content is deterministic.
 //! Do not regenerate them when the encoding changes: the point is that the old files keep
 //! loading. (Only regenerate, and say so in the commit, if a file is lost.)
-mod common;
-
 use std::path::PathBuf;
 
-use common::*;
 use redis::{Connection, Value};
+use rustbloom_testkit::payload::seal;
+use rustbloom_testkit::*;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

@@ -1,8 +1,6 @@
 //! Scaling filters (layers) and full non-scaling filters.
-mod common;
-
-use common::*;
 use redis::{Connection, Value};
+use rustbloom_testkit::*;
 
 /// Sum of layer capacities for `n` layers.
 fn expected_capacity(cap: i64, expansion: i64, n: i64) -> i64 {
