@@ -33,7 +33,7 @@ deps:
 
 ## build: the module and bfctl, release mode (target/release/librustbloom.so, target/release/bfctl).
 build: deps
-	cargo build --release -p rustbloom --lib -p bfctl
+	cargo build --release -p rustbloom -p bfctl
 
 ## run: start redis-server in the foreground with the module, on redis.conf.example (port 6379).
 run: build

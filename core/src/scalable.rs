@@ -4,7 +4,7 @@ use super::budget::{allocation_size, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::Layer;
 use super::math;
-use super::sizing::{self, layer_size, LayerSize, Layout, SizingError};
+use super::sizing::{self, layer_size, LayerSize, SizingError};
 
 /// Each new layer gets this fraction of the previous layer's error rate, so the rates of all
 /// layers sum to less than the requested one (Almeida et al.'s tightening ratio, as RedisBloom).
@@ -54,7 +54,7 @@ fn hash_groups<'a>(
 /// Hooks for the module's own tests (feature `test-hooks`, never in a release).
 #[cfg(feature = "test-hooks")]
 mod test_hooks {
-    use super::{LayerSize, Layout};
+    use crate::sizing::{LayerSize, Layout};
 
     /// This item panics when a batch operation hashes it.
     pub const PANIC_ITEM: &[u8] = b"rustbloom-test-panic";

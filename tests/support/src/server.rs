@@ -65,6 +65,8 @@ pub struct Server {
     child: Option<Child>,
     extra: Vec<String>,
     module: Option<PathBuf>,
+    /// A command that runs the server (e.g. `prlimit --as=N`), empty to run it directly.
+    wrapper: Vec<String>,
     /// Cluster node: the port must leave `port + 10000` free for the cluster bus.
     cluster_bus: bool,
 }
@@ -79,6 +81,36 @@ impl Server {
     /// here replaces the harness default of the same name.
     pub fn start_with(extra_args: &[&str]) -> Server {
         Server::start_inner(extra_args, Some(module_path()))
+    }
+
+    /// Start a server with another build of the module (`module`), run through `wrapper` (e.g.
+    /// `["prlimit", "--as=400000000"]`; empty to run it directly).
+    pub fn start_custom(extra_args: &[&str], module: &Path, wrapper: &[&str]) -> Server {
+        let mut s = Server::new(extra_args, Some(module.to_path_buf()), false);
+        s.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+        s.spawn_and_wait(None);
+        s
+    }
+
+    /// Starts a stopped server again, in the same directory, run through `wrapper` from now on:
+    /// Err with its log when it does not come up (it is then stopped).
+    pub fn try_start_again_with_wrapper(&mut self, wrapper: &[&str]) -> Result<(), String> {
+        assert!(
+            self.child.is_none(),
+            "try_start_again: server still running"
+        );
+        self.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+        let log_len = std::fs::metadata(self.log_path())
+            .map(|m| m.len())
+            .unwrap_or(0);
+        self.spawn();
+        match self.wait_ready() {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                self.kill();
+                Err(self.log_since(log_len))
+            }
+        }
     }
 
     /// Start a server without the module (harness self-checks only).
@@ -110,25 +142,55 @@ impl Server {
         files: &[(&str, &[u8])],
         cluster_bus: bool,
     ) -> Server {
+        let s = Server::new(extra_args, module, cluster_bus);
+        for (name, contents) in files {
+            std::fs::write(s.dir.path().join(name), contents).expect("write file into server dir");
+        }
+        let mut s = s;
+        s.spawn_and_wait(None);
+        s
+    }
+
+    /// A server not yet started, in a fresh directory.
+    fn new(extra_args: &[&str], module: Option<PathBuf>, cluster_bus: bool) -> Server {
         let dir = tempfile::Builder::new()
             .prefix("rb")
             .tempdir()
             .expect("create temp dir");
         let socket = dir.path().join("redis.sock");
-        let mut s = Server {
+        Server {
             dir,
             socket,
             port: 0,
             child: None,
             extra: extra_args.iter().map(|s| s.to_string()).collect(),
             module,
+            wrapper: Vec::new(),
             cluster_bus,
-        };
-        for (name, contents) in files {
-            std::fs::write(s.dir.path().join(name), contents).expect("write file into server dir");
         }
-        s.spawn_and_wait(None);
-        s
+    }
+
+    /// Spawns the server process on the current port (the caller waits for it).
+    fn spawn(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        let (program, wrapper_args) = match self.wrapper.split_first() {
+            Some((program, rest)) => (program.clone(), rest.to_vec()),
+            None => (REDIS_SERVER.to_string(), Vec::new()),
+        };
+        let mut command = Command::new(program);
+        command.args(wrapper_args);
+        if !self.wrapper.is_empty() {
+            command.arg(REDIS_SERVER);
+        }
+        let child = command
+            .args(self.args())
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
     }
 
     fn args(&self) -> Vec<String> {
@@ -177,19 +239,10 @@ impl Server {
         let mut port = keep_port.unwrap_or_else(pick);
         for attempt in 0..8 {
             self.port = port;
-            let _ = std::fs::remove_file(&self.socket);
             let log_len = std::fs::metadata(self.log_path())
                 .map(|m| m.len())
                 .unwrap_or(0);
-            let child = Command::new(REDIS_SERVER)
-                .args(self.args())
-                .current_dir(self.dir.path())
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server");
-            self.child = Some(child);
+            self.spawn();
             match self.wait_ready() {
                 Ok(()) => return,
                 Err(exited) => {
