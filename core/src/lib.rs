@@ -77,6 +77,32 @@
 //! counted), and sets bits only in the newest layer, pushing a new one first if the newest holds
 //! `capacity` items. A lookup tests every layer, newest first.
 //!
+//! # One operation per command, one budget ([`budget`], [`scalable::AddOutcome`])
+//!
+//! A caller (the Redis module, a tool) runs one operation per command and gets back everything it
+//! needs to answer and to replicate: [`BloomFilter::insert_many`] fills an [`AddOutcome`] with one
+//! result per item, the error that stopped it, and every layer it pushed with its exact shape and
+//! the item that first needed it. Replicas and the AOF receive those shapes
+//! ([`BloomFilter::push_layer`], [`BloomFilter::with_first_layer`]) and never size a layer
+//! themselves, so the sizing code is not part of the replication protocol.
+//!
+//! Every allocation of bits — creating, growing, decoding, cloning — first asks the operation's
+//! [`MemoryBudget`] for its allocation size ([`budget::allocation_size`], what the allocator really
+//! hands out), charged cumulatively over the whole operation, and then allocates fallibly.
+//! Sizing a layer is computed once per shape: a filter memoises the shape of its next layer, so
+//! an add refused by a limit costs a lookup, not a sizing search.
+//!
+//! ```text
+//!   insert_many(items, budget, outcome)
+//!     item 0..: contains? -> added[i] = false
+//!               newest full? -> size next layer (memoised) -> budget.charge -> push -> grown[]
+//!               set bits    -> added[i] = true
+//!     error    -> outcome.error, stop
+//! ```
+//!
+//! A key holds a [`StoredFilter`]: a ready filter, or one whose bits are still arriving by
+//! BF.LOADCHUNK, which answers nothing until complete.
+//!
 //! # Encoding ([`encoding`])
 //!
 //! One versioned format serves RDB, DUMP/RESTORE, AOF rewrite and SCANDUMP/LOADCHUNK: a

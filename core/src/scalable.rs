@@ -586,7 +586,7 @@ impl BloomFilter {
     }
 
     /// Bytes the allocator hands out for the bits of all layers (see
-    /// [`allocation_size`](crate::budget::allocation_size)).
+    /// [`crate::budget::allocation_size`]).
     pub fn allocated_bytes(&self) -> u64 {
         self.layers
             .iter()

@@ -1,7 +1,8 @@
 //! Sizing math: layout, bits and hash count of a layer from (capacity, error rate).
 //!
-//! Only [`math`](super::math)'s ln and exp are used, never libm's: replicas size the layers they
-//! add themselves and must get the same bits as their primary on any machine.
+//! Only the crate's own ln and exp (`math.rs`) are used, never libm's, so a shape is the same on
+//! every machine. Replicas and the AOF receive every layer's shape explicitly (BF.GROW), but an
+//! AOF or replication stream written by an older release replays its growth by sizing here.
 
 use super::math;
 
