@@ -64,8 +64,6 @@ pub fn info_field(info: &str, name: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// `REPLICAOF 127.0.0.1 <primary port>` on `replica`, then wait until the link is up and the
-
 /// Every key, sorted.
 pub fn all_keys(c: &mut Connection) -> Vec<Vec<u8>> {
     let mut k: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();

@@ -8,6 +8,7 @@ use crate::keyspace::{all_keys, dataset_digest, info_field, info_section};
 use crate::reply::{raw_ok, rawb};
 use crate::server::{wait_until, Server};
 
+/// `REPLICAOF 127.0.0.1 <primary port>` on `replica`, then wait until the link is up and the
 /// primary sees it online.
 #[track_caller]
 pub fn replicate_from(primary: &Server, replica: &Server) {
