@@ -313,10 +313,13 @@ fn resp3_madd_overflow_error_element() {
             "s",
         ],
     ));
-    assert_eq!(arr.len(), 3, "{arr:?}");
-    assert_eq!(&arr[..2], &[Value::Boolean(true), Value::Boolean(true)]);
+    // The seed is random: an item after the second may be a false positive of the full filter
+    // (answered false, not an error); the error comes at the first item that needed room.
+    let (last, answers) = arr.split_last().expect("a reply");
+    assert_eq!(&answers[..2], &[Value::Boolean(true), Value::Boolean(true)]);
+    assert!(answers[2..].iter().all(|v| *v == Value::Boolean(false)), "{arr:?}");
     assert!(
-        matches!(&arr[2], Value::ServerError(e) if server_err_text(e) == "ERR non scaling filter is full"),
+        matches!(last, Value::ServerError(e) if server_err_text(e) == "ERR non scaling filter is full"),
         "{arr:?}"
     );
 }
