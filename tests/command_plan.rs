@@ -39,13 +39,21 @@ fn adds_to_a_filter_whose_growth_is_refused_cost_what_exists_costs() {
         &mut c,
         &["BF.RESERVE", "k", "0.01", "1000", "EXPANSION", "10000"],
     );
-    madd_all(&mut c, "k", &items("m", 1000));
-    let refused = raw_err(&mut c, &["BF.ADD", "k", "new"]);
+    // Fill the first layer (false positives do not count) until growth is refused.
+    let mut refused = None;
+    for i in 0..5000 {
+        let item = format!("m:{i}");
+        if let Err(e) = raw(&mut c, &["BF.ADD", "k", item.as_str()]) {
+            refused = Some((e, item));
+            break;
+        }
+    }
+    let (refused, new_item) = refused.expect("growth must be refused");
     assert!(refused.contains("bf.max-filter-bytes"), "{refused}");
 
-    let exists = per_call(&mut c, &["BF.EXISTS", "k", "m1"], 300);
-    let add_present = per_call(&mut c, &["BF.ADD", "k", "m1"], 300);
-    let add_refused = per_call(&mut c, &["BF.ADD", "k", "new"], 300);
+    let exists = per_call(&mut c, &["BF.EXISTS", "k", "m:1"], 300);
+    let add_present = per_call(&mut c, &["BF.ADD", "k", "m:1"], 300);
+    let add_refused = per_call(&mut c, &["BF.ADD", "k", new_item.as_str()], 300);
     // Both round trips are dominated by the socket; a sizing per call (~7 ms) was 100× that.
     assert!(add_present < exists * 10.0, "{add_present} vs {exists}");
     assert!(add_refused < exists * 10.0, "{add_refused} vs {exists}");

@@ -317,7 +317,10 @@ fn resp3_madd_overflow_error_element() {
     // (answered false, not an error); the error comes at the first item that needed room.
     let (last, answers) = arr.split_last().expect("a reply");
     assert_eq!(&answers[..2], &[Value::Boolean(true), Value::Boolean(true)]);
-    assert!(answers[2..].iter().all(|v| *v == Value::Boolean(false)), "{arr:?}");
+    assert!(
+        answers[2..].iter().all(|v| *v == Value::Boolean(false)),
+        "{arr:?}"
+    );
     assert!(
         matches!(last, Value::ServerError(e) if server_err_text(e) == "ERR non scaling filter is full"),
         "{arr:?}"
