@@ -355,4 +355,23 @@ criterion_group! {
     config = Criterion::default().without_plots();
     targets = benches
 }
-criterion_main!(core);
+criterion_main!(core, sizing);
+
+fn sizing_bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sizing");
+    group.sample_size(10);
+    for error_rate in [1e-2, 1e-4, 1e-7, 1e-9] {
+        group.bench_function(BenchmarkId::new("layer_size", error_rate), |b| {
+            b.iter(|| {
+                rustbloom_core::sizing::layer_size(black_box(10_000_000), black_box(error_rate))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = sizing;
+    config = Criterion::default().without_plots();
+    targets = sizing_bench
+}
