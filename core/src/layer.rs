@@ -13,9 +13,10 @@ pub struct Layer {
     bits: BitVec<u64, Lsb0>,
     num_hashes: u32,
     layout: Layout,
-    /// Probes in each of an item's lines (`num_hashes / lines`), 0 when classic; kept to spare
-    /// the division on every operation.
-    per_line: u32,
+    /// Probes in each of an item's lines (`num_hashes / lines` ≤ 16), 0 when classic; kept to
+    /// spare the division on every operation, in a byte so that a layer's bookkeeping stays 56
+    /// bytes (BF.INFO's Size counts it; see the test).
+    per_line: u8,
     /// Items this layer was sized for; the scalable filter stops adding to it once reached.
     capacity: u64,
     /// The false-positive rate this layer was sized for.
@@ -50,7 +51,8 @@ impl Layer {
             bits: BitVec::from_vec(zeroed_words(size.bits / 64)?),
             num_hashes: size.num_hashes,
             layout: size.layout,
-            per_line: size.hashes_per_line(),
+            // check() bounds it by MAX_BLOCKED_HASHES = 16.
+            per_line: size.hashes_per_line() as u8,
             capacity,
             error_rate,
             items,
@@ -77,7 +79,7 @@ impl Layer {
                 // Line by line: a non-member usually fails in the first one.
                 (0..self.layout.lines() as usize).all(|j| {
                     let line = Self::line(words, hash.line(j, lines));
-                    let mask = hash.line_mask(j, self.per_line);
+                    let mask = hash.line_mask(j, u32::from(self.per_line));
                     line.iter()
                         .zip(&mask)
                         .fold(0, |missing, (w, m)| missing | (m & !w))
@@ -137,7 +139,7 @@ impl Layer {
                 let lines = words.len() as u64 / 8;
                 for j in 0..self.layout.lines() as usize {
                     let start = hash.line(j, lines) as usize * 8;
-                    let mask = hash.line_mask(j, self.per_line);
+                    let mask = hash.line_mask(j, u32::from(self.per_line));
                     for (word, m) in words[start..start + 8].iter_mut().zip(mask) {
                         changed |= !*word & m;
                         *word |= m;

@@ -30,13 +30,44 @@ pub const MAX_LINES: u32 = 4;
 /// When no h up to [`MAX_LINES`] qualifies (error rates far below 1e-9), the layer stays classic.
 pub const LINES_MAX_COST: f64 = 1.05;
 
-/// Layers whose classic size is below this stay classic: TODO(measure).
-pub const LINES_MIN_BYTES: u64 = 64 << 10;
+/// Layers whose classic size is below this stay classic; from here up they go in lines. Measured
+/// (`cargo bench -p rustbloom-core --bench core -- layout`, the `# ab` lines: this thread's CPU
+/// ns per item, batches of 100 with prefetch, classic vs the chosen lines, fastest of 11
+/// alternating rounds; AMD EPYC, 1 MB L2 per core, 32 MB L3, shared and loaded while measured):
+///
+/// ```text
+///   ε     layer   member lookup    non-member lookup   insert
+///   1e-2  100 KB   20.5 →  20.2     22.2 →  18.7        24.3 →  28.9
+///         1 MB     44.7 →  32.8     33.3 →  26.9        53.6 →  48.4
+///         10 MB    92.0 →  69.1     59.9 →  58.7       104.9 →  51.1
+///         100 MB  107.7 →  96.8     85.7 →  88.9       114.6 → 119.3
+///   1e-4  100 KB   28.4 →  33.5     26.1 →  19.8        34.1 →  40.2
+///         1 MB     48.5 →  45.0     31.4 →  20.4        54.1 →  42.5
+///         10 MB   117.8 → 116.0     61.0 →  59.3       129.6 →  79.5
+///         100 MB  188.6 → 184.4    137.3 → 106.6       197.1 → 195.5
+///   1e-7  100 KB   55.7 →  56.0     35.8 →  21.8        56.1 →  58.0
+///         1 MB     75.0 →  70.8     39.0 →  23.6        60.4 →  58.8
+///         10 MB   214.9 → 183.7    119.2 →  77.8       235.8 → 233.8
+///         100 MB  321.3 → 250.9    249.0 → 107.1       380.8 → 309.1
+///   1e-9  100 KB   69.2 →  66.6     40.2 →  22.2        68.3 →  65.0
+///         1 MB     87.6 →  74.4     45.0 →  23.7        79.6 →  70.8
+///         10 MB   216.2 → 224.0    127.3 →  69.6       235.9 → 127.9
+///         100 MB  378.1 → 326.3    299.5 → 108.7       416.5 → 339.5
+/// ```
+///
+/// From 1 MB up lines are as fast or faster everywhere (up to 2.8× on non-member lookups, which
+/// usually stop in the first line); at 100 KB, inside L2, they still win non-member lookups but
+/// lose up to 18% on inserts and member lookups at 1e-2 and 1e-4, where k is small anyway. So the
+/// line is drawn between the two, at half this machine's L2: a byte threshold, but one set by
+/// measurement and far below the 8 MiB of the blocked layout before. Layers below it also keep
+/// the classic sizing of releases before (replicas of those size new layers themselves).
+pub const LINES_MIN_BYTES: u64 = 512 << 10;
 
 /// Bisection steps for a layer's bits per item. The bracket is at most [`LINES_MAX_COST`] − 1 =
-/// 5% of the answer wide, so 24 halvings leave 3·10⁻⁹ of it: under one cache line for any layer
-/// below 10⁸ items, and always on the safe (larger) side.
-const BISECTION_STEPS: u32 = 24;
+/// 5% of the answer wide, so 40 halvings leave 5·10⁻¹⁴ of it: the exact bits of the model for
+/// any layer below 10¹¹ bits, the same ones the 50-step search on [1, 200] of releases before
+/// found for the one-line layout (so those layers stay bit-identical), always on the safe side.
+const BISECTION_STEPS: u32 = 40;
 
 /// Poisson terms smaller than this fraction of the sum so far are past the edge of the sum (once
 /// they are shrinking), so the sum stops there.
@@ -50,8 +81,10 @@ pub enum Layout {
     /// k positions inside one 512-bit line chosen per item: the one-line case of
     /// [`Layout::Lines`], bit for bit, under the name and encoding code it had first.
     Blocked,
-    /// k/h positions in each of h 512-bit lines chosen per item, h in `2..=MAX_LINES`.
-    Lines(u32),
+    /// k/h positions in each of h 512-bit lines chosen per item, h in `2..=MAX_LINES`. A byte:
+    /// the layout is kept in every layer, whose bookkeeping (counted in BF.INFO's Size and in
+    /// MEMORY USAGE) must not grow.
+    Lines(u8),
 }
 
 impl Layout {
@@ -60,7 +93,7 @@ impl Layout {
         match self {
             Layout::Classic => 0,
             Layout::Blocked => 1,
-            Layout::Lines(lines) => lines,
+            Layout::Lines(lines) => u32::from(lines),
         }
     }
 
@@ -69,7 +102,7 @@ impl Layout {
         match lines {
             0 => Some(Layout::Classic),
             1 => Some(Layout::Blocked),
-            2..=MAX_LINES => Some(Layout::Lines(lines)),
+            2..=MAX_LINES => Some(Layout::Lines(lines as u8)),
             _ => None,
         }
     }
