@@ -22,7 +22,14 @@
 //! Items are 8-byte little-endian integers: members are `0..capacity`, non-members come from a
 //! disjoint range. The hash scatters them, so consecutive integers give random memory accesses.
 //!
-//! Run: `cargo bench -p rustbloom-core --bench core` (about 2 minutes, most of it filling the 100M filter).
+//! Two more groups, each skipped unless named on the command line or no filter is given:
+//! - `layout/...` (issue 10): classic against the layout in cache lines, per error rate and layer
+//!   size, plus an alternating A/B by thread CPU time printed as `# ab` lines (see
+//!   [`layout_bench`]; the numbers are recorded at `rustbloom_core::sizing::LINES_MIN_BYTES`).
+//! - `sizing/layer_size/<ε>`: the time to size one layer.
+//!
+//! Run: `cargo bench -p rustbloom-core --bench core` (about 12 minutes, most of it filling the
+//! 100M filter and the 100 MB layers).
 //! Filter by name as usual: `cargo bench -p rustbloom-core --bench core -- single/contains`.
 
 use std::hint::black_box;
@@ -336,15 +343,15 @@ fn benches(c: &mut Criterion) {
     const SUBJECTS: [(&str, u64); 2] = [("10M", 10_000_000), ("100M", 100_000_000)];
     // Filling the 100M filter takes ~20 s: skip a filter when the command line's name filters
     // mention only the other one (e.g. `cargo bench -p rustbloom-core --bench core -- /10M`).
-    let filters = name_filters();
-    let mentioned = |label: &str| filters.iter().any(|f| f.contains(label));
-    if !filters.is_empty()
-        && !["single", "batch100", "contains", "insert", "10M"]
-            .iter()
-            .any(|name| mentioned(name))
-    {
+    let all = name_filters();
+    let filters: Vec<&String> = all
+        .iter()
+        .filter(|f| !f.starts_with("layout") && !f.starts_with("sizing"))
+        .collect();
+    if filters.is_empty() && !all.is_empty() {
         return;
     }
+    let mentioned = |label: &str| filters.iter().any(|f| f.contains(label));
     let any_mentioned = SUBJECTS.iter().any(|(label, _)| mentioned(label));
     for (label, capacity) in SUBJECTS {
         if any_mentioned && !mentioned(label) {

@@ -63,11 +63,15 @@ pub const LINES_MAX_COST: f64 = 1.05;
 /// the classic sizing of releases before (replicas of those size new layers themselves).
 pub const LINES_MIN_BYTES: u64 = 512 << 10;
 
-/// Bisection steps for a layer's bits per item. The bracket is at most [`LINES_MAX_COST`] − 1 =
-/// 5% of the answer wide, so 40 halvings leave 5·10⁻¹⁴ of it: the exact bits of the model for
-/// any layer below 10¹¹ bits, the same ones the 50-step search on [1, 200] of releases before
+/// A layer's bits per item are searched to this relative width: the exact bits of the model for
+/// any layer below 10¹² bits, the same ones the 50-step bisection on [1, 200] of releases before
 /// found for the one-line layout (so those layers stay bit-identical), always on the safe side.
-const BISECTION_STEPS: u32 = 40;
+const SEARCH_TOLERANCE: f64 = 1e-14;
+
+/// Most steps of that search; it takes about 10 evaluations, at most 40 over the 1 to 4 lines
+/// and 1 to 16 probes per line tried from 1e-2 to 1e-12 (tested); the cap only bounds a
+/// pathological case.
+const SEARCH_STEPS: u32 = 64;
 
 /// Poisson terms smaller than this fraction of the sum so far are past the edge of the sum (once
 /// they are shrinking), so the sum stops there.
@@ -227,8 +231,8 @@ pub fn lines_size(capacity: u64, error_rate: f64, lines: u32) -> Option<LayerSiz
 /// (Poisson), so the rate is `[Σ_j Pois(j; λ)·(1 − (1 − 1/512)^(j·k/h))^(k/h)]^h`. k is a
 /// multiple of h (k/h probes in every line), which keeps all lines alike and the model exact;
 /// at the best integer k/h it costs at most 1% in bits over the best real k (checked in tests).
-/// For each k/h near log2(1/ε)/h we bisect c between the classic optimum ln(1/ε)/ln²2, which no
-/// layout beats, and `max_bits_per_item`, and keep the cheapest.
+/// For each k/h near log2(1/ε)/h we search c between the classic optimum ln(1/ε)/ln²2, which no
+/// layout beats, and `max_bits_per_item` (see [`smallest_meeting`]), and keep the cheapest.
 fn in_lines(
     capacity: u64,
     error_rate: f64,
@@ -237,28 +241,16 @@ fn in_lines(
 ) -> Option<LayerSize> {
     let layout = Layout::with_lines(lines).filter(|layout| *layout != Layout::Classic)?;
     let floor = math::ln(1.0 / error_rate) / (LN_2 * LN_2);
-    let meets = |bits_per_item: f64, per_line: u32| {
+    let rate = |bits_per_item: f64, per_line: u32| {
         let lambda = f64::from(lines) * BLOCK_BITS as f64 / bits_per_item;
-        math::powi(line_error_rate(lambda, per_line), lines) <= error_rate
+        math::powi(line_error_rate(lambda, per_line), lines)
     };
     // The best k/h sits a little below the classic optimum log2(1/ε) spread over h lines (crowded
     // lines favour fewer probes): these five candidates hold it from 1e-2 to 1e-12 (tested).
     let centre = (floor * LN_2 / f64::from(lines)).ceil() as u32;
     let candidates = centre.saturating_sub(3).max(1)..=(centre + 1).min(MAX_BLOCKED_HASHES);
     let (per_line, bits_per_item) = cheapest(candidates, |per_line| {
-        if !meets(max_bits_per_item, per_line) {
-            return None;
-        }
-        let (mut low, mut high) = (floor, max_bits_per_item);
-        for _ in 0..BISECTION_STEPS {
-            let mid = (low + high) / 2.0;
-            if meets(mid, per_line) {
-                high = mid;
-            } else {
-                low = mid;
-            }
-        }
-        Some(high)
+        smallest_meeting(floor, max_bits_per_item, error_rate, |c| rate(c, per_line))
     });
     if !bits_per_item.is_finite() {
         return None;
@@ -268,6 +260,60 @@ fn in_lines(
         num_hashes: per_line * lines,
         layout,
     })
+}
+
+/// The smallest c in [low, high] with `rate(c)` ≤ `target`, for a rate that falls as c grows;
+/// None when even `high` misses. Regula falsi on ln rate − ln target, which is nearly linear in
+/// c, with the Illinois modification (Dowell and Jarratt, BIT 11, 1971: halve the value kept at
+/// an end that survives twice, so both ends close in): about 10 evaluations of the model where
+/// bisection needs 40 or more. Each step keeps a bracket whose upper end meets the target, so the answer
+/// is on the safe side, and falls back to halving when interpolation leaves the bracket.
+fn smallest_meeting(
+    mut low: f64,
+    mut high: f64,
+    target: f64,
+    rate: impl Fn(f64) -> f64,
+) -> Option<f64> {
+    let ln_target = math::ln(target);
+    let gap = |r: f64| math::ln(r) - ln_target;
+    let high_rate = rate(high);
+    if high_rate > target || high_rate.is_nan() {
+        return None;
+    }
+    let low_rate = rate(low);
+    if low_rate <= target {
+        return Some(low);
+    }
+    let (mut low_gap, mut high_gap) = (gap(low_rate), gap(high_rate));
+    let mut kept = 0i8;
+    for _ in 0..SEARCH_STEPS {
+        if high - low <= high * SEARCH_TOLERANCE {
+            break;
+        }
+        let secant = (low * high_gap - high * low_gap) / (high_gap - low_gap);
+        let mid = if secant > low && secant < high {
+            secant
+        } else {
+            (low + high) / 2.0
+        };
+        let mid_rate = rate(mid);
+        if mid_rate <= target {
+            high = mid;
+            high_gap = gap(mid_rate);
+            if kept == -1 {
+                low_gap /= 2.0;
+            }
+            kept = -1;
+        } else {
+            low = mid;
+            low_gap = gap(mid_rate);
+            if kept == 1 {
+                high_gap /= 2.0;
+            }
+            kept = 1;
+        }
+    }
+    Some(high)
 }
 
 /// The classic layout's best k and its bits per item for `error_rate`.
@@ -544,6 +590,51 @@ mod tests {
         // Small layers stay classic whatever the rate.
         assert_eq!(layer_size(1000, 1e-2).unwrap().layout, Layout::Classic);
         assert_eq!(layer_size(1000, 1e-9).unwrap().layout, Layout::Classic);
+    }
+
+    #[test]
+    fn the_search_takes_few_steps_and_lands_on_the_safe_side() {
+        for error_rate in [1e-2, 3e-3, 1e-4, 1e-7, 1e-9, 1e-12] {
+            let floor = classic_optimum(error_rate);
+            let (_, classic) = classic_bits_per_item(error_rate).unwrap();
+            for lines in 1..=MAX_LINES {
+                for per_line in 1..=MAX_BLOCKED_HASHES {
+                    let calls = std::cell::Cell::new(0);
+                    let rate = |c: f64| {
+                        calls.set(calls.get() + 1);
+                        let lambda = f64::from(lines) * 512.0 / c;
+                        math::powi(line_error_rate(lambda, per_line), lines)
+                    };
+                    let Some(c) = smallest_meeting(floor, classic * 2.0, error_rate, rate) else {
+                        continue;
+                    };
+                    assert!(
+                        calls.get() <= 40,
+                        "{error_rate} {lines}×{per_line}: {}",
+                        calls.get()
+                    );
+                    assert!(rate(c) <= error_rate);
+                    // Tight to the model's own rounding noise.
+                    let below = rate(c * (1.0 - 1e-11));
+                    assert!(
+                        below > error_rate,
+                        "{error_rate} {lines}×{per_line}: {c} {below:e}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// tests/golden.rs restores a blocked filter (BF.RESERVE 0.01 7000000, so layer 0 at 0.005)
+    /// and rebuilds it with the same commands: one-line layers keep the bits releases before
+    /// gave them.
+    #[test]
+    fn one_line_layers_keep_their_released_size() {
+        let size = layer_size(7_000_000, 0.005).unwrap();
+        assert_eq!(
+            (size.layout, size.num_hashes, size.bits),
+            (Layout::Blocked, 7, 80_532_480)
+        );
     }
 
     #[test]
