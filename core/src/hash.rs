@@ -1,4 +1,5 @@
-//! Item hashing: one xxh3-128 per item, k probe positions by double hashing.
+//! Item hashing: one xxh3-128 per item; k probe positions by double hashing (classic layout), or
+//! h lines and k/h positions in each by multiply-shift (layouts in lines, see [`crate`]).
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
