@@ -8,7 +8,7 @@
 //! ```text
 //!  offset  size  field
 //!  0       4     magic "RBLM"
-//!  4       1     format version (1)
+//!  4       1     format version: 2 when a layer spreads items over 2 or more cache lines, else 1
 //!  5       1     flags: bit 0 = non-scaling; other bits zero
 //!  6       2     reserved, zero
 //!  8       8     seed of the item hash
@@ -18,9 +18,18 @@
 //!  36      4     layer count L, 1..=MAX_LAYERS (1 when non-scaling)
 //!  40      8     loaded bytes: how many bytes of bits are valid (less than the total only while a
 //!                BF.LOADCHUNK load is incomplete)
-//!  48      24·L  per layer: items u64, bits u64, hashes u32, layout u32 (0 classic, 1 blocked)
+//!  48      24·L  per layer: items u64, bits u64, hashes u32 (k), layout u32: the cache lines h an
+//!                item's probes touch, 0 for classic (k lines anywhere), 1 for blocked, 2..=4 for
+//!                k/h probes in each of h lines (version 2 only)
 //!  48+24L  8     xxh3-64 of every byte before it
 //! ```
+//!
+//! Version 2 is version 1 plus layouts 2..=4 (issue 10): a header is written as version 1 whenever
+//! no layer needs them, so every filter an older release can read is still written so that it can
+//! read it (downgrades, older replicas loading an RDB), and a header is read only at the version
+//! it would be written at, so each filter has exactly one encoding. The layout code is the number
+//! of lines because the blocked layout of version 1 is, bit for bit, the one-line case (see
+//! [`crate::hash`]).
 //!
 //! Layer capacities and error rates are not stored: they follow from the parameters by the growth
 //! rule. Bit counts and hash counts are stored, so a later change of the sizing formula cannot
@@ -39,50 +48,26 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 use super::budget::{allocation_size, MemoryBudget};
 use super::layer::Layer;
 use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, MAX_CAPACITY, MAX_LAYERS};
-use super::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
+use super::sizing::{LayerSize, Layout};
 use super::stored::StoredFilter;
 
 const MAGIC: &[u8; 4] = b"RBLM";
-const FORMAT_VERSION: u8 = 1;
+/// Layouts 0 (classic) and 1 (blocked) only.
+const FORMAT_VERSION_1: u8 = 1;
+/// Adds layouts 2..=4: an item's probes in 2 to 4 cache lines.
+const FORMAT_VERSION_2: u8 = 2;
 const FLAG_NON_SCALING: u8 = 1;
 const FIXED_HEADER_BYTES: usize = 48;
 const LAYER_BYTES: usize = 24;
 const CHECKSUM_BYTES: usize = 8;
-const LAYOUT_CLASSIC: u32 = 0;
-const LAYOUT_BLOCKED: u32 = 1;
 
-/// How a layer's layout is written: in headers and in BF.GROW / BF.RESERVE SHAPE.
-pub fn layout_code(layout: Layout) -> u32 {
-    match layout {
-        Layout::Classic => LAYOUT_CLASSIC,
-        Layout::Blocked => LAYOUT_BLOCKED,
+/// The lowest format version that can describe layers of these layouts.
+fn format_version(layouts: impl IntoIterator<Item = Layout>) -> u8 {
+    if layouts.into_iter().any(|layout| layout.lines() > 1) {
+        FORMAT_VERSION_2
+    } else {
+        FORMAT_VERSION_1
     }
-}
-
-/// The layout a code names, if any.
-pub fn layout_from_code(code: u32) -> Option<Layout> {
-    match code {
-        LAYOUT_CLASSIC => Some(Layout::Classic),
-        LAYOUT_BLOCKED => Some(Layout::Blocked),
-        _ => None,
-    }
-}
-
-/// Ok when `size` is a well-formed shape for its layout: a positive bit count in whole words
-/// (whole blocks when blocked) and a hash count the layout supports. Shared by the header decoder
-/// and the commands that carry a shape.
-pub fn check_layout(size: LayerSize) -> Result<(), &'static str> {
-    let (unit, max_hashes) = match size.layout {
-        Layout::Classic => (64, MAX_HASHES),
-        Layout::Blocked => (BLOCK_BITS, MAX_BLOCKED_HASHES),
-    };
-    if size.bits == 0 || !size.bits.is_multiple_of(unit) {
-        return Err("bit count");
-    }
-    if !(1..=max_hashes).contains(&size.num_hashes) {
-        return Err("hash count");
-    }
-    Ok(())
 }
 
 /// The largest expansion a filter may have (RedisBloom's bound).
@@ -114,7 +99,9 @@ fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
     let layers = filter.layers();
     let mut out = Vec::with_capacity(FIXED_HEADER_BYTES + LAYER_BYTES * layers.len() + 8);
     out.extend_from_slice(MAGIC);
-    out.push(FORMAT_VERSION);
+    out.push(format_version(
+        layers.iter().map(|layer| layer.size().layout),
+    ));
     let (flags, expansion) = match params.growth {
         Growth::NonScaling => (FLAG_NON_SCALING, 0),
         Growth::Scaling { expansion } => (0, expansion),
@@ -132,7 +119,7 @@ fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
         out.extend_from_slice(&layer.items().to_le_bytes());
         out.extend_from_slice(&size.bits.to_le_bytes());
         out.extend_from_slice(&size.num_hashes.to_le_bytes());
-        out.extend_from_slice(&layout_code(size.layout).to_le_bytes());
+        out.extend_from_slice(&size.layout.lines().to_le_bytes());
     }
     let checksum = xxh3_64(&out);
     out.extend_from_slice(&checksum.to_le_bytes());
@@ -244,7 +231,10 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     let mut fields = Fields { bytes, at: 0 };
     check(&fields.take::<4>() == MAGIC, "magic")?;
     let [version, flags] = fields.take::<2>();
-    check(version == FORMAT_VERSION, "format version")?;
+    check(
+        version == FORMAT_VERSION_1 || version == FORMAT_VERSION_2,
+        "format version",
+    )?;
     check(flags & !FLAG_NON_SCALING == 0, "flags")?;
     check(fields.take::<2>() == [0, 0], "reserved")?;
     let seed = fields.u64();
@@ -286,7 +276,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
         let items = fields.u64();
         let bits = fields.u64();
         let num_hashes = fields.u32();
-        let layout = layout_from_code(fields.u32()).ok_or(DecodeError::Corrupt("layout"))?;
+        let layout = Layout::with_lines(fields.u32()).ok_or(DecodeError::Corrupt("layout"))?;
         let layer_capacity = params
             .layer_capacity(index)
             .ok_or(DecodeError::Corrupt("capacity"))?;
@@ -295,7 +285,10 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
             num_hashes,
             layout,
         };
-        check_layout(size).map_err(DecodeError::Corrupt)?;
+        // Bits a positive multiple of 64 (of 512 in lines), k in range and, in h lines, a
+        // multiple of h with at most 16 per line; then whether the shape fits the layer's
+        // capacity and error rate.
+        size.check().map_err(DecodeError::Corrupt)?;
         params
             .check_layer(index, size)
             .map_err(DecodeError::Corrupt)?;
@@ -316,6 +309,10 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
         });
     }
     check(loaded <= total_bytes, "loaded bytes")?;
+    check(
+        version == format_version(layers.iter().map(|layer| layer.size.layout)),
+        "format version",
+    )?;
     Ok(FilterShape {
         params,
         layers,

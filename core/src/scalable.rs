@@ -67,7 +67,7 @@ mod test_hooks {
     pub fn skewed(size: LayerSize) -> LayerSize {
         let unit = match size.layout {
             Layout::Classic => 64,
-            Layout::Blocked => 512,
+            Layout::Blocked | Layout::Lines(_) => 512 * u64::from(size.layout.lines()),
         };
         LayerSize {
             bits: size.bits + unit,
@@ -258,7 +258,7 @@ impl BloomFilter {
         size: LayerSize,
         budget: &mut B,
     ) -> Result<BloomFilter, CreateError> {
-        crate::encoding::check_layout(size).map_err(CreateError::Shape)?;
+        size.check().map_err(CreateError::Shape)?;
         params.check_layer(0, size).map_err(CreateError::Shape)?;
         Self::create(params, size, budget)
     }
@@ -434,7 +434,7 @@ impl BloomFilter {
         if !self.newest().is_full() {
             return Err(PushError::Shape("the newest layer is not full"));
         }
-        crate::encoding::check_layout(size).map_err(PushError::Shape)?;
+        size.check().map_err(PushError::Shape)?;
         self.params
             .check_layer(index, size)
             .map_err(PushError::Shape)?;

@@ -8,9 +8,11 @@ use super::encoding::{
     decode_header, decode_load_header, encode_header, encode_transfer_header, load_chunk,
     scandump_step, ChunkError, CHUNK_BYTES,
 };
+use super::sizing::{layer_size, lines_size, Layout};
 use super::{
     AddOutcome, BloomFilter, Budget, FilterParams, Growth, InsertError, StoredFilter, Unlimited,
 };
+use super::{ItemHash, Layer};
 
 fn random_items(rng: &mut ChaCha8Rng, count: usize) -> Vec<[u8; 16]> {
     (0..count).map(|_| rng.random()).collect()
@@ -47,20 +49,104 @@ fn fill_and_measure(filter: &mut BloomFilter, count: usize, queries: usize, seed
 
 #[test]
 fn non_scaling_rate_at_capacity_is_at_most_the_requested_one() {
-    // Queries chosen so that ~1000+ false positives are expected: the noise is a few percent.
-    for (error_rate, queries) in [(1e-2, 200_000), (1e-3, 1_500_000), (1e-4, 12_000_000)] {
-        let mut f = filter(100_000, error_rate, Growth::NonScaling);
-        let measured = fill_and_measure(&mut f, 100_000, queries, 1);
+    // Queries chosen so that 10 000+ false positives are expected: the noise is about 1%.
+    for (error_rate, queries, layout) in [
+        (1e-2, 1_000_000, Layout::Blocked),
+        (1e-3, 10_000_000, Layout::Lines(2)),
+        (1e-4, 100_000_000, Layout::Lines(2)),
+    ] {
+        let mut f = filter(500_000, error_rate, Growth::NonScaling);
+        assert_eq!(f.layers()[0].size().layout, layout);
+        let measured = fill_and_measure(&mut f, 500_000, queries, 1);
         let ratio = measured / error_rate;
         eprintln!(
-            "non-scaling ε={error_rate}: measured {measured:.3e} ({ratio:.3}×), {:.2} bits/item",
-            f.bytes() as f64 * 8.0 / 1e5
+            "non-scaling ε={error_rate}: {layout:?}, measured {measured:.3e} ({ratio:.3}×), {:.2} bits/item",
+            f.bytes() as f64 * 8.0 / 5e5
         );
         assert!(
-            (0.5..=1.0).contains(&ratio),
+            (0.8..=1.0).contains(&ratio),
             "ε={error_rate}: measured {measured} ({ratio:.3}×)"
         );
-        assert!(f.items() <= 100_000 && f.items() > 99_000);
+        assert!(f.items() <= 500_000 && f.items() > 499_000);
+    }
+}
+
+/// Fills a layer of shape `size` with `items` random items and returns the measured rate over
+/// `queries` fresh ones.
+fn measure_layer(size: super::LayerSize, items: u64, queries: u64, seed: u64) -> f64 {
+    let mut layer = Layer::new(size, items, 0.5).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let hash = |rng: &mut ChaCha8Rng| ItemHash::new(&rng.random::<[u8; 16]>(), seed);
+    let added: Vec<ItemHash> = (0..items).map(|_| hash(&mut rng)).collect();
+    for h in &added {
+        layer.set(h);
+    }
+    assert!(added.iter().all(|h| layer.contains(h)), "false negative");
+    let positives = (0..queries)
+        .filter(|_| layer.contains(&hash(&mut rng)))
+        .count();
+    positives as f64 / queries as f64
+}
+
+/// At rates too low to measure (1e-7, 1e-9), a scaled-down check: the same shapes overfilled
+/// until the model predicts ~2e-3, where a million queries measure it to ±3%. Correlated
+/// hashing (lines or positions that travel together) would show here as a rate above the model.
+#[test]
+fn every_layout_follows_its_model_when_overfilled() {
+    for (error_rate, lines) in [
+        (1e-4, 1),
+        (1e-4, 2),
+        (1e-7, 3),
+        (1e-7, 4),
+        (1e-9, 3),
+        (1e-9, 4),
+        (1e-9, 0),
+    ] {
+        let capacity = 100_000;
+        let size = if lines == 0 {
+            super::sizing::classic_size(capacity, error_rate).unwrap()
+        } else {
+            lines_size(capacity, error_rate, lines).unwrap()
+        };
+        let mut items = capacity;
+        while super::sizing::expected_error_rate(size, items) < 2e-3 {
+            items += capacity / 20;
+        }
+        let expected = super::sizing::expected_error_rate(size, items);
+        let measured = measure_layer(size, items, 1_000_000, 7 + u64::from(lines));
+        let ratio = measured / expected;
+        eprintln!(
+            "ε={error_rate} {:?} k={}: {:.2}× capacity, model {expected:.3e}, measured {measured:.3e} ({ratio:.3}×)",
+            size.layout, size.num_hashes, items as f64 / capacity as f64
+        );
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "{error_rate} {lines}: {ratio}"
+        );
+    }
+}
+
+/// Classic against the layout [`layer_size`] picks, as a non-scaling filter sizes them (for
+/// 0.9·ε), at capacity, over a million queries or more where that measures the rate (to 1e-4).
+#[test]
+fn chosen_layouts_keep_the_rate_at_capacity() {
+    let capacity = 1_000_000;
+    for (error_rate, queries) in [(1e-2, 1_000_000), (1e-3, 4_000_000), (1e-4, 40_000_000)] {
+        let sized_for = error_rate * super::scalable::NON_SCALING_MARGIN;
+        let chosen = layer_size(capacity, sized_for).unwrap();
+        assert_ne!(chosen.layout, Layout::Classic);
+        let classic = super::sizing::classic_size(capacity, sized_for).unwrap();
+        for size in [classic, chosen] {
+            let measured = measure_layer(size, capacity, queries, 21);
+            eprintln!(
+                "ε={error_rate}: {:?} k={} {:.2} bits/item, measured {measured:.3e} ({:.3}×)",
+                size.layout,
+                size.num_hashes,
+                size.bits as f64 / capacity as f64,
+                measured / error_rate
+            );
+            assert!(measured <= error_rate, "{size:?}: {measured}");
+        }
     }
 }
 
@@ -71,7 +157,7 @@ fn big_blocked_layers_keep_the_rate_too() {
         (Growth::Scaling { expansion: 2 }, 0.4, 0.6),
     ] {
         let mut f = filter(8_000_000, 0.01, growth);
-        assert_eq!(f.layers()[0].size().layout, super::sizing::Layout::Blocked);
+        assert_eq!(f.layers()[0].size().layout, Layout::Blocked);
         let measured = fill_and_measure(&mut f, 8_000_000, 1_000_000, 12);
         let ratio = measured / 0.01;
         eprintln!(
@@ -367,4 +453,105 @@ fn batch_operations_match_one_at_a_time() {
         let single: Vec<bool> = slices.iter().map(|item| batched.contains(item)).collect();
         assert_eq!(found, single);
     }
+}
+
+/// Reseals a header after editing it.
+fn reseal(header: &mut [u8]) {
+    let body = header.len() - 8;
+    let checksum = xxhash_rust::xxh3::xxh3_64(&header[..body]);
+    header[body..].copy_from_slice(&checksum.to_le_bytes());
+}
+
+#[test]
+fn headers_are_version_2_exactly_when_a_layer_uses_several_lines() {
+    // Layer 0 (offset 48): items, bits, hashes at 64, layout at 68.
+    let lines = filter(500_000, 1e-4, Growth::NonScaling);
+    assert_eq!(lines.layers()[0].size().layout, Layout::Lines(2));
+    let header = encode_transfer_header(&lines);
+    assert_eq!((header[4], header[68]), (2, 2));
+    assert_eq!(
+        decode_whole(&encode_whole(&lines)),
+        Some(lines.try_clone(&mut Unlimited).unwrap())
+    );
+    let blocked = filter(500_000, 1e-2, Growth::NonScaling);
+    assert_eq!(blocked.layers()[0].size().layout, Layout::Blocked);
+    assert_eq!(
+        (
+            encode_transfer_header(&blocked)[4],
+            encode_transfer_header(&blocked)[68]
+        ),
+        (1, 1)
+    );
+    let classic = filter(1000, 1e-4, Growth::NonScaling);
+    assert_eq!(
+        (
+            encode_transfer_header(&classic)[4],
+            encode_transfer_header(&classic)[68]
+        ),
+        (1, 0)
+    );
+
+    // Version 1 cannot hold 2 lines, version 2 is only written for them.
+    let mut old = header.clone();
+    old[4] = 1;
+    reseal(&mut old);
+    assert_eq!(
+        decode_header(&old, &mut Unlimited),
+        Err(super::DecodeError::Corrupt("format version"))
+    );
+    let mut new = encode_transfer_header(&classic);
+    new[4] = 2;
+    reseal(&mut new);
+    assert_eq!(
+        decode_header(&new, &mut Unlimited),
+        Err(super::DecodeError::Corrupt("format version"))
+    );
+    // Lines past 4, a hash count that does not divide among the lines, more than 16 per line,
+    // and bits that are not whole lines are refused.
+    for (at, value, what) in [
+        (68, 5u32, "layout"),
+        (64, 13, "hash count"),
+        (64, 34, "hash count"),
+        (56, 500_000 * 20 + 64, "bit count"),
+    ] {
+        let mut bad = header.clone();
+        let width = if at == 56 { 8 } else { 4 };
+        bad[at..at + width].copy_from_slice(&u64::from(value).to_le_bytes()[..width]);
+        reseal(&mut bad);
+        assert_eq!(
+            decode_header(&bad, &mut Unlimited),
+            Err(super::DecodeError::Corrupt(what)),
+            "{what}"
+        );
+    }
+}
+
+/// A scaling filter whose layers change layout as they tighten: every layer keeps answering
+/// through growth and an encode/decode round trip.
+#[test]
+fn scaling_filters_mix_layouts() {
+    let mut f = filter(200_000, 2e-2, Growth::Scaling { expansion: 2 });
+    let mut rng = ChaCha8Rng::seed_from_u64(30);
+    let items = random_items(&mut rng, 200_000 * 8);
+    for item in &items {
+        f.insert(item, &mut Unlimited).unwrap();
+    }
+    let layouts: Vec<Layout> = f.layers().iter().map(|l| l.size().layout).collect();
+    assert!(
+        layouts.contains(&Layout::Blocked) && layouts.contains(&Layout::Lines(2)),
+        "{layouts:?}"
+    );
+    assert!(items.iter().all(|item| f.contains(item)));
+    assert_eq!(
+        decode_whole(&encode_whole(&f)),
+        Some(f.try_clone(&mut Unlimited).unwrap())
+    );
+}
+
+/// BF.INFO's Size and MEMORY USAGE count a filter's bookkeeping (see
+/// `BloomFilter::memory_usage`, allocation sizes); the golden fixtures pin those numbers.
+#[test]
+fn bookkeeping_sizes_stay_as_released() {
+    assert_eq!(std::mem::size_of::<Layer>(), 56);
+    assert_eq!(std::mem::size_of::<BloomFilter>(), 80);
 }

@@ -1,7 +1,8 @@
 //! The one place command arguments are parsed: typed results, and one error reply per failure.
 
-use rustbloom_core::encoding::{layout_from_code, MAX_EXPANSION};
+use rustbloom_core::encoding::MAX_EXPANSION;
 use rustbloom_core::scalable::{MAX_CAPACITY, MAX_LAYERS};
+use rustbloom_core::sizing::Layout;
 use rustbloom_core::{Growth, LayerSize};
 
 use super::ffi::{Command, CommandError};
@@ -193,7 +194,8 @@ fn once(already: bool, name: &str) -> Result<(), CommandError> {
     }
 }
 
-/// A layer shape as BF.RESERVE's SHAPE and BF.GROW carry it: bits, hashes, layout code. Only
+/// A layer shape as BF.RESERVE's SHAPE and BF.GROW carry it: bits, hashes, and the layout as its
+/// number of cache lines (0 classic), the code headers use. Only
 /// its form is checked here; whether it fits the filter is the core's call.
 fn parse_shape(bits: &[u8], hashes: &[u8], layout: &[u8]) -> Result<LayerSize, CommandError> {
     let bits = parse_u64(bits).ok_or(BAD_SHAPE)?;
@@ -202,7 +204,7 @@ fn parse_shape(bits: &[u8], hashes: &[u8], layout: &[u8]) -> Result<LayerSize, C
         .ok_or(BAD_SHAPE)?;
     let layout = parse_u64(layout)
         .and_then(|code| u32::try_from(code).ok())
-        .and_then(layout_from_code)
+        .and_then(Layout::with_lines)
         .ok_or(BAD_SHAPE)?;
     Ok(LayerSize {
         bits,

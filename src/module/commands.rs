@@ -18,9 +18,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustbloom_core::encoding::{
-    decode_load_header, layout_code, load_chunk, scandump_step, ChunkError,
-};
+use rustbloom_core::encoding::{decode_load_header, load_chunk, scandump_step, ChunkError};
 use rustbloom_core::scalable::{CreateError, LimitError, PushError};
 use rustbloom_core::{
     AddOutcome, BloomFilter, DecodeError, FilterParams, Growth, InsertError, LayerSize,
@@ -143,7 +141,7 @@ fn shape_args(size: LayerSize) -> [String; 3] {
     [
         size.bits.to_string(),
         size.num_hashes.to_string(),
-        layout_code(size.layout).to_string(),
+        size.layout.lines().to_string(),
     ]
 }
 
