@@ -258,8 +258,9 @@ fn add_items(
     let key = command.open_key(true);
     let mut budget = budget(command);
     let mut created = None;
-    let creating = ready_mut(&key)?.is_none();
-    let filter = match ready_mut(&key)? {
+    let existing = ready_mut(&key)?;
+    let creating = existing.is_none();
+    let filter = match existing {
         Some(filter) => filter,
         None => created.insert(create(
             command,
