@@ -155,7 +155,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = filter.contains(b"x");
         // And takes no more chunks, whatever they are.
         let snapshot = clone_stored(&stored);
-        let bits = r.bytes(usize::from(r.u8()) + 1).to_vec();
+        let len = usize::from(r.u8()) + 1;
+        let bits = r.bytes(len).to_vec();
         let chunk = with_sum(&bits, chunk_sum(stored.filter(), total, &bits));
         let iterator = 1 + total + bits.len() as u64;
         assert_eq!(
