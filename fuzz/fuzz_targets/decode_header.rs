@@ -156,7 +156,6 @@ fn exercise(filter: &mut BloomFilter, r: &mut Reader) {
     filter.insert_many(items.iter().copied(), &mut budget(), &mut outcome);
     check_outcome(filter, &items, &outcome, layers_before, items_before);
     replay(&mut replica, &items, &outcome);
-    eprintln!("DEBUG decoded: grown {} added {} err {:?}", outcome.grown.len(), outcome.added.len(), outcome.error);
     assert_eq!(&replica, &*filter, "replica diverged from its primary");
 
     // The same from creation: a primary created here, a replica created from its first
