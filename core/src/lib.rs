@@ -83,11 +83,17 @@
 //! checksummed header describing every layer (see the picture in [`encoding`]), followed by the
 //! layers' bits in order as little-endian bytes, cut into chunks. The decoder validates every field
 //! and the consistency between them before it trusts any size.
+//!
+//! # RedisBloom's filters ([`redisbloom`])
+//!
+//! Filters migrated from RedisBloom keep RedisBloom's own layout, hashes and growth rule, so they
+//! answer exactly as they did there; they are read from its RDB values and SCANDUMP streams.
 
 pub mod encoding;
 pub mod hash;
 pub mod layer;
 mod math;
+pub mod redisbloom;
 pub mod scalable;
 pub mod sizing;
 

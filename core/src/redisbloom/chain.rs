@@ -1,0 +1,562 @@
+//! A RedisBloom filter as RedisBloom keeps it: a chain of plain Bloom filters ("links").
+//!
+//! Every link keeps the fields RedisBloom stores for it, so that a migrated filter probes the
+//! same bits, grows into the same links and encodes back to the same bytes:
+//!
+//! ```text
+//!   RbFilter { items, options, growth, links: [link 0 (oldest), link 1, ..., link n-1 (newest)] }
+//!   Link     { entries, error, hashes, bpe, bits, n2, items, array: [byte 0 | byte 1 | ...] }
+//!
+//!   bit x of a link is  array[x >> 3] & (1 << (x & 7))      (least significant bit first)
+//!   probe i of an item: x_i = ((a + i·b) mod 2^64) mod M,   0 ≤ i < hashes
+//!                       M   = 2^n2 when n2 > 0, else bits (bits = 0: 8 · array length)
+//! ```
+//!
+//! `(a, b)` are two hashes of the item ([`ItemHash`]), computed once and shared by all links.
+//! A lookup scans links newest to oldest; an add answers false when any link has the item, else
+//! sets its bits in the newest link, first pushing a new link when that one holds `entries` items.
+//!
+//! A new link is sized as RedisBloom 2.8.2 sizes one (checked against its SCANDUMP headers):
+//!
+//! ```text
+//!   entries = entries_prev · growth          error = error_prev · 0.5
+//!   bpe     = −ln(error) / 0.480453013918201   (RedisBloom's decimal constant for ln²2)
+//!   hashes  = ⌈ln 2 · bpe⌉
+//!   NOROUND:   raw = (u64)(entries · bpe),                  n2 = 0
+//!   otherwise: n2 = ⌊log2(entries · bpe)⌋ + 1,  raw = 2^n2, entries = (u64)(2^n2 / bpe)
+//!   bytes   = 8 · max(1, ⌈raw / 64⌉)           bits = 8 · bytes
+//! ```
+//!
+//! The recomputed `entries` of a power-of-two link and the one-word minimum are not in the
+//! format notes; both were observed on RedisBloom 2.8.2 (a link of n2 = 1 is stored with 8 bytes
+//! and bits = 64 but probes modulo 2). `ln` is the platform's (`f64::ln`), like RedisBloom's C
+//! `log`: glibc's is correctly rounded, so the bpe it computes matches RedisBloom's to the bit.
+
+use super::murmur::{murmur2, murmur64a, M64};
+use crate::encoding::{ChunkError, DecodeError};
+use crate::scalable::{InsertError, LimitError, Limits};
+
+/// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
+pub const NOROUND: u32 = 1;
+/// Option flag: the capacity given at creation was a number of bits (creation only; kept as is).
+pub const ENTS_IS_BITS: u32 = 2;
+/// Option flag: items are hashed with MurmurHash64A (else the 32-bit MurmurHash2).
+pub const FORCE64: u32 = 4;
+/// Option flag: the filter refuses new items once its one link is full.
+pub const NO_SCALING: u32 = 8;
+/// Every flag RedisBloom defines.
+pub const KNOWN_OPTIONS: u32 = NOROUND | ENTS_IS_BITS | FORCE64 | NO_SCALING;
+
+/// Most links a filter may have. RedisBloom has no limit of its own: with EXPANSION 1 and
+/// capacity 1 each link takes one item at half the previous error, so links pile up until the
+/// error underflows to zero after about 1075 halvings (measured on 2.8.2: 1067 usable links from
+/// 0.01, then a broken zero-sized one). This bound admits every filter with a usable last link.
+pub const MAX_LINKS: usize = 1100;
+/// Most hashes per link: ⌈log2(1/ε)⌉ is at most 1075 for the smallest positive double.
+pub const MAX_HASHES: u32 = 1100;
+/// The largest expansion RedisBloom accepts.
+pub const MAX_GROWTH: u32 = 32768;
+
+/// RedisBloom's decimal approximation of ln²2, which its bits-per-entry formula divides by.
+/// Using the exact value would make some links one bit different.
+const LN2_SQUARED: f64 = 0.480453013918201;
+/// Seed of the first 32-bit hash of an item (the second is seeded with the first).
+const SEED32: u32 = 0x9747_b28c;
+
+/// How a filter derives probe positions from an item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hashing {
+    /// MurmurHash64A twice (the FORCE64 option).
+    Murmur64,
+    /// MurmurHash2 (32-bit) twice.
+    Murmur32,
+}
+
+/// How the probe sum `a + i·b` is reduced before the modulo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arithmetic {
+    /// Modulo 2^64 (every RedisBloom since v1.1.1).
+    Wide,
+    /// RedisBloom v1.0 (RDB encoding version 1) summed in 32 bits: in links of more than 2^31
+    /// bits the sum wraps at 2^32 first, so those links only ever use their first 2^32 bits.
+    /// Smaller links are unaffected (2^32 is a multiple of their power-of-two modulus).
+    Wrap32,
+}
+
+/// The two hashes of an item from which every probe position follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemHash {
+    pub a: u64,
+    pub b: u64,
+}
+
+impl ItemHash {
+    /// Hashes `item` as RedisBloom does under `hashing`.
+    pub fn new(item: &[u8], hashing: Hashing) -> ItemHash {
+        match hashing {
+            Hashing::Murmur64 => {
+                let a = murmur64a(item, M64);
+                ItemHash {
+                    a,
+                    b: murmur64a(item, a),
+                }
+            }
+            Hashing::Murmur32 => {
+                let a = murmur2(item, SEED32);
+                ItemHash {
+                    a: u64::from(a),
+                    b: u64::from(murmur2(item, a)),
+                }
+            }
+        }
+    }
+}
+
+/// The stored fields of one link, without its bit array.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkShape {
+    /// Items the link was sized for (RedisBloom's `entries`).
+    pub entries: u64,
+    pub error: f64,
+    pub hashes: u32,
+    /// Bits per entry.
+    pub bpe: f64,
+    /// The stored bit count (0 in some links written before v2.2).
+    pub bits: u64,
+    /// log2 of the modulus of a power-of-two link; 0 when the modulus is `bits`.
+    pub n2: u8,
+    /// Length of the bit array.
+    pub bytes: u64,
+    /// Items added to this link (RedisBloom's per-link `size`).
+    pub items: u64,
+}
+
+impl LinkShape {
+    /// The modulus M of the probe positions.
+    pub fn modulus(&self) -> u64 {
+        if self.n2 > 0 {
+            1 << self.n2
+        } else if self.bits == 0 {
+            self.bytes * 8
+        } else {
+            self.bits
+        }
+    }
+
+    /// Checks the fields against each other and against what RedisBloom can produce.
+    pub(crate) fn validate(&self) -> Result<(), DecodeError> {
+        check(self.entries >= 1, "link entries")?;
+        check(self.error > 0.0 && self.error < 1.0, "link error rate")?;
+        check((1..=MAX_HASHES).contains(&self.hashes), "link hashes")?;
+        check(self.bpe.is_finite() && self.bpe > 0.0, "link bits per entry")?;
+        check(self.items <= self.entries, "link items over entries")?;
+        check(self.bytes > 0, "empty link")?;
+        let array_bits = self.bytes.checked_mul(8).ok_or(corrupt("link bytes"))?;
+        if self.n2 > 0 {
+            check(self.n2 < 64, "link n2")?;
+        } else {
+            check(self.bits <= array_bits, "link bits over its bytes")?;
+        }
+        check(self.modulus() <= array_bits, "link modulus over its bytes")
+    }
+}
+
+fn corrupt(what: &'static str) -> DecodeError {
+    DecodeError::Corrupt(what)
+}
+
+pub(crate) fn check(ok: bool, what: &'static str) -> Result<(), DecodeError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(corrupt(what))
+    }
+}
+
+/// The filter-wide fields, as RedisBloom's chain stores them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainHeader {
+    /// Items over all links (RedisBloom's chain `size`).
+    pub items: u64,
+    pub options: u32,
+    /// Expansion: each new link has `growth` times the entries of the previous one.
+    pub growth: u32,
+    pub arithmetic: Arithmetic,
+}
+
+/// Everything a decoder learned about a filter before it allocates the bit arrays.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainShape {
+    pub header: ChainHeader,
+    /// Oldest first.
+    pub links: Vec<LinkShape>,
+}
+
+impl ChainShape {
+    /// Bytes of all bit arrays (validation checked the sum fits).
+    pub fn total_bytes(&self) -> u64 {
+        self.links.iter().map(|link| link.bytes).sum()
+    }
+
+    /// Checks the header against the links. Each link must already have passed
+    /// [`LinkShape::validate`].
+    pub(crate) fn validate(&self) -> Result<(), DecodeError> {
+        let header = &self.header;
+        check(header.options & !KNOWN_OPTIONS == 0, "options")?;
+        check((1..=MAX_LINKS).contains(&self.links.len()), "link count")?;
+        if header.options & NO_SCALING != 0 {
+            check(self.links.len() == 1, "non-scaling filter with several links")?;
+        } else {
+            check((1..=MAX_GROWTH).contains(&header.growth), "growth")?;
+        }
+        let mut items = 0u64;
+        let mut bytes = 0u64;
+        for link in &self.links {
+            items = items.checked_add(link.items).ok_or(corrupt("items"))?;
+            bytes = bytes.checked_add(link.bytes).ok_or(corrupt("total bytes"))?;
+        }
+        check(items == header.items, "items differ from the links' sum")
+    }
+}
+
+/// One link: its fields and its bit array.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    shape: LinkShape,
+    /// Cached [`LinkShape::modulus`].
+    modulus: u64,
+    array: Vec<u8>,
+}
+
+impl Link {
+    /// A link over a bit array whose length is `shape.bytes` (the caller validated the shape).
+    pub(crate) fn new(shape: LinkShape, array: Vec<u8>) -> Link {
+        debug_assert_eq!(array.len() as u64, shape.bytes);
+        Link {
+            modulus: shape.modulus(),
+            shape,
+            array,
+        }
+    }
+
+    pub fn shape(&self) -> &LinkShape {
+        &self.shape
+    }
+
+    /// The bit array, byte 0 first.
+    pub fn array(&self) -> &[u8] {
+        &self.array
+    }
+
+    pub(crate) fn array_mut(&mut self) -> &mut [u8] {
+        &mut self.array
+    }
+
+    /// The probe positions of `hash` in this link.
+    fn positions(&self, hash: ItemHash, arithmetic: Arithmetic) -> impl Iterator<Item = u64> {
+        let modulus = self.modulus;
+        let wrap = arithmetic == Arithmetic::Wrap32 && self.shape.n2 > 31;
+        (0..u64::from(self.shape.hashes)).map(move |i| {
+            let sum = hash.a.wrapping_add(i.wrapping_mul(hash.b));
+            let sum = if wrap { sum & 0xffff_ffff } else { sum };
+            sum % modulus
+        })
+    }
+
+    fn contains(&self, hash: ItemHash, arithmetic: Arithmetic) -> bool {
+        self.positions(hash, arithmetic)
+            .all(|x| self.array[(x >> 3) as usize] & (1 << (x & 7)) != 0)
+    }
+
+    fn set(&mut self, hash: ItemHash, arithmetic: Arithmetic) {
+        for x in self.positions(hash, arithmetic) {
+            self.array[(x >> 3) as usize] |= 1 << (x & 7);
+        }
+    }
+}
+
+/// `len` zero bytes, or the allocation failure as a value (`vec![0; n]` would abort the server).
+/// `try_reserve_exact` then `resize` needs no unsafe code; it writes the zeros at once where
+/// `alloc_zeroed` could leave pages untouched, a cost paid once per link.
+pub(crate) fn zeroed_bytes(len: u64) -> Result<Vec<u8>, LimitError> {
+    let refused = LimitError::Allocation { needed: len };
+    let len = usize::try_from(len).map_err(|_| refused)?;
+    let mut array = Vec::new();
+    array.try_reserve_exact(len).map_err(|_| refused)?;
+    array.resize(len, 0);
+    Ok(array)
+}
+
+/// A RedisBloom filter (see the module documentation for the layout and rules).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RbFilter {
+    header: ChainHeader,
+    /// Oldest first; never empty.
+    links: Vec<Link>,
+}
+
+impl RbFilter {
+    /// Assembles a filter from a validated shape and one array per link.
+    pub(crate) fn from_parts(header: ChainHeader, links: Vec<Link>) -> RbFilter {
+        debug_assert!(!links.is_empty());
+        RbFilter { header, links }
+    }
+
+    /// A filter of `shape` with all-zero bit arrays, after checking `limits` admit its bytes.
+    pub fn zeroed(shape: &ChainShape, limits: Limits) -> Result<RbFilter, DecodeError> {
+        let total = shape.total_bytes();
+        limits.admit(total, total).map_err(DecodeError::Limit)?;
+        let links = shape
+            .links
+            .iter()
+            .map(|link| Ok(Link::new(*link, zeroed_bytes(link.bytes)?)))
+            .collect::<Result<Vec<_>, LimitError>>()
+            .map_err(DecodeError::Limit)?;
+        Ok(RbFilter::from_parts(shape.header, links))
+    }
+
+    pub fn header(&self) -> &ChainHeader {
+        &self.header
+    }
+
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// The hash function the options select.
+    pub fn hashing(&self) -> Hashing {
+        if self.header.options & FORCE64 != 0 {
+            Hashing::Murmur64
+        } else {
+            Hashing::Murmur32
+        }
+    }
+
+    /// Items counted over all links (BF.CARD, "Number of items inserted").
+    pub fn items(&self) -> u64 {
+        self.header.items
+    }
+
+    /// Sum of the links' entries (BF.INFO "Capacity").
+    pub fn capacity(&self) -> u64 {
+        self.links
+            .iter()
+            .fold(0u64, |sum, link| sum.saturating_add(link.shape.entries))
+    }
+
+    /// Bytes of all bit arrays.
+    pub fn bytes(&self) -> u64 {
+        self.links.iter().map(|link| link.shape.bytes).sum()
+    }
+
+    pub fn is_scaling(&self) -> bool {
+        self.header.options & NO_SCALING == 0
+    }
+
+    /// Hashes `item` under this filter's options.
+    pub fn hash(&self, item: &[u8]) -> ItemHash {
+        ItemHash::new(item, self.hashing())
+    }
+
+    /// True when `item` may have been added.
+    pub fn contains(&self, item: &[u8]) -> bool {
+        self.contains_hash(self.hash(item))
+    }
+
+    /// [`contains`](Self::contains) for a hashed item: links newest to oldest, as RedisBloom.
+    pub fn contains_hash(&self, hash: ItemHash) -> bool {
+        let arithmetic = self.header.arithmetic;
+        self.links
+            .iter()
+            .rev()
+            .any(|link| link.contains(hash, arithmetic))
+    }
+
+    /// Adds `item`: Ok(false) when a link already has it, Ok(true) when its bits were set in the
+    /// newest link (pushing a link first if that one was full). On error nothing changed.
+    pub fn insert(&mut self, item: &[u8], limits: Limits) -> Result<bool, InsertError> {
+        self.insert_hash(self.hash(item), limits)
+    }
+
+    /// [`insert`](Self::insert) for a hashed item.
+    pub fn insert_hash(&mut self, hash: ItemHash, limits: Limits) -> Result<bool, InsertError> {
+        if self.contains_hash(hash) {
+            return Ok(false);
+        }
+        if self.newest().items >= self.newest().entries {
+            self.grow(limits)?;
+        }
+        let arithmetic = self.header.arithmetic;
+        let newest = self.links.last_mut().expect("a filter always has a link");
+        newest.set(hash, arithmetic);
+        newest.shape.items += 1;
+        self.header.items += 1;
+        Ok(true)
+    }
+
+    /// Looks up items in order, calling `found` with each answer.
+    pub fn contains_many<'a>(
+        &self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        mut found: impl FnMut(bool),
+    ) {
+        for item in items {
+            found(self.contains(item));
+        }
+    }
+
+    /// Adds items in order, calling `added` with each result; stops after reporting the first
+    /// error (as RedisBloom's BF.MADD stops at a full non-scaling filter).
+    pub fn insert_many<'a>(
+        &mut self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        limits: Limits,
+        mut added: impl FnMut(Result<bool, InsertError>),
+    ) {
+        for item in items {
+            let result = self.insert(item, limits);
+            let failed = result.is_err();
+            added(result);
+            if failed {
+                return;
+            }
+        }
+    }
+
+    fn newest(&self) -> &LinkShape {
+        &self.links.last().expect("a filter always has a link").shape
+    }
+
+    /// The shape of the link this filter would push next, by RedisBloom 2.8.2's rule.
+    pub fn next_link(&self) -> Result<LinkShape, InsertError> {
+        if !self.is_scaling() {
+            return Err(InsertError::NonScalingFull);
+        }
+        if self.links.len() >= MAX_LINKS {
+            return Err(InsertError::CannotGrow);
+        }
+        let newest = self.newest();
+        let entries = newest
+            .entries
+            .checked_mul(u64::from(self.header.growth))
+            .ok_or(InsertError::CannotGrow)?;
+        link_shape(
+            entries,
+            newest.error * 0.5,
+            self.header.options & NOROUND != 0,
+        )
+        .ok_or(InsertError::CannotGrow)
+    }
+
+    /// Bytes of the link this filter would push next; None when it cannot grow.
+    pub fn next_link_bytes(&self) -> Option<u64> {
+        self.next_link().ok().map(|link| link.bytes)
+    }
+
+    /// Pushes the next link, if `limits` admit it and the system gives the memory.
+    fn grow(&mut self, limits: Limits) -> Result<(), InsertError> {
+        let shape = self.next_link()?;
+        limits
+            .admit(self.bytes().saturating_add(shape.bytes), shape.bytes)
+            .map_err(InsertError::Limit)?;
+        let array = zeroed_bytes(shape.bytes).map_err(InsertError::Limit)?;
+        self.links.push(Link::new(shape, array));
+        Ok(())
+    }
+
+    /// Writes a SCANDUMP data chunk at byte `offset` of all arrays laid end to end. RedisBloom
+    /// refuses a chunk that does not lie within one link, and so does this.
+    pub fn write_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), ChunkError> {
+        let (link, start) = self.locate(offset).ok_or(ChunkError::Offset)?;
+        let array = self.links[link].array_mut();
+        let end = start
+            .checked_add(data.len())
+            .filter(|&end| end <= array.len())
+            .ok_or(ChunkError::TooBig)?;
+        array[start..end].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// The link holding byte `offset` of all arrays end to end, and the offset within it.
+    pub(crate) fn locate(&self, mut offset: u64) -> Option<(usize, usize)> {
+        for (index, link) in self.links.iter().enumerate() {
+            if offset < link.shape.bytes {
+                return Some((index, offset as usize));
+            }
+            offset -= link.shape.bytes;
+        }
+        None
+    }
+}
+
+/// A fresh link for `entries` items at `error`, or None when the sizes cannot be represented.
+fn link_shape(entries: u64, error: f64, noround: bool) -> Option<LinkShape> {
+    if !(error > 0.0 && error < 1.0) {
+        return None;
+    }
+    let bpe = -(error.ln() / LN2_SQUARED);
+    let hashes = (std::f64::consts::LN_2 * bpe).ceil();
+    if !(1.0..=f64::from(MAX_HASHES)).contains(&hashes) {
+        return None;
+    }
+    let wanted = entries as f64 * bpe;
+    // 2^64 as a double: anything at or past it has no u64 bit count.
+    if !(wanted < 18_446_744_073_709_551_616.0) {
+        return None;
+    }
+    let (raw_bits, n2, entries) = if noround {
+        (wanted as u64, 0, entries)
+    } else {
+        // ⌊log2 wanted⌋ + 1 (C's logb + 1) for wanted ≥ 1, from the exponent field.
+        if wanted < 1.0 {
+            return None;
+        }
+        let n2 = ((wanted.to_bits() >> 52) & 0x7ff) as u32 - 1023 + 1;
+        if n2 >= 64 {
+            return None;
+        }
+        let modulus = 1u64 << n2;
+        (modulus, n2 as u8, (modulus as f64 / bpe) as u64)
+    };
+    let words = raw_bits.div_ceil(64).max(1);
+    let bytes = words.checked_mul(8)?;
+    Some(LinkShape {
+        entries,
+        error,
+        hashes: hashes as u32,
+        bpe,
+        bits: bytes.checked_mul(8)?,
+        n2,
+        bytes,
+        items: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_links_as_redisbloom_2_8_2() {
+        // Fields read from RedisBloom 2.8.2's SCANDUMP headers.
+        let link = link_shape(100, 0.005, true).unwrap();
+        assert_eq!((link.bytes, link.bits, link.hashes), (144, 1152, 8));
+        assert_eq!(link.bpe, 11.027753418256411);
+        let link = link_shape(1, 0.99, true).unwrap();
+        assert_eq!((link.bytes, link.bits, link.hashes), (8, 64, 1));
+        let link = link_shape(167, 0.01, true).unwrap();
+        assert_eq!((link.bytes, link.bits), (200, 1600));
+        let link = link_shape(40, 0.00125, false).unwrap();
+        assert_eq!((link.bytes, link.bits, link.n2, link.entries), (128, 1024, 10, 73));
+        let link = link_shape(1, 0.45, false).unwrap();
+        assert_eq!((link.bytes, link.bits, link.n2, link.entries), (8, 64, 1, 1));
+        assert_eq!(link.modulus(), 2);
+    }
+
+    #[test]
+    fn refuses_unrepresentable_links() {
+        assert_eq!(link_shape(1, 0.0, true), None);
+        assert_eq!(link_shape(u64::MAX, 1e-300, true), None);
+        assert_eq!(link_shape(u64::MAX / 2, 1e-10, false), None);
+    }
+}

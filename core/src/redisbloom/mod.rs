@@ -1,0 +1,37 @@
+//! Reading RedisBloom's Bloom filters, so that a filter migrated from RedisBloom answers exactly
+//! as it did there, grows as it would have there, and can be SCANDUMPed back.
+//!
+//! # The idea
+//!
+//! RedisBloom's filters cannot be converted into ours: their bits were set by its hashes at its
+//! positions, and re-hashing needs the items, which a Bloom filter does not keep. So a migrated
+//! filter stays what it was, a chain of RedisBloom links ([`chain`]), probed and grown by
+//! RedisBloom's rules, hashed by its MurmurHash variants ([`murmur`]). It arrives either as an RDB
+//! value of RedisBloom's type `MBbloom--` ([`rdb`]) or as a BF.SCANDUMP stream ([`scandump`]),
+//! and leaves as a SCANDUMP stream in the same format.
+//!
+//! ```text
+//!   RDB value (encver 0..4) ──rdb::load──┐
+//!                                         ├──> RbFilter ── contains / insert (RedisBloom's rules)
+//!   SCANDUMP header + chunks ─scandump────┘        └──────> scandump::scandump_step (same format)
+//!
+//!   RbFilter:  link 0 (oldest) | link 1 | ... | link n-1 (newest, takes new items)
+//!   one link:  entries, error, hashes, bpe, bits, n2, items + bit array (byte 0 first, LSB first)
+//! ```
+//!
+//! Every decoder validates each count before it sizes anything (see [`chain::LinkShape`] and
+//! [`chain::ChainShape`] for the rules) and admits the total against the caller's
+//! [`Limits`](crate::Limits); growth tells its caller the next link's bytes
+//! ([`RbFilter::next_link_bytes`]) and reports a refused allocation as a value.
+//!
+//! The facts come from RedisBloom's formats as documented for this project and were checked
+//! against RedisBloom 2.8.2 itself: `core/tests/fixtures/redisbloom/` holds streams, DUMP
+//! payloads and BF.EXISTS answers recorded from it, and the script that recorded them.
+
+pub mod chain;
+pub mod murmur;
+pub mod rdb;
+pub mod scandump;
+
+pub use chain::{Arithmetic, ChainHeader, ChainShape, Hashing, ItemHash, Link, LinkShape, RbFilter};
+pub use rdb::{RdbError, RdbSource};

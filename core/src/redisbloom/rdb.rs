@@ -1,0 +1,164 @@
+//! RedisBloom's RDB value (type `MBbloom--`, encoding versions 0–4), read through [`RdbSource`].
+//!
+//! The value is a flat sequence of module-API fields; the Redis glue implements [`RdbSource`]
+//! over `RedisModule_LoadUnsigned`, `LoadDouble` and `LoadStringBuffer`. In order:
+//!
+//! ```text
+//!  header:    unsigned items          (over all links)
+//!             unsigned link count n
+//!             unsigned options        encver ≥ 2, else 0 (32-bit hashing, power-of-two links)
+//!             unsigned growth         encver ≥ 4, else 2
+//!  n × link:  unsigned entries
+//!             double   error
+//!             unsigned hashes
+//!             double   bpe
+//!             unsigned bits           encver ≥ 1, else (u64)(entries · bpe)
+//!             unsigned n2             encver ≥ 1, else 0
+//!             string   bit array      (its length is the link's bytes)
+//!             unsigned items          (in this link)
+//! ```
+//!
+//! | encver | written by |
+//! |---|---|
+//! | 0 | pre-1.0 development builds |
+//! | 1 | v1.0.0–v1.1.0 (probe sums in 32 bits, see [`Arithmetic::Wrap32`]) |
+//! | 2, 3 | 2018 development commits, v1.1.1–v2.0.3 |
+//! | 4 | v2.2.0 to today |
+//!
+//! Only encoding 4 has a writer we can run (RedisBloom 2.8.2); the tests build 0–3 from this
+//! description. Every count is checked before it sizes anything: the link count before the link
+//! list is reserved, each link's fields before its string is read, each string's length against
+//! the fields and the running total against the caller's [`Limits`].
+
+use super::chain::{
+    check, Arithmetic, ChainHeader, ChainShape, Link, LinkShape, RbFilter, MAX_LINKS,
+};
+use crate::encoding::DecodeError;
+use crate::scalable::Limits;
+
+/// The encoding version RedisBloom writes; it reads every version up to this one.
+pub const ENCODING_VERSION: i32 = 4;
+/// The name of RedisBloom's Bloom-filter data type.
+pub const TYPE_NAME: &str = "MBbloom--";
+
+/// The fields of an RDB value, one at a time (the Redis glue reads them from the RDB file).
+pub trait RdbSource {
+    /// How the source reports a failed read.
+    type Error;
+    fn unsigned(&mut self) -> Result<u64, Self::Error>;
+    fn double(&mut self) -> Result<f64, Self::Error>;
+    fn string(&mut self) -> Result<Vec<u8>, Self::Error>;
+}
+
+/// Why an RDB value could not be loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RdbError<E> {
+    /// The source could not read a field.
+    Source(E),
+    /// The fields do not describe a filter RedisBloom could have written, or break a limit.
+    Decode(DecodeError),
+}
+
+impl<E> From<DecodeError> for RdbError<E> {
+    fn from(error: DecodeError) -> Self {
+        RdbError::Decode(error)
+    }
+}
+
+fn corrupt<E>(what: &'static str) -> RdbError<E> {
+    RdbError::Decode(DecodeError::Corrupt(what))
+}
+
+/// Loads a RedisBloom filter written with encoding version `encver`.
+pub fn load<S: RdbSource>(
+    source: &mut S,
+    encver: i32,
+    limits: Limits,
+) -> Result<RbFilter, RdbError<S::Error>> {
+    if !(0..=ENCODING_VERSION).contains(&encver) {
+        return Err(corrupt("encoding version"));
+    }
+    let items = source.unsigned().map_err(RdbError::Source)?;
+    let count = source.unsigned().map_err(RdbError::Source)?;
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|count| (1..=MAX_LINKS).contains(count))
+        .ok_or(corrupt("link count"))?;
+    let options = if encver >= 2 {
+        u32::try_from(source.unsigned().map_err(RdbError::Source)?)
+            .map_err(|_| corrupt("options"))?
+    } else {
+        0
+    };
+    let growth = if encver >= 4 {
+        u32::try_from(source.unsigned().map_err(RdbError::Source)?)
+            .map_err(|_| corrupt("growth"))?
+    } else {
+        2
+    };
+    let header = ChainHeader {
+        items,
+        options,
+        growth,
+        arithmetic: if encver == 1 {
+            Arithmetic::Wrap32
+        } else {
+            Arithmetic::Wide
+        },
+    };
+    let mut shapes = Vec::with_capacity(count);
+    let mut arrays = Vec::with_capacity(count);
+    let mut total = 0u64;
+    for _ in 0..count {
+        let entries = source.unsigned().map_err(RdbError::Source)?;
+        let error = source.double().map_err(RdbError::Source)?;
+        let hashes = u32::try_from(source.unsigned().map_err(RdbError::Source)?)
+            .map_err(|_| corrupt("link hashes"))?;
+        let bpe = source.double().map_err(RdbError::Source)?;
+        let (bits, n2) = if encver >= 1 {
+            let bits = source.unsigned().map_err(RdbError::Source)?;
+            let n2 = u8::try_from(source.unsigned().map_err(RdbError::Source)?)
+                .map_err(|_| corrupt("link n2"))?;
+            (bits, n2)
+        } else {
+            check(bpe.is_finite() && bpe > 0.0, "link bits per entry")?;
+            // C's (uint64_t)(entries * bpe); Rust's cast saturates where C's is undefined, and
+            // a saturated count fails validation below.
+            ((entries as f64 * bpe) as u64, 0)
+        };
+        // Everything but the array's length is known: check it before the string is read.
+        let mut shape = LinkShape {
+            entries,
+            error,
+            hashes,
+            bpe,
+            bits,
+            n2,
+            bytes: u64::MAX / 8,
+            items: 0,
+        };
+        shape.validate()?;
+        let array = source.string().map_err(RdbError::Source)?;
+        shape.bytes = array.len() as u64;
+        shape.items = source.unsigned().map_err(RdbError::Source)?;
+        shape.validate()?;
+        total = total
+            .checked_add(shape.bytes)
+            .ok_or(corrupt("total bytes"))?;
+        limits.admit(total, total).map_err(DecodeError::Limit)?;
+        shapes.push(shape);
+        arrays.push(array);
+    }
+    let shape = ChainShape {
+        header,
+        links: shapes,
+    };
+    shape.validate()?;
+    let links = shape
+        .links
+        .iter()
+        .zip(arrays)
+        .map(|(shape, array)| Link::new(*shape, array))
+        .collect();
+    Ok(RbFilter::from_parts(header, links))
+}
