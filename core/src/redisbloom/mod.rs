@@ -33,5 +33,7 @@ pub mod murmur;
 pub mod rdb;
 pub mod scandump;
 
-pub use chain::{Arithmetic, ChainHeader, ChainShape, Hashing, ItemHash, Link, LinkShape, RbFilter};
+pub use chain::{
+    Arithmetic, ChainHeader, ChainShape, Hashing, ItemHash, Link, LinkShape, RbFilter,
+};
 pub use rdb::{RdbError, RdbSource};
