@@ -5,12 +5,20 @@
 //!
 //! ```text
 //!   RbFilter { items, options, growth, links: [link 0 (oldest), link 1, ..., link n-1 (newest)] }
-//!   Link     { entries, error, hashes, bpe, bits, n2, items, array: [byte 0 | byte 1 | ...] }
+//!   Link     { entries, error, hashes, bpe, bits, n2, items, bytes, array }
 //!
-//!   bit x of a link is  array[x >> 3] & (1 << (x & 7))      (least significant bit first)
-//!   probe i of an item: x_i = ((a + i·b) mod 2^64) mod M,   0 ≤ i < hashes
-//!                       M   = 2^n2 when n2 > 0, else bits (bits = 0: 8 · array length)
+//!   array (RedisBloom's):  | byte 0 | byte 1 | ... | byte bytes-1 |
+//!   bit x of a link is     byte[x >> 3] & (1 << (x & 7))      (least significant bit first)
+//!   held here as words:    | word 0 = bytes 0..7, little-endian | word 1 | ... |
+//!                          so bit x is bit (x & 63) of word x >> 6, the same bit
+//!   probe i of an item:    x_i = ((a + i·b) mod 2^64) mod M,   0 ≤ i < hashes
+//!                          M   = 2^n2 when n2 > 0, else bits (bits = 0: 8 · bytes)
 //! ```
+//!
+//! Words rather than bytes so that a new link comes from the core's fallible zeroed allocation
+//! ([`crate::layer`]'s `zeroed_words`), whose pages stay untouched until used. A link's `bytes` is
+//! not always a multiple of 8 in old files; the padding of its last word stays zero and is never
+//! encoded.
 //!
 //! `(a, b)` are two hashes of the item ([`ItemHash`]), computed once and shared by all links.
 //! A lookup scans links newest to oldest; an add answers false when any link has the item, else
@@ -34,6 +42,7 @@
 
 use super::murmur::{murmur2, murmur64a, M64};
 use crate::encoding::{ChunkError, DecodeError};
+use crate::layer::zeroed_words;
 use crate::scalable::{InsertError, LimitError, Limits};
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
@@ -143,8 +152,9 @@ impl LinkShape {
         }
     }
 
-    /// Checks the fields against each other and against what RedisBloom can produce.
-    pub(crate) fn validate(&self) -> Result<(), DecodeError> {
+    /// Checks every field but `bytes` against what RedisBloom can produce (an RDB value gives
+    /// the array's length last).
+    pub(crate) fn validate_fields(&self) -> Result<(), DecodeError> {
         check(self.entries >= 1, "link entries")?;
         check(self.error > 0.0 && self.error < 1.0, "link error rate")?;
         check((1..=MAX_HASHES).contains(&self.hashes), "link hashes")?;
@@ -153,14 +163,24 @@ impl LinkShape {
             "link bits per entry",
         )?;
         check(self.items <= self.entries, "link items over entries")?;
+        check(self.n2 < 64, "link n2")
+    }
+
+    /// Checks every field, and that the array covers the modulus with at most the one word of
+    /// slack RedisBloom's rounding leaves (so a small filter cannot claim a huge array).
+    pub(crate) fn validate(&self) -> Result<(), DecodeError> {
+        self.validate_fields()?;
         check(self.bytes > 0, "empty link")?;
         let array_bits = self.bytes.checked_mul(8).ok_or(corrupt("link bytes"))?;
-        if self.n2 > 0 {
-            check(self.n2 < 64, "link n2")?;
-        } else {
+        if self.n2 == 0 {
             check(self.bits <= array_bits, "link bits over its bytes")?;
         }
-        check(self.modulus() <= array_bits, "link modulus over its bytes")
+        let modulus = self.modulus();
+        check(modulus <= array_bits, "link modulus over its bytes")?;
+        check(
+            self.bytes <= modulus.div_ceil(64).max(1) * 8,
+            "link bytes over its modulus",
+        )
     }
 }
 
@@ -233,31 +253,59 @@ pub struct Link {
     shape: LinkShape,
     /// Cached [`LinkShape::modulus`].
     modulus: u64,
-    array: Vec<u8>,
+    /// ⌈bytes / 8⌉ words holding the array (see the module documentation).
+    words: Vec<u64>,
 }
 
 impl Link {
-    /// A link over a bit array whose length is `shape.bytes` (the caller validated the shape).
-    pub(crate) fn new(shape: LinkShape, array: Vec<u8>) -> Link {
-        debug_assert_eq!(array.len() as u64, shape.bytes);
-        Link {
+    /// An all-zero link of a validated shape, or the allocation failure as a value.
+    pub(crate) fn zeroed(shape: LinkShape) -> Result<Link, LimitError> {
+        Ok(Link {
             modulus: shape.modulus(),
+            words: zeroed_words(shape.bytes.div_ceil(8))?,
             shape,
-            array,
-        }
+        })
     }
 
     pub fn shape(&self) -> &LinkShape {
         &self.shape
     }
 
-    /// The bit array, byte 0 first.
-    pub fn array(&self) -> &[u8] {
-        &self.array
+    /// Copies `out.len()` bytes of the array from byte `offset`. Panics outside the array.
+    pub fn read_bytes(&self, offset: usize, out: &mut [u8]) {
+        assert!(
+            offset + out.len() <= self.shape.bytes as usize,
+            "read past the link"
+        );
+        for (at, byte) in (offset..).zip(out) {
+            *byte = (self.words[at / 8] >> (8 * (at % 8))) as u8;
+        }
     }
 
-    pub(crate) fn array_mut(&mut self) -> &mut [u8] {
-        &mut self.array
+    /// Overwrites bytes of the array from byte `offset`. Panics outside the array.
+    pub(crate) fn write_bytes(&mut self, offset: usize, data: &[u8]) {
+        assert!(
+            offset + data.len() <= self.shape.bytes as usize,
+            "write past the link"
+        );
+        let (mut at, mut rest) = (offset, data);
+        // Byte by byte up to a word boundary, then whole words, then the tail.
+        while !rest.is_empty() && (at % 8 != 0 || rest.len() < 8) {
+            let shift = 8 * (at % 8);
+            let word = &mut self.words[at / 8];
+            *word = (*word & !(0xff << shift)) | (u64::from(rest[0]) << shift);
+            at += 1;
+            rest = &rest[1..];
+        }
+        let mut whole = rest.chunks_exact(8);
+        for (word, bytes) in self.words[at / 8..].iter_mut().zip(&mut whole) {
+            *word = u64::from_le_bytes(bytes.try_into().expect("chunks of 8"));
+        }
+        let tail = whole.remainder();
+        let done = rest.len() - tail.len();
+        if !tail.is_empty() {
+            self.write_bytes(at + done, tail);
+        }
     }
 
     /// The probe positions of `hash` in this link.
@@ -273,26 +321,14 @@ impl Link {
 
     fn contains(&self, hash: ItemHash, arithmetic: Arithmetic) -> bool {
         self.positions(hash, arithmetic)
-            .all(|x| self.array[(x >> 3) as usize] & (1 << (x & 7)) != 0)
+            .all(|x| self.words[(x >> 6) as usize] & (1 << (x & 63)) != 0)
     }
 
     fn set(&mut self, hash: ItemHash, arithmetic: Arithmetic) {
         for x in self.positions(hash, arithmetic) {
-            self.array[(x >> 3) as usize] |= 1 << (x & 7);
+            self.words[(x >> 6) as usize] |= 1 << (x & 63);
         }
     }
-}
-
-/// `len` zero bytes, or the allocation failure as a value (`vec![0; n]` would abort the server).
-/// `try_reserve_exact` then `resize` needs no unsafe code; it writes the zeros at once where
-/// `alloc_zeroed` could leave pages untouched, a cost paid once per link.
-pub(crate) fn zeroed_bytes(len: u64) -> Result<Vec<u8>, LimitError> {
-    let refused = LimitError::Allocation { needed: len };
-    let len = usize::try_from(len).map_err(|_| refused)?;
-    let mut array = Vec::new();
-    array.try_reserve_exact(len).map_err(|_| refused)?;
-    array.resize(len, 0);
-    Ok(array)
 }
 
 /// A RedisBloom filter (see the module documentation for the layout and rules).
@@ -317,7 +353,7 @@ impl RbFilter {
         let links = shape
             .links
             .iter()
-            .map(|link| Ok(Link::new(*link, zeroed_bytes(link.bytes)?)))
+            .map(|link| Link::zeroed(*link))
             .collect::<Result<Vec<_>, LimitError>>()
             .map_err(DecodeError::Limit)?;
         Ok(RbFilter::from_parts(shape.header, links))
@@ -476,8 +512,8 @@ impl RbFilter {
         limits
             .admit(self.bytes().saturating_add(shape.bytes), shape.bytes)
             .map_err(InsertError::Limit)?;
-        let array = zeroed_bytes(shape.bytes).map_err(InsertError::Limit)?;
-        self.links.push(Link::new(shape, array));
+        let link = Link::zeroed(shape).map_err(InsertError::Limit)?;
+        self.links.push(link);
         Ok(())
     }
 
@@ -485,12 +521,11 @@ impl RbFilter {
     /// refuses a chunk that does not lie within one link, and so does this.
     pub fn write_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), ChunkError> {
         let (link, start) = self.locate(offset).ok_or(ChunkError::Offset)?;
-        let array = self.links[link].array_mut();
-        let end = start
-            .checked_add(data.len())
-            .filter(|&end| end <= array.len())
-            .ok_or(ChunkError::TooBig)?;
-        array[start..end].copy_from_slice(data);
+        let link = &mut self.links[link];
+        if data.len() > link.shape.bytes as usize - start {
+            return Err(ChunkError::TooBig);
+        }
+        link.write_bytes(start, data);
         Ok(())
     }
 
@@ -517,8 +552,9 @@ fn link_shape(entries: u64, error: f64, noround: bool) -> Option<LinkShape> {
         return None;
     }
     let wanted = entries as f64 * bpe;
-    // 2^64 as a double: anything at or past it has no u64 bit count.
-    if !(wanted < 18_446_744_073_709_551_616.0) {
+    // Finite and positive (error is in (0, 1), entries ≥ 1 as u64). 2^64 as a double: anything
+    // at or past it has no u64 bit count.
+    if wanted >= 18_446_744_073_709_551_616.0 {
         return None;
     }
     let (raw_bits, n2, entries) = if noround {

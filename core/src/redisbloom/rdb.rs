@@ -106,8 +106,7 @@ pub fn load<S: RdbSource>(
             Arithmetic::Wide
         },
     };
-    let mut shapes = Vec::with_capacity(count);
-    let mut arrays = Vec::with_capacity(count);
+    let mut links = Vec::with_capacity(count);
     let mut total = 0u64;
     for _ in 0..count {
         let entries = source.unsigned().map_err(RdbError::Source)?;
@@ -134,10 +133,10 @@ pub fn load<S: RdbSource>(
             bpe,
             bits,
             n2,
-            bytes: u64::MAX / 8,
+            bytes: 0,
             items: 0,
         };
-        shape.validate()?;
+        shape.validate_fields()?;
         let array = source.string().map_err(RdbError::Source)?;
         shape.bytes = array.len() as u64;
         shape.items = source.unsigned().map_err(RdbError::Source)?;
@@ -146,19 +145,15 @@ pub fn load<S: RdbSource>(
             .checked_add(shape.bytes)
             .ok_or(corrupt("total bytes"))?;
         limits.admit(total, total).map_err(DecodeError::Limit)?;
-        shapes.push(shape);
-        arrays.push(array);
+        // The string moves into words one link at a time: at most one link is held twice.
+        let mut link = Link::zeroed(shape).map_err(DecodeError::Limit)?;
+        link.write_bytes(0, &array);
+        links.push(link);
     }
-    let shape = ChainShape {
+    ChainShape {
         header,
-        links: shapes,
-    };
-    shape.validate()?;
-    let links = shape
-        .links
-        .iter()
-        .zip(arrays)
-        .map(|(shape, array)| Link::new(*shape, array))
-        .collect();
+        links: links.iter().map(|link| *link.shape()).collect(),
+    }
+    .validate()?;
     Ok(RbFilter::from_parts(header, links))
 }

@@ -153,7 +153,9 @@ pub fn scandump_step(filter: &RbFilter, iterator: u64) -> (u64, Vec<u8>) {
     let Some((link, start)) = filter.locate(iterator - 1) else {
         return (0, Vec::new());
     };
-    let array = filter.links()[link].array();
-    let len = (array.len() - start).min(CHUNK_BYTES as usize);
-    (iterator + len as u64, array[start..start + len].to_vec())
+    let link = &filter.links()[link];
+    let len = (link.shape().bytes as usize - start).min(CHUNK_BYTES as usize);
+    let mut chunk = vec![0; len];
+    link.read_bytes(start, &mut chunk);
+    (iterator + len as u64, chunk)
 }
