@@ -312,11 +312,7 @@ impl Link {
     fn positions(&self, hash: ItemHash, arithmetic: Arithmetic) -> impl Iterator<Item = u64> {
         let modulus = self.modulus;
         let wrap = arithmetic == Arithmetic::Wrap32 && self.shape.n2 > 31;
-        (0..u64::from(self.shape.hashes)).map(move |i| {
-            let sum = hash.a.wrapping_add(i.wrapping_mul(hash.b));
-            let sum = if wrap { sum & 0xffff_ffff } else { sum };
-            sum % modulus
-        })
+        (0..u64::from(self.shape.hashes)).map(move |i| probe(hash, i, modulus, wrap))
     }
 
     fn contains(&self, hash: ItemHash, arithmetic: Arithmetic) -> bool {
@@ -541,6 +537,14 @@ impl RbFilter {
     }
 }
 
+/// Probe `i` of `hash` in a link of modulus `modulus`; `wrap` sums in 32 bits (see
+/// [`Arithmetic::Wrap32`]).
+fn probe(hash: ItemHash, i: u64, modulus: u64, wrap: bool) -> u64 {
+    let sum = hash.a.wrapping_add(i.wrapping_mul(hash.b));
+    let sum = if wrap { sum & 0xffff_ffff } else { sum };
+    sum % modulus
+}
+
 /// A fresh link for `entries` items at `error`, or None when the sizes cannot be represented.
 fn link_shape(entries: u64, error: f64, noround: bool) -> Option<LinkShape> {
     if !(error > 0.0 && error < 1.0) {
@@ -610,6 +614,30 @@ mod tests {
             (8, 64, 1, 1)
         );
         assert_eq!(link.modulus(), 2);
+    }
+
+    #[test]
+    fn version_1_sums_wrap_at_2_32_in_big_links_only() {
+        let hash = ItemHash {
+            a: 0xffff_fff0,
+            b: 0x20,
+        };
+        assert_eq!(probe(hash, 1, 1 << 40, false), 0x1_0000_0010);
+        assert_eq!(probe(hash, 1, 1 << 40, true), 0x10);
+        assert_eq!(probe(hash, 3, 1000, false), (0xffff_fff0u64 + 0x60) % 1000);
+        // The 64-bit sum wraps at 2^64 in every version.
+        let hash = ItemHash { a: u64::MAX, b: 2 };
+        assert_eq!(probe(hash, 1, 1 << 40, false), 1);
+    }
+
+    #[test]
+    fn modulus_is_the_power_of_two_or_the_bits() {
+        let mut link = link_shape(100, 0.01, true).unwrap();
+        assert_eq!(link.modulus(), link.bits);
+        link.bits = 0;
+        assert_eq!(link.modulus(), link.bytes * 8);
+        link.n2 = 5;
+        assert_eq!(link.modulus(), 32);
     }
 
     #[test]

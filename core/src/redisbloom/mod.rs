@@ -37,3 +37,6 @@ pub use chain::{
     Arithmetic, ChainHeader, ChainShape, Hashing, ItemHash, Link, LinkShape, RbFilter,
 };
 pub use rdb::{RdbError, RdbSource};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,393 @@
+//! The decoders refuse what RedisBloom could not have written, before allocating; growth is
+//! fallible and leaves the filter unchanged when refused.
+
+use super::chain::{LinkShape, RbFilter, MAX_LINKS, NOROUND, NO_SCALING};
+use super::rdb::{load, RdbError, RdbSource};
+use super::scandump::{decode_header, encode_header, parse_header, scandump_step};
+use crate::encoding::{ChunkError, DecodeError};
+use crate::scalable::{InsertError, LimitError, Limits};
+
+const OPTIONS: u32 = 5;
+
+/// A NOROUND link as RedisBloom 2.8.2 sizes 100 entries at 0.005.
+fn link(items: u64) -> LinkShape {
+    LinkShape {
+        entries: 100,
+        error: 0.005,
+        hashes: 8,
+        bpe: 11.027753418256411,
+        bits: 1152,
+        n2: 0,
+        bytes: 144,
+        items,
+    }
+}
+
+/// A SCANDUMP header of these fields (the layout in [`super::scandump`]).
+fn header(items: u64, options: u32, growth: u32, links: &[LinkShape]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&items.to_le_bytes());
+    out.extend_from_slice(&(links.len() as u32).to_le_bytes());
+    out.extend_from_slice(&options.to_le_bytes());
+    out.extend_from_slice(&growth.to_le_bytes());
+    for link in links {
+        out.extend_from_slice(&link.bytes.to_le_bytes());
+        out.extend_from_slice(&link.bits.to_le_bytes());
+        out.extend_from_slice(&link.items.to_le_bytes());
+        out.extend_from_slice(&link.error.to_le_bytes());
+        out.extend_from_slice(&link.bpe.to_le_bytes());
+        out.extend_from_slice(&link.hashes.to_le_bytes());
+        out.extend_from_slice(&link.entries.to_le_bytes());
+        out.push(link.n2);
+    }
+    out
+}
+
+fn refused(bytes: &[u8]) -> &'static str {
+    match parse_header(bytes) {
+        Err(DecodeError::Corrupt(what)) => what,
+        other => panic!("accepted: {other:?}"),
+    }
+}
+
+#[test]
+fn a_valid_header_round_trips() {
+    let bytes = header(150, OPTIONS, 2, &[link(100), link(50)]);
+    let filter = decode_header(&bytes, Limits::UNLIMITED).unwrap();
+    assert_eq!(encode_header(&filter), bytes);
+    assert_eq!(
+        (filter.items(), filter.capacity(), filter.bytes()),
+        (150, 200, 288)
+    );
+    // Two links of 144 bytes: chunks stop at the link boundary.
+    assert_eq!(scandump_step(&filter, 1), (145, vec![0; 144]));
+    assert_eq!(scandump_step(&filter, 145), (289, vec![0; 144]));
+    assert_eq!(scandump_step(&filter, 289), (0, vec![]));
+}
+
+#[test]
+fn headers_with_bad_counts_are_refused() {
+    let ok = header(100, OPTIONS, 2, &[link(100)]);
+    assert_eq!(refused(&ok[..19]), "header too short");
+    assert_eq!(refused(&ok[..ok.len() - 1]), "header length");
+    assert_eq!(refused(&header(0, OPTIONS, 2, &[])), "link count");
+    let mut too_many = ok.clone();
+    too_many[8..12].copy_from_slice(&(MAX_LINKS as u32 + 1).to_le_bytes());
+    assert_eq!(refused(&too_many), "link count");
+    assert_eq!(
+        refused(&header(100, 16 | OPTIONS, 2, &[link(100)])),
+        "options"
+    );
+    assert_eq!(refused(&header(100, OPTIONS, 0, &[link(100)])), "growth");
+    assert_eq!(
+        refused(&header(100, OPTIONS, 32769, &[link(100)])),
+        "growth"
+    );
+    assert_eq!(
+        refused(&header(
+            150,
+            OPTIONS | NO_SCALING,
+            2,
+            &[link(100), link(50)]
+        )),
+        "non-scaling filter with several links"
+    );
+    assert_eq!(
+        refused(&header(99, OPTIONS, 2, &[link(100)])),
+        "items differ from the links' sum"
+    );
+}
+
+#[test]
+fn links_with_bad_fields_are_refused() {
+    let bad = |change: &dyn Fn(&mut LinkShape)| {
+        let mut shape = link(10);
+        change(&mut shape);
+        refused(&header(10, OPTIONS, 2, &[shape]))
+    };
+    assert_eq!(bad(&|l| l.items = 101), "link items over entries");
+    assert_eq!(bad(&|l| l.entries = 0), "link entries");
+    assert_eq!(bad(&|l| l.error = 0.0), "link error rate");
+    assert_eq!(bad(&|l| l.error = 1.0), "link error rate");
+    assert_eq!(bad(&|l| l.error = f64::NAN), "link error rate");
+    assert_eq!(bad(&|l| l.hashes = 0), "link hashes");
+    assert_eq!(bad(&|l| l.hashes = 1101), "link hashes");
+    assert_eq!(bad(&|l| l.bpe = f64::INFINITY), "link bits per entry");
+    assert_eq!(bad(&|l| l.n2 = 64), "link n2");
+    assert_eq!(bad(&|l| l.bytes = 0), "empty link");
+    assert_eq!(bad(&|l| l.bits = 1153), "link bits over its bytes");
+    assert_eq!(bad(&|l| l.n2 = 11), "link modulus over its bytes");
+    assert_eq!(bad(&|l| l.bytes = 1 << 40), "link bytes over its modulus");
+    assert_eq!(bad(&|l| l.bytes = u64::MAX), "link bytes");
+    // A power-of-two link of 2^63 bits is well-formed; enough of them overflow the total.
+    let huge = LinkShape {
+        bits: 0,
+        n2: 63,
+        bytes: 1 << 60,
+        items: 0,
+        ..link(0)
+    };
+    assert_eq!(refused(&header(0, 4, 2, &[huge; 16])), "total bytes");
+}
+
+#[test]
+fn decoding_respects_limits() {
+    let bytes = header(10, OPTIONS, 2, &[link(10)]);
+    let limits = Limits {
+        max_filter_bytes: 100,
+        max_new_bytes: u64::MAX,
+    };
+    assert_eq!(
+        decode_header(&bytes, limits),
+        Err(DecodeError::Limit(LimitError::FilterBytes {
+            needed: 144,
+            limit: 100
+        }))
+    );
+}
+
+fn full_filter(options: u32) -> RbFilter {
+    // One full link; a new item (no bits are set) makes it grow or refuse.
+    decode_header(&header(100, options, 2, &[link(100)]), Limits::UNLIMITED).unwrap()
+}
+
+#[test]
+fn growth_announces_its_bytes_and_can_be_refused() {
+    let mut filter = full_filter(OPTIONS);
+    let next = filter.next_link().unwrap();
+    assert_eq!((next.entries, next.error, next.hashes), (200, 0.0025, 9));
+    assert_eq!(filter.next_link_bytes(), Some(312));
+    let before = filter.clone();
+    let tight = Limits {
+        max_filter_bytes: u64::MAX,
+        max_new_bytes: 311,
+    };
+    assert_eq!(
+        filter.insert(b"x", tight),
+        Err(InsertError::Limit(LimitError::ServerMemory {
+            needed: 312,
+            available: 311
+        }))
+    );
+    assert_eq!(filter, before, "a refused growth changes nothing");
+    assert_eq!(filter.insert(b"x", Limits::UNLIMITED), Ok(true));
+    assert_eq!(filter.links().len(), 2);
+    assert_eq!(*filter.links()[1].shape(), LinkShape { items: 1, ..next });
+    assert_eq!(filter.insert(b"x", Limits::UNLIMITED), Ok(false));
+    assert_eq!(filter.items(), 101);
+}
+
+#[test]
+fn non_scaling_and_maximal_filters_refuse_to_grow() {
+    let mut filter = full_filter(OPTIONS | NO_SCALING);
+    assert_eq!(filter.next_link_bytes(), None);
+    assert_eq!(
+        filter.insert(b"x", Limits::UNLIMITED),
+        Err(InsertError::NonScalingFull)
+    );
+    let links = vec![
+        LinkShape {
+            entries: 1,
+            items: 1,
+            ..link(0)
+        };
+        MAX_LINKS
+    ];
+    let bytes = header(MAX_LINKS as u64, OPTIONS, 1, &links);
+    let mut filter = decode_header(&bytes, Limits::UNLIMITED).unwrap();
+    assert_eq!(
+        filter.insert(b"x", Limits::UNLIMITED),
+        Err(InsertError::CannotGrow)
+    );
+    let mut answers = Vec::new();
+    let mut full = full_filter(OPTIONS | NO_SCALING);
+    full.insert_many([&b"a"[..], b"b"], Limits::UNLIMITED, |result| {
+        answers.push(result)
+    });
+    assert_eq!(
+        answers,
+        [Err(InsertError::NonScalingFull)],
+        "stops at the error"
+    );
+}
+
+#[test]
+fn chunks_write_within_odd_sized_links() {
+    // Old files may have arrays that are not whole words: 27 bytes for a modulus of 200 bits.
+    let odd = LinkShape {
+        bits: 200,
+        bytes: 27,
+        items: 0,
+        ..link(0)
+    };
+    let mut filter =
+        decode_header(&header(0, OPTIONS, 2, &[odd, link(0)]), Limits::UNLIMITED).unwrap();
+    let data: Vec<u8> = (1..=20).collect();
+    filter.write_chunk(3, &data).unwrap();
+    let (next, chunk) = scandump_step(&filter, 1);
+    assert_eq!(next, 28);
+    let mut expected = vec![0u8; 27];
+    expected[3..23].copy_from_slice(&data);
+    assert_eq!(chunk, expected);
+    assert_eq!(filter.write_chunk(20, &[0; 8]), Err(ChunkError::TooBig));
+    filter.write_chunk(27 + 5, &[0xff; 139]).unwrap();
+    assert_eq!(scandump_step(&filter, 28).1[5..], [0xff; 139]);
+}
+
+/// An in-memory RDB value.
+enum Field {
+    U(u64),
+    D(f64),
+    S(Vec<u8>),
+}
+
+#[derive(Debug, PartialEq)]
+struct Exhausted;
+
+struct Fields(std::vec::IntoIter<Field>);
+
+impl RdbSource for Fields {
+    type Error = Exhausted;
+    fn unsigned(&mut self) -> Result<u64, Exhausted> {
+        match self.0.next() {
+            Some(Field::U(value)) => Ok(value),
+            _ => Err(Exhausted),
+        }
+    }
+    fn double(&mut self) -> Result<f64, Exhausted> {
+        match self.0.next() {
+            Some(Field::D(value)) => Ok(value),
+            _ => Err(Exhausted),
+        }
+    }
+    fn string(&mut self) -> Result<Vec<u8>, Exhausted> {
+        match self.0.next() {
+            Some(Field::S(value)) => Ok(value),
+            _ => Err(Exhausted),
+        }
+    }
+}
+
+/// The RDB fields of one filter of `links` in encoding `encver`, each array `fill`.
+fn rdb_fields(encver: i32, options: u64, links: &[LinkShape], fill: u8) -> Vec<Field> {
+    use Field::{D, S, U};
+    let mut fields = vec![
+        U(links.iter().map(|l| l.items).sum()),
+        U(links.len() as u64),
+    ];
+    if encver >= 2 {
+        fields.push(U(options));
+    }
+    if encver >= 4 {
+        fields.push(U(2));
+    }
+    for link in links {
+        fields.extend([
+            U(link.entries),
+            D(link.error),
+            U(u64::from(link.hashes)),
+            D(link.bpe),
+        ]);
+        if encver >= 1 {
+            fields.extend([U(link.bits), U(u64::from(link.n2))]);
+        }
+        fields.extend([S(vec![fill; link.bytes as usize]), U(link.items)]);
+    }
+    fields
+}
+
+fn load_fields(fields: Vec<Field>, encver: i32) -> Result<RbFilter, RdbError<Exhausted>> {
+    load(&mut Fields(fields.into_iter()), encver, Limits::UNLIMITED)
+}
+
+#[test]
+fn every_encoding_loads_its_fields() {
+    for encver in 0..=4 {
+        let filter = load_fields(rdb_fields(encver, 5, &[link(100), link(7)], 0xff), encver)
+            .unwrap_or_else(|e| panic!("encver {encver}: {e:?}"));
+        assert_eq!(filter.items(), 107);
+        let shape = *filter.links()[0].shape();
+        let expected_options = if encver >= 2 { 5 } else { 0 };
+        assert_eq!(filter.header().options, expected_options, "encver {encver}");
+        if encver == 0 {
+            // Encoding 0 stores no bit count: (u64)(100 · 11.0277...) = 1102.
+            assert_eq!((shape.bits, shape.n2), (1102, 0));
+        } else {
+            assert_eq!(shape, link(100));
+        }
+        assert!(filter.contains(b"anything"), "all bits set");
+        assert_eq!(scandump_step(&filter, 1).1, vec![0xff; 144]);
+    }
+}
+
+#[test]
+fn bad_rdb_values_are_refused() {
+    let decode = |what: &'static str| RdbError::Decode(DecodeError::Corrupt(what));
+    let fields = || rdb_fields(4, 5, &[link(100)], 0);
+    assert_eq!(load_fields(fields(), 5), Err(decode("encoding version")));
+    assert_eq!(load_fields(fields(), -1), Err(decode("encoding version")));
+    let mut truncated = fields();
+    truncated.pop();
+    assert_eq!(load_fields(truncated, 4), Err(RdbError::Source(Exhausted)));
+    let mut count = fields();
+    count[1] = Field::U(1 << 40);
+    assert_eq!(load_fields(count, 4), Err(decode("link count")));
+    let mut short = fields();
+    short[10] = Field::S(vec![0; 8]);
+    assert_eq!(
+        load_fields(short, 4),
+        Err(decode("link bits over its bytes"))
+    );
+    let mut n2 = fields();
+    n2[9] = Field::U(300);
+    assert_eq!(load_fields(n2, 4), Err(decode("link n2")));
+    let mut hashes = fields();
+    hashes[6] = Field::U(1 << 33);
+    assert_eq!(load_fields(hashes, 4), Err(decode("link hashes")));
+    let mut items = fields();
+    items[0] = Field::U(99);
+    assert_eq!(
+        load_fields(items, 4),
+        Err(decode("items differ from the links' sum"))
+    );
+    let limited = load(
+        &mut Fields(rdb_fields(4, 5, &[link(100), link(7)], 0).into_iter()),
+        4,
+        Limits {
+            max_filter_bytes: 200,
+            max_new_bytes: u64::MAX,
+        },
+    );
+    assert_eq!(
+        limited,
+        Err(RdbError::Decode(DecodeError::Limit(
+            LimitError::FilterBytes {
+                needed: 288,
+                limit: 200
+            }
+        )))
+    );
+}
+
+#[test]
+fn power_of_two_filters_grow_by_powers_of_two() {
+    // Options 4 (FORCE64 without NOROUND): the next link is 2^n2 bits and its entries follow
+    // from them, as RedisBloom 2.8.2 grows such a filter (core/tests/redisbloom.rs replays it).
+    let first = LinkShape {
+        entries: 20,
+        error: 0.0025,
+        hashes: 9,
+        bpe: 12.470448459145377,
+        bits: 256,
+        n2: 8,
+        bytes: 32,
+        items: 20,
+    };
+    let filter = decode_header(&header(20, 4, 2, &[first]), Limits::UNLIMITED).unwrap();
+    let next = filter.next_link().unwrap();
+    assert_eq!(
+        (next.n2, next.bits, next.bytes, next.entries),
+        (10, 1024, 128, 73)
+    );
+    assert_eq!(filter.header().options & NOROUND, 0);
+}
