@@ -37,8 +37,12 @@
 //!
 //! The recomputed `entries` of a power-of-two link and the one-word minimum are not in the
 //! format notes; both were observed on RedisBloom 2.8.2 (a link of n2 = 1 is stored with 8 bytes
-//! and bits = 64 but probes modulo 2). `ln` is the platform's (`f64::ln`), like RedisBloom's C
-//! `log`: glibc's is correctly rounded, so the bpe it computes matches RedisBloom's to the bit.
+//! and bits = 64 but probes modulo 2). `ln` is `f64::ln`, which on Linux calls the C library's
+//! `log` — the very function RedisBloom's C calls — so bpe matches RedisBloom's to the bit there
+//! (the fixtures compare every stored bpe). The core's portable `ln` (in the private `math` module) would
+//! differ in the last bits; exactness with RedisBloom matters more here than sameness across
+//! C libraries, which for a replica of a migrated filter only matters if primary and replica
+//! run different ones.
 
 use super::murmur::{murmur2, murmur64a, M64};
 use crate::encoding::{ChunkError, DecodeError};
@@ -342,8 +346,9 @@ impl RbFilter {
         RbFilter { header, links }
     }
 
-    /// A filter of `shape` with all-zero bit arrays, after checking `limits` admit its bytes.
-    pub fn zeroed(shape: &ChainShape, limits: Limits) -> Result<RbFilter, DecodeError> {
+    /// A filter of a validated `shape` with all-zero bit arrays, after checking `limits` admit
+    /// its bytes.
+    pub(crate) fn zeroed(shape: &ChainShape, limits: Limits) -> Result<RbFilter, DecodeError> {
         let total = shape.total_bytes();
         limits.admit(total, total).map_err(DecodeError::Limit)?;
         let links = shape

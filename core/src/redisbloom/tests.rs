@@ -3,7 +3,7 @@
 
 use super::chain::{LinkShape, RbFilter, MAX_LINKS, NOROUND, NO_SCALING};
 use super::rdb::{load, RdbError, RdbSource};
-use super::scandump::{decode_header, encode_header, parse_header, scandump_step};
+use super::scandump::{decode_header, encode_header, parse_header, scandump_step, CHUNK_BYTES};
 use crate::encoding::{ChunkError, DecodeError};
 use crate::scalable::{InsertError, LimitError, Limits};
 
@@ -63,6 +63,27 @@ fn a_valid_header_round_trips() {
     assert_eq!(scandump_step(&filter, 1), (145, vec![0; 144]));
     assert_eq!(scandump_step(&filter, 145), (289, vec![0; 144]));
     assert_eq!(scandump_step(&filter, 289), (0, vec![]));
+}
+
+#[test]
+fn chunks_are_at_most_16_mib_and_stop_at_the_link() {
+    // As RedisBloom 2.8.2 answers for a 27,569,384-byte link: 16 MiB, then the rest of it.
+    let big = LinkShape {
+        entries: 2_000_000,
+        bits: (CHUNK_BYTES + 24) * 8,
+        bytes: CHUNK_BYTES + 24,
+        ..link(0)
+    };
+    let filter = decode_header(&header(0, OPTIONS, 2, &[big]), Limits::UNLIMITED).unwrap();
+    let step = |iterator| {
+        let (next, chunk) = scandump_step(&filter, iterator);
+        (next, chunk.len() as u64)
+    };
+    assert_eq!(step(1), (1 + CHUNK_BYTES, CHUNK_BYTES));
+    assert_eq!(step(1 + CHUNK_BYTES), (25 + CHUNK_BYTES, 24));
+    // From inside the link, the chunk ends with the link.
+    assert_eq!(step(1000), (25 + CHUNK_BYTES, CHUNK_BYTES + 24 - 999));
+    assert_eq!(step(25 + CHUNK_BYTES), (0, 0));
 }
 
 #[test]
