@@ -91,8 +91,14 @@ pub enum Arithmetic {
     /// Modulo 2^64 (every RedisBloom since v1.1.1).
     Wide,
     /// RedisBloom v1.0 (RDB encoding version 1) summed in 32 bits: in links of more than 2^31
-    /// bits the sum wraps at 2^32 first, so those links only ever use their first 2^32 bits.
-    /// Smaller links are unaffected (2^32 is a multiple of their power-of-two modulus).
+    /// bits (n2 > 31) the sum wraps at 2^32 first, so those links only ever use their first 2^32
+    /// bits. Positions change only from n2 = 33 on (2^32 is a multiple of any smaller
+    /// power-of-two modulus).
+    ///
+    /// RedisBloom 2.8.2 itself does not do this when it loads encoding 1: asked with a 2^33-bit
+    /// link (`core/tests/fixtures/redisbloom/check_wrap32.py`), it set the 64-bit positions. So
+    /// for such a link — 1 GiB or more, written by v1.0 — 2.8.2 misses items v1.0 added; we
+    /// answer as the v1.0 that wrote the bits.
     Wrap32,
 }
 
