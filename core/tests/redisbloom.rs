@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rustbloom_core::encoding::ChunkError;
 use rustbloom_core::redisbloom::scandump::{decode_header, load_chunk, scandump_step};
-use rustbloom_core::redisbloom::{rdb, Hashing, ItemHash, RbFilter, RdbSource};
+use rustbloom_core::redisbloom::{rdb, Hashing, ItemHash, RbFilter, RdbSink, RdbSource};
 use rustbloom_core::{InsertError, Limits};
 
 fn fixtures() -> PathBuf {
@@ -209,6 +209,7 @@ fn scandump_streams_answer_and_grow_like_redisbloom() {
         check_adds(&mut filter, &grown, adds, &what);
         let after: Vec<Vec<u8>> = values(&fields, "after").into_iter().map(unhex).collect();
         assert_eq!(dump_stream(&filter), after, "{what}: SCANDUMP after growth");
+        check_rdb_round_trip(&filter, &what);
         check_info(&filter, value(&fields, "after_info"), &what);
         items.extend(grown);
         items.extend(nonmembers);
@@ -303,6 +304,56 @@ impl RdbSource for DumpSource<'_> {
     }
 }
 
+/// Writes fields as Redis writes a module value's: opcode, then an RDB length (the shortest of
+/// 6, 14, 32 or 64 bits, as `rdbSaveLen`), a little-endian double or a length-prefixed string.
+#[derive(Default)]
+struct DumpSink(Vec<u8>);
+
+impl DumpSink {
+    fn length(&mut self, value: u64) {
+        if value < 1 << 6 {
+            self.0.push(value as u8);
+        } else if value < 1 << 14 {
+            self.0.extend([0x40 | (value >> 8) as u8, value as u8]);
+        } else if value <= u64::from(u32::MAX) {
+            self.0.push(0x80);
+            self.0.extend((value as u32).to_be_bytes());
+        } else {
+            self.0.push(0x81);
+            self.0.extend(value.to_be_bytes());
+        }
+    }
+}
+
+impl RdbSink for DumpSink {
+    fn unsigned(&mut self, value: u64) {
+        self.0.push(2);
+        self.length(value);
+    }
+    fn double(&mut self, value: f64) {
+        self.0.push(4);
+        self.0.extend(value.to_le_bytes());
+    }
+    fn string(&mut self, bytes: &[u8]) {
+        self.0.push(5);
+        self.length(bytes.len() as u64);
+        self.0.extend(bytes);
+    }
+}
+
+/// Saves `filter` as an RDB value and loads it back: nothing may change.
+fn check_rdb_round_trip(filter: &RbFilter, what: &str) {
+    let mut sink = DumpSink::default();
+    let encver = rdb::save(filter, &mut sink);
+    let mut source = DumpSource {
+        bytes: &sink.0,
+        at: 0,
+    };
+    let loaded = rdb::load(&mut source, encver, Limits::UNLIMITED).expect("reload");
+    assert_eq!(source.at, sink.0.len(), "{what}: every field read");
+    assert_eq!(&loaded, filter, "{what}: RDB round trip");
+}
+
 /// Loads the module value of a DUMP payload: type byte 7 (module, opcode format), the 64-bit
 /// module id whose low 10 bits are the encoding version, the value, EOF, then the RDB version
 /// and CRC-64 trailer (10 bytes).
@@ -334,6 +385,11 @@ fn real_dump_payload_loads_as_its_scandump() {
     let after: Vec<Vec<u8>> = values(&fields, "after").into_iter().map(unhex).collect();
     assert_eq!(dump_stream(&filter), after);
     assert_eq!(filter, load_stream(&after));
+    // Saved again, the fields are RedisBloom's own, byte for byte: the payload between the
+    // module id and the EOF opcode.
+    let mut sink = DumpSink::default();
+    assert_eq!(rdb::save(&filter, &mut sink), 4);
+    assert_eq!(sink.0, payload[10..payload.len() - 11]);
 }
 
 #[test]
@@ -365,6 +421,8 @@ fn old_encodings_read_as_redisbloom_reads_them() {
         check_adds(&mut filter, &grown, adds, &what);
         let after: Vec<Vec<u8>> = values(&fields, "after").into_iter().map(unhex).collect();
         assert_eq!(dump_stream(&filter), after, "{what}: SCANDUMP after growth");
+        assert_eq!(rdb::encoding_for(&filter), if encver == 1 { 1 } else { 4 });
+        check_rdb_round_trip(&filter, &what);
     }
 }
 

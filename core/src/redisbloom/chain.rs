@@ -44,6 +44,8 @@
 //! C libraries, which for a replica of a migrated filter only matters if primary and replica
 //! run different ones.
 
+use std::borrow::Cow;
+
 use super::murmur::{murmur2, murmur64a, M64};
 use crate::encoding::{ChunkError, DecodeError};
 use crate::layer::zeroed_words;
@@ -279,6 +281,25 @@ impl Link {
 
     pub fn shape(&self) -> &LinkShape {
         &self.shape
+    }
+
+    /// The whole array as RedisBloom lays it out. On little-endian machines that is the words'
+    /// own memory, borrowed: saving a link of gigabytes must not copy it.
+    pub fn array(&self) -> Cow<'_, [u8]> {
+        let len = self.shape.bytes as usize;
+        #[cfg(target_endian = "little")]
+        {
+            // SAFETY: the words own at least `len` initialised bytes (⌈len / 8⌉ words); u8 has
+            // alignment 1 and every bit pattern is a valid u8; the borrow of `self` keeps the
+            // words alive and unchanged for the slice's lifetime.
+            Cow::Borrowed(unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), len) })
+        }
+        #[cfg(not(target_endian = "little"))]
+        {
+            let mut out = vec![0; len];
+            self.read_bytes(0, &mut out);
+            Cow::Owned(out)
+        }
     }
 
     /// Copies `out.len()` bytes of the array from byte `offset`. Panics outside the array.

@@ -8,12 +8,14 @@
 //! filter stays what it was, a chain of RedisBloom links ([`chain`]), probed and grown by
 //! RedisBloom's rules, hashed by its MurmurHash variants ([`murmur`]). It arrives either as an RDB
 //! value of RedisBloom's type `MBbloom--` ([`rdb`]) or as a BF.SCANDUMP stream ([`scandump`]),
-//! and leaves as a SCANDUMP stream in the same format.
+//! and leaves as a SCANDUMP stream in the same format or as the same RDB fields (for the glue to
+//! persist it). A SCANDUMP header cannot say that a filter came from encoding 1 (see
+//! [`chain::Arithmetic`]); only `rdb::save` keeps that.
 //!
 //! ```text
-//!   RDB value (encver 0..4) ──rdb::load──┐
-//!                                         ├──> RbFilter ── contains / insert (RedisBloom's rules)
-//!   SCANDUMP header + chunks ─scandump────┘        └──────> scandump::scandump_step (same format)
+//!   RDB value (encver 0..4) ──rdb::load──┐                ┌──> rdb::save (encver 4, or 1)
+//!                                         ├──> RbFilter ──┼──> scandump::scandump_step
+//!   SCANDUMP header + chunks ─scandump────┘                └──> contains / insert (its rules)
 //!
 //!   RbFilter:  link 0 (oldest) | link 1 | ... | link n-1 (newest, takes new items)
 //!   one link:  entries, error, hashes, bpe, bits, n2, items + bit array (byte 0 first, LSB first)
@@ -36,7 +38,7 @@ pub mod scandump;
 pub use chain::{
     Arithmetic, ChainHeader, ChainShape, Hashing, ItemHash, Link, LinkShape, RbFilter,
 };
-pub use rdb::{RdbError, RdbSource};
+pub use rdb::{RdbError, RdbSink, RdbSource};
 
 #[cfg(test)]
 mod tests;
