@@ -412,3 +412,69 @@ fn power_of_two_filters_grow_by_powers_of_two() {
     );
     assert_eq!(filter.header().options & NOROUND, 0);
 }
+
+mod hostile {
+    //! Whatever bytes arrive, the decoders answer with a value and what they accept works.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const SMALL: Limits = Limits {
+        max_filter_bytes: 1 << 20,
+        max_new_bytes: 1 << 20,
+    };
+
+    /// Exercises everything a decoded filter offers; none of it may panic.
+    fn use_filter(mut filter: RbFilter, chunk: &[u8]) {
+        for item in [&b""[..], b"a", chunk] {
+            filter.contains(item);
+            let _ = filter.insert(item, SMALL);
+        }
+        let _ = filter.write_chunk(chunk.len() as u64, chunk);
+        let mut iterator = 0;
+        for _ in 0..4 {
+            iterator = scandump_step(&filter, iterator).0;
+        }
+        let _ = filter.next_link_bytes();
+    }
+
+    proptest! {
+        #[test]
+        fn mutated_headers_never_panic(
+            edits in proptest::collection::vec((0usize..126, any::<u8>()), 1..6),
+            chunk in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let mut bytes = header(150, OPTIONS, 2, &[link(100), link(50)]);
+            for (at, value) in edits {
+                bytes[at] = value;
+            }
+            if let Ok(filter) = decode_header(&bytes, SMALL) {
+                use_filter(filter, &chunk);
+            }
+        }
+
+        #[test]
+        fn random_rdb_fields_never_panic(
+            encver in 0i32..=4,
+            values in proptest::collection::vec((any::<u64>(), 0u8..6), 12),
+            chunk in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            // Start from a valid value and overwrite some of its fields with random ones.
+            let mut fields = rdb_fields(encver, 5, &[link(100)], 0x5a);
+            for (i, (value, pick)) in values.into_iter().enumerate() {
+                if pick == 0 && i < fields.len() {
+                    fields[i] = match fields[i] {
+                        Field::U(_) => Field::U(value % 300),
+                        Field::D(_) => Field::D(f64::from_bits(value)),
+                        Field::S(_) => Field::S(vec![0; (value % 200) as usize]),
+                    };
+                }
+            }
+            let loaded = load(&mut Fields(fields.into_iter()), encver, SMALL);
+            if let Ok(filter) = loaded {
+                use_filter(filter, &chunk);
+            }
+        }
+    }
+}
