@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 
 use rustbloom_core::encoding::ChunkError;
 use rustbloom_core::redisbloom::scandump::{decode_header, load_chunk, scandump_step};
-use rustbloom_core::redisbloom::{rdb, Hashing, ItemHash, RbFilter, RdbSink, RdbSource};
-use rustbloom_core::{InsertError, Limits};
+use rustbloom_core::redisbloom::{
+    rdb, Hashing, ItemHash, LinkShape, RbAddOutcome, RbFilter, RdbSink, RdbSource,
+};
+use rustbloom_core::{InsertError, Unlimited};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/redisbloom")
@@ -86,7 +88,7 @@ fn value<'a>(fields: &'a [(String, String)], key: &str) -> &'a str {
 
 /// Loads a SCANDUMP stream as BF.LOADCHUNK would: the header, then each chunk at its iterator.
 fn load_stream(chunks: &[Vec<u8>]) -> RbFilter {
-    let mut filter = decode_header(&chunks[0], Limits::UNLIMITED).expect("header");
+    let mut filter = decode_header(&chunks[0], &mut Unlimited).expect("header");
     let mut iterator = 1u64;
     for chunk in &chunks[1..] {
         iterator += chunk.len() as u64;
@@ -129,24 +131,53 @@ fn check_answers(filter: &RbFilter, items: &[Vec<u8>], expected: &[bool], what: 
 
 /// Adds `items` and checks each answer against RedisBloom's (1, 0 or E for an error).
 fn check_adds(filter: &mut RbFilter, items: &[Vec<u8>], expected: &str, what: &str) {
-    let mut answers = String::new();
+    let links_before = filter.links().len();
+    let mut outcome = RbAddOutcome::default();
     filter.insert_many(
         items.iter().map(Vec::as_slice),
-        Limits::UNLIMITED,
-        |result| {
-            answers.push(match result {
-                Ok(true) => '1',
-                Ok(false) => '0',
-                Err(InsertError::NonScalingFull) => 'E',
-                Err(other) => panic!("{what}: unexpected {other:?}"),
-            })
-        },
+        &mut Unlimited,
+        &mut outcome,
     );
+    let mut answers: String = outcome
+        .added
+        .iter()
+        .map(|&new| if new { '1' } else { '0' })
+        .collect();
+    match outcome.error {
+        None => {}
+        Some(InsertError::NonScalingFull) => answers.push('E'),
+        Some(other) => panic!("{what}: unexpected {other:?}"),
+    }
+    // Every link RedisBloom pushed is recorded, in order, as pushed (no items yet), with the
+    // first item that went into it.
+    let grown: Vec<usize> = outcome.grown.iter().map(|link| link.index).collect();
+    assert_eq!(
+        grown,
+        (links_before..filter.links().len()).collect::<Vec<_>>(),
+        "{what}: grown links"
+    );
+    for link in &outcome.grown {
+        let stored = filter.links()[link.index].shape();
+        assert_eq!(
+            link.shape,
+            LinkShape {
+                items: 0,
+                ..*stored
+            },
+            "{what}: link {}",
+            link.index
+        );
+        assert!(
+            outcome.added[link.first_item],
+            "{what}: link {}",
+            link.index
+        );
+    }
     // RedisBloom's BF.ADD goes on answering errors where our batch stops at the first one.
     let stopped = answers.len();
     assert_eq!(answers, expected[..stopped], "{what}: adds");
     for (i, item) in items.iter().enumerate().skip(stopped) {
-        let ours = match filter.insert(item, Limits::UNLIMITED) {
+        let ours = match filter.insert(item, &mut Unlimited) {
             Ok(true) => '1',
             Ok(false) => '0',
             Err(InsertError::NonScalingFull) => 'E',
@@ -349,7 +380,7 @@ fn check_rdb_round_trip(filter: &RbFilter, what: &str) {
         bytes: &sink.0,
         at: 0,
     };
-    let loaded = rdb::load(&mut source, encver, Limits::UNLIMITED).expect("reload");
+    let loaded = rdb::load(&mut source, encver, &mut Unlimited).expect("reload");
     assert_eq!(source.at, sink.0.len(), "{what}: every field read");
     assert_eq!(&loaded, filter, "{what}: RDB round trip");
 }
@@ -365,7 +396,7 @@ fn load_dump(payload: &[u8]) -> (RbFilter, i32) {
     };
     let module_id = source.length().unwrap();
     let encver = (module_id & 1023) as i32;
-    let filter = rdb::load(&mut source, encver, Limits::UNLIMITED).expect("RDB value");
+    let filter = rdb::load(&mut source, encver, &mut Unlimited).expect("RDB value");
     assert_eq!(source.length(), Ok(0), "EOF opcode");
     assert_eq!(source.at + 10, payload.len(), "trailer");
     (filter, encver)
@@ -430,7 +461,7 @@ fn old_encodings_read_as_redisbloom_reads_them() {
 fn chunks_that_leave_their_link_are_refused() {
     let fields = fields(&fixtures().join("default_scaling.case"));
     let stream: Vec<Vec<u8>> = values(&fields, "scandump").into_iter().map(unhex).collect();
-    let mut filter = decode_header(&stream[0], Limits::UNLIMITED).unwrap();
+    let mut filter = decode_header(&stream[0], &mut Unlimited).unwrap();
     let first = stream[1].len() as u64;
     let total = filter.bytes();
     // One byte more than link 0 holds, at link 0.

@@ -47,9 +47,10 @@
 use std::borrow::Cow;
 
 use super::murmur::{murmur2, murmur64a, M64};
+use crate::budget::{allocation_size, MemoryBudget};
 use crate::encoding::{ChunkError, DecodeError};
 use crate::layer::zeroed_words;
-use crate::scalable::{InsertError, LimitError, Limits};
+use crate::scalable::{InsertError, LimitError};
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
 pub const NOROUND: u32 = 1;
@@ -164,6 +165,12 @@ impl LinkShape {
         }
     }
 
+    /// Bytes the allocator hands out for this link's array: ⌈bytes / 8⌉ words, rounded up to the
+    /// allocator's size class ([`allocation_size`]). What a [`MemoryBudget`] is charged.
+    pub fn allocated_bytes(&self) -> u64 {
+        allocation_size(self.bytes.div_ceil(8).saturating_mul(8))
+    }
+
     /// Checks every field but `bytes` against what RedisBloom can produce (an RDB value gives
     /// the array's length last).
     pub(crate) fn validate_fields(&self) -> Result<(), DecodeError> {
@@ -233,6 +240,13 @@ impl ChainShape {
         self.links.iter().map(|link| link.bytes).sum()
     }
 
+    /// Bytes the allocator hands out for all bit arrays ([`LinkShape::allocated_bytes`]).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.links
+            .iter()
+            .fold(0u64, |sum, link| sum.saturating_add(link.allocated_bytes()))
+    }
+
     /// Checks the header against the links. Each link must already have passed
     /// [`LinkShape::validate`].
     pub(crate) fn validate(&self) -> Result<(), DecodeError> {
@@ -259,8 +273,9 @@ impl ChainShape {
     }
 }
 
-/// One link: its fields and its bit array.
-#[derive(Clone, Debug, PartialEq)]
+/// One link: its fields and its bit array. Not `Clone`: a copy allocates, fallibly
+/// ([`RbFilter::try_clone`]).
+#[derive(Debug, PartialEq)]
 pub struct Link {
     shape: LinkShape,
     /// Cached [`LinkShape::modulus`].
@@ -276,6 +291,17 @@ impl Link {
             modulus: shape.modulus(),
             words: zeroed_words(shape.bytes.div_ceil(8))?,
             shape,
+        })
+    }
+
+    /// A copy of this link, its array allocated fallibly (a refusal is an error, not an abort).
+    fn try_clone(&self) -> Result<Link, LimitError> {
+        let mut words = zeroed_words(self.words.len() as u64)?;
+        words.copy_from_slice(&self.words);
+        Ok(Link {
+            shape: self.shape,
+            modulus: self.modulus,
+            words,
         })
     }
 
@@ -358,8 +384,48 @@ impl Link {
     }
 }
 
-/// A RedisBloom filter (see the module documentation for the layout and rules).
-#[derive(Clone, Debug, PartialEq)]
+/// A link an add operation pushed: the one at `index`, with its exact shape (its `items` 0, as
+/// pushed), first used by the item at position `first_item` of the operation's batch.
+///
+/// The counterpart of [`GrownLayer`](crate::scalable::GrownLayer), which cannot carry it: a
+/// [`LayerSize`](crate::sizing::LayerSize) has no entries, error, bits per entry or power-of-two
+/// modulus (`n2`), and its bit counts must be multiples of 64, while a RedisBloom link's modulus
+/// need not be. So the link's own [`LinkShape`] is recorded, everything RedisBloom stores for it:
+/// what the Redis glue needs to replicate the growth explicitly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GrownLink {
+    pub index: usize,
+    pub shape: LinkShape,
+    pub first_item: usize,
+}
+
+/// What one add operation on a RedisBloom filter did, item by item, as
+/// [`AddOutcome`](crate::scalable::AddOutcome) for our filters (with [`GrownLink`]s for layers);
+/// filled as the operation goes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RbAddOutcome {
+    /// One entry per processed item, in order: true when it was new (and counted).
+    pub added: Vec<bool>,
+    /// What stopped the operation at item `added.len()`, if anything did. Never
+    /// [`InsertError::Present`], which is recorded as `false` in `added`.
+    pub error: Option<InsertError>,
+    /// Links pushed, in order.
+    pub grown: Vec<GrownLink>,
+}
+
+impl RbAddOutcome {
+    /// Positions (in the batch) of the items that changed the filter.
+    pub fn added_positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.added
+            .iter()
+            .enumerate()
+            .filter_map(|(position, &new)| new.then_some(position))
+    }
+}
+
+/// A RedisBloom filter (see the module documentation for the layout and rules). Not `Clone`:
+/// a copy allocates, after a budget admits it ([`try_clone`](Self::try_clone)).
+#[derive(Debug, PartialEq)]
 pub struct RbFilter {
     header: ChainHeader,
     /// Oldest first; never empty.
@@ -373,11 +439,16 @@ impl RbFilter {
         RbFilter { header, links }
     }
 
-    /// A filter of a validated `shape` with all-zero bit arrays, after checking `limits` admit
-    /// its bytes.
-    pub(crate) fn zeroed(shape: &ChainShape, limits: Limits) -> Result<RbFilter, DecodeError> {
-        let total = shape.total_bytes();
-        limits.admit(total, total).map_err(DecodeError::Limit)?;
+    /// A filter of a validated `shape` with all-zero bit arrays, after `budget` admits their
+    /// allocation sizes (charged once, for all links).
+    pub(crate) fn zeroed<B: MemoryBudget + ?Sized>(
+        shape: &ChainShape,
+        budget: &mut B,
+    ) -> Result<RbFilter, DecodeError> {
+        let allocation = shape.allocated_bytes();
+        budget
+            .charge(allocation, allocation)
+            .map_err(DecodeError::Limit)?;
         let links = shape
             .links
             .iter()
@@ -385,6 +456,21 @@ impl RbFilter {
             .collect::<Result<Vec<_>, LimitError>>()
             .map_err(DecodeError::Limit)?;
         Ok(RbFilter::from_parts(shape.header, links))
+    }
+
+    /// A copy of this filter, its arrays allocated after `budget` admits them (COPY).
+    pub fn try_clone<B: MemoryBudget + ?Sized>(
+        &self,
+        budget: &mut B,
+    ) -> Result<RbFilter, LimitError> {
+        let allocation = self.allocated_bytes();
+        budget.charge(allocation, allocation)?;
+        let links = self
+            .links
+            .iter()
+            .map(Link::try_clone)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RbFilter::from_parts(self.header, links))
     }
 
     pub fn header(&self) -> &ChainHeader {
@@ -421,6 +507,13 @@ impl RbFilter {
         self.links.iter().map(|link| link.shape.bytes).sum()
     }
 
+    /// Bytes the allocator hands out for all bit arrays (see [`LinkShape::allocated_bytes`]).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.links.iter().fold(0u64, |sum, link| {
+            sum.saturating_add(link.shape.allocated_bytes())
+        })
+    }
+
     /// What RedisBloom's BF.INFO reports as "Size": its chain's and links' structures (32 and 64
     /// bytes on 64-bit builds) plus the bit arrays. Not in the format notes; measured on 2.8.2 for
     /// every fixture (`core/tests/redisbloom.rs` checks it).
@@ -454,25 +547,41 @@ impl RbFilter {
     }
 
     /// Adds `item`: Ok(false) when a link already has it, Ok(true) when its bits were set in the
-    /// newest link (pushing a link first if that one was full). On error nothing changed.
-    pub fn insert(&mut self, item: &[u8], limits: Limits) -> Result<bool, InsertError> {
-        self.insert_hash(self.hash(item), limits)
+    /// newest link (pushing a link first if that one was full, after `budget` admits it). On
+    /// error nothing changed.
+    pub fn insert<B: MemoryBudget + ?Sized>(
+        &mut self,
+        item: &[u8],
+        budget: &mut B,
+    ) -> Result<bool, InsertError> {
+        match self.insert_hash(self.hash(item), budget) {
+            Ok(_) => Ok(true),
+            Err(InsertError::Present) => Ok(false),
+            Err(error) => Err(error),
+        }
     }
 
-    /// [`insert`](Self::insert) for a hashed item.
-    pub fn insert_hash(&mut self, hash: ItemHash, limits: Limits) -> Result<bool, InsertError> {
+    /// Adds a hashed item: Ok with the link it had to push first, if any (its index and shape);
+    /// Err(Present) when a link already has it. On error nothing changed.
+    fn insert_hash<B: MemoryBudget + ?Sized>(
+        &mut self,
+        hash: ItemHash,
+        budget: &mut B,
+    ) -> Result<Option<(usize, LinkShape)>, InsertError> {
         if self.contains_hash(hash) {
-            return Ok(false);
+            return Err(InsertError::Present);
         }
-        if self.newest().items >= self.newest().entries {
-            self.grow(limits)?;
-        }
+        let grown = if self.newest().items >= self.newest().entries {
+            Some(self.grow(budget)?)
+        } else {
+            None
+        };
         let arithmetic = self.header.arithmetic;
         let newest = self.links.last_mut().expect("a filter always has a link");
         newest.set(hash, arithmetic);
         newest.shape.items += 1;
         self.header.items += 1;
-        Ok(true)
+        Ok(grown)
     }
 
     /// Looks up items in order, calling `found` with each answer.
@@ -486,20 +595,33 @@ impl RbFilter {
         }
     }
 
-    /// Adds items in order, calling `added` with each result; stops after reporting the first
-    /// error (as RedisBloom's BF.MADD stops at a full non-scaling filter).
-    pub fn insert_many<'a>(
+    /// Adds items in order, recording each result (and each link pushed, with the item that
+    /// first needed it) in `outcome` as it goes; stops at the first error (as RedisBloom's
+    /// BF.MADD stops at a full non-scaling filter). One operation: `budget` is charged for the
+    /// sum of the links it pushes.
+    pub fn insert_many<'a, B: MemoryBudget + ?Sized>(
         &mut self,
         items: impl IntoIterator<Item = &'a [u8]>,
-        limits: Limits,
-        mut added: impl FnMut(Result<bool, InsertError>),
+        budget: &mut B,
+        outcome: &mut RbAddOutcome,
     ) {
         for item in items {
-            let result = self.insert(item, limits);
-            let failed = result.is_err();
-            added(result);
-            if failed {
-                return;
+            match self.insert_hash(self.hash(item), budget) {
+                Ok(grown) => {
+                    if let Some((index, shape)) = grown {
+                        outcome.grown.push(GrownLink {
+                            index,
+                            shape,
+                            first_item: outcome.added.len(),
+                        });
+                    }
+                    outcome.added.push(true);
+                }
+                Err(InsertError::Present) => outcome.added.push(false),
+                Err(error) => {
+                    outcome.error = Some(error);
+                    return;
+                }
             }
         }
     }
@@ -529,20 +651,30 @@ impl RbFilter {
         .ok_or(InsertError::CannotGrow)
     }
 
-    /// Bytes of the link this filter would push next; None when it cannot grow.
+    /// Bytes of the array of the link this filter would push next; None when it cannot grow.
+    /// A budget is charged its allocation size ([`LinkShape::allocated_bytes`]).
     pub fn next_link_bytes(&self) -> Option<u64> {
         self.next_link().ok().map(|link| link.bytes)
     }
 
-    /// Pushes the next link, if `limits` admit it and the system gives the memory.
-    fn grow(&mut self, limits: Limits) -> Result<(), InsertError> {
+    /// Pushes the next link, if `budget` admits its allocation size and the system gives the
+    /// memory; returns its index and shape.
+    fn grow<B: MemoryBudget + ?Sized>(
+        &mut self,
+        budget: &mut B,
+    ) -> Result<(usize, LinkShape), InsertError> {
         let shape = self.next_link()?;
-        limits
-            .admit(self.bytes().saturating_add(shape.bytes), shape.bytes)
+        let allocation = shape.allocated_bytes();
+        budget
+            .charge(
+                self.allocated_bytes().saturating_add(allocation),
+                allocation,
+            )
             .map_err(InsertError::Limit)?;
         let link = Link::zeroed(shape).map_err(InsertError::Limit)?;
+        let index = self.links.len();
         self.links.push(link);
-        Ok(())
+        Ok((index, shape))
     }
 
     /// Writes a SCANDUMP data chunk at byte `offset` of all arrays laid end to end. RedisBloom

@@ -22,9 +22,12 @@
 //! ```
 //!
 //! Every decoder validates each count before it sizes anything (see [`chain::LinkShape`] and
-//! [`chain::ChainShape`] for the rules) and admits the total against the caller's
-//! [`Limits`](crate::Limits); growth tells its caller the next link's bytes
-//! ([`RbFilter::next_link_bytes`]) and reports a refused allocation as a value.
+//! [`chain::ChainShape`] for the rules) and charges the arrays' allocation sizes to the caller's
+//! [`MemoryBudget`](crate::MemoryBudget), one budget per operation. Growth is charged the same
+//! way and reports a refused allocation as a value; an add operation records every link it
+//! pushed, with its exact [`LinkShape`] and the item that first needed it ([`RbAddOutcome`]), so
+//! that the caller can replicate the growth explicitly. A copy is fallible too
+//! ([`RbFilter::try_clone`]).
 //!
 //! The facts come from RedisBloom's formats as documented for this project and were checked
 //! against RedisBloom 2.8.2 itself: `core/tests/fixtures/redisbloom/` holds streams, DUMP
@@ -36,7 +39,8 @@ pub mod rdb;
 pub mod scandump;
 
 pub use chain::{
-    Arithmetic, ChainHeader, ChainShape, Hashing, ItemHash, Link, LinkShape, RbFilter,
+    Arithmetic, ChainHeader, ChainShape, GrownLink, Hashing, ItemHash, Link, LinkShape,
+    RbAddOutcome, RbFilter,
 };
 pub use rdb::{RdbError, RdbSink, RdbSource};
 

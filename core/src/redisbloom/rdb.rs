@@ -29,13 +29,15 @@
 //! Only encoding 4 has a writer we can run (RedisBloom 2.8.2); the tests build 0–3 from this
 //! description. Every count is checked before it sizes anything: the link count before the link
 //! list is reserved, each link's fields before its string is read, each string's length against
-//! the fields and the running total against the caller's [`Limits`].
+//! the fields, and each link's allocation size against the caller's
+//! [`MemoryBudget`], charged link by link as the arrays are allocated (one
+//! budget for the whole value, so it sees their sum).
 
 use super::chain::{
     check, Arithmetic, ChainHeader, ChainShape, Link, LinkShape, RbFilter, MAX_LINKS,
 };
+use crate::budget::MemoryBudget;
 use crate::encoding::DecodeError;
-use crate::scalable::Limits;
 
 /// The encoding version RedisBloom writes; it reads every version up to this one.
 pub const ENCODING_VERSION: i32 = 4;
@@ -78,11 +80,12 @@ fn corrupt<E>(what: &'static str) -> RdbError<E> {
     RdbError::Decode(DecodeError::Corrupt(what))
 }
 
-/// Loads a RedisBloom filter written with encoding version `encver`.
-pub fn load<S: RdbSource>(
+/// Loads a RedisBloom filter written with encoding version `encver`, allocating each link's
+/// array after `budget` admits it (its filter total being the links allocated so far).
+pub fn load<S: RdbSource, B: MemoryBudget + ?Sized>(
     source: &mut S,
     encver: i32,
-    limits: Limits,
+    budget: &mut B,
 ) -> Result<RbFilter, RdbError<S::Error>> {
     if !(0..=ENCODING_VERSION).contains(&encver) {
         return Err(corrupt("encoding version"));
@@ -117,6 +120,7 @@ pub fn load<S: RdbSource>(
     };
     let mut links = Vec::with_capacity(count);
     let mut total = 0u64;
+    let mut allocated = 0u64;
     for _ in 0..count {
         let entries = source.unsigned().map_err(RdbError::Source)?;
         let error = source.double().map_err(RdbError::Source)?;
@@ -153,7 +157,11 @@ pub fn load<S: RdbSource>(
         total = total
             .checked_add(shape.bytes)
             .ok_or(corrupt("total bytes"))?;
-        limits.admit(total, total).map_err(DecodeError::Limit)?;
+        let allocation = shape.allocated_bytes();
+        allocated = allocated.saturating_add(allocation);
+        budget
+            .charge(allocated, allocation)
+            .map_err(DecodeError::Limit)?;
         // The string moves into words one link at a time: at most one link is held twice.
         let mut link = Link::zeroed(shape).map_err(DecodeError::Limit)?;
         link.write_bytes(0, &array);

@@ -21,8 +21,8 @@
 //! (v2.2.0 had a u32 `entries`, v2.0 and older no growth); RedisBloom 2.8.2 writes it as above.
 
 use super::chain::{check, Arithmetic, ChainHeader, ChainShape, LinkShape, RbFilter, MAX_LINKS};
+use crate::budget::MemoryBudget;
 use crate::encoding::{ChunkError, DecodeError};
-use crate::scalable::Limits;
 
 /// Bytes of the fixed part of the header.
 pub const HEADER_BYTES: usize = 20;
@@ -105,9 +105,13 @@ pub fn parse_header(bytes: &[u8]) -> Result<ChainShape, DecodeError> {
 }
 
 /// Decodes a header into a filter whose bit arrays are all zero, after validating everything
-/// and checking `limits`; the data chunks then fill it ([`load_chunk`]).
-pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<RbFilter, DecodeError> {
-    RbFilter::zeroed(&parse_header(bytes)?, limits)
+/// and charging `budget` the arrays' allocation sizes; the data chunks then fill it
+/// ([`load_chunk`]).
+pub fn decode_header<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<RbFilter, DecodeError> {
+    RbFilter::zeroed(&parse_header(bytes)?, budget)
 }
 
 /// Applies a BF.LOADCHUNK data chunk, `iterator` being the one SCANDUMP returned with it.

@@ -1,11 +1,12 @@
 //! The decoders refuse what RedisBloom could not have written, before allocating; growth is
 //! fallible and leaves the filter unchanged when refused.
 
-use super::chain::{LinkShape, RbFilter, MAX_LINKS, NOROUND, NO_SCALING};
+use super::chain::{GrownLink, LinkShape, RbAddOutcome, RbFilter, MAX_LINKS, NOROUND, NO_SCALING};
 use super::rdb::{load, RdbError, RdbSource};
 use super::scandump::{decode_header, encode_header, parse_header, scandump_step, CHUNK_BYTES};
+use crate::budget::{allocation_size, Budget, Unlimited};
 use crate::encoding::{ChunkError, DecodeError};
-use crate::scalable::{InsertError, LimitError, Limits};
+use crate::scalable::{InsertError, LimitError};
 
 const OPTIONS: u32 = 5;
 
@@ -53,7 +54,7 @@ fn refused(bytes: &[u8]) -> &'static str {
 #[test]
 fn a_valid_header_round_trips() {
     let bytes = header(150, OPTIONS, 2, &[link(100), link(50)]);
-    let filter = decode_header(&bytes, Limits::UNLIMITED).unwrap();
+    let filter = decode_header(&bytes, &mut Unlimited).unwrap();
     assert_eq!(encode_header(&filter), bytes);
     assert_eq!(
         (filter.items(), filter.capacity(), filter.bytes()),
@@ -74,7 +75,7 @@ fn chunks_are_at_most_16_mib_and_stop_at_the_link() {
         bytes: CHUNK_BYTES + 24,
         ..link(0)
     };
-    let filter = decode_header(&header(0, OPTIONS, 2, &[big]), Limits::UNLIMITED).unwrap();
+    let filter = decode_header(&header(0, OPTIONS, 2, &[big]), &mut Unlimited).unwrap();
     let step = |iterator| {
         let (next, chunk) = scandump_step(&filter, iterator);
         (next, chunk.len() as u64)
@@ -154,22 +155,42 @@ fn links_with_bad_fields_are_refused() {
 #[test]
 fn decoding_respects_limits() {
     let bytes = header(10, OPTIONS, 2, &[link(10)]);
-    let limits = Limits {
-        max_filter_bytes: 100,
-        max_new_bytes: u64::MAX,
-    };
+    // 144 bytes of bits are a 160-byte allocation, which is what the budget sees.
     assert_eq!(
-        decode_header(&bytes, limits),
+        decode_header(&bytes, &mut Budget::new(100, u64::MAX)),
         Err(DecodeError::Limit(LimitError::FilterBytes {
-            needed: 144,
+            needed: 160,
             limit: 100
         }))
     );
+    let mut budget = Budget::new(u64::MAX, 1000);
+    let filter = decode_header(&bytes, &mut budget).unwrap();
+    assert_eq!(filter.allocated_bytes(), 160);
+    assert_eq!(budget.available(), 840);
+}
+
+#[test]
+fn copies_are_charged_and_equal() {
+    let filter = decode_header(
+        &header(150, OPTIONS, 2, &[link(100), link(50)]),
+        &mut Unlimited,
+    )
+    .unwrap();
+    assert_eq!(
+        filter.try_clone(&mut Budget::new(u64::MAX, 319)),
+        Err(LimitError::ServerMemory {
+            needed: 320,
+            available: 319
+        })
+    );
+    let mut budget = Budget::new(u64::MAX, 320);
+    assert_eq!(filter.try_clone(&mut budget).as_ref(), Ok(&filter));
+    assert_eq!(budget.available(), 0);
 }
 
 fn full_filter(options: u32) -> RbFilter {
     // One full link; a new item (no bits are set) makes it grow or refuse.
-    decode_header(&header(100, options, 2, &[link(100)]), Limits::UNLIMITED).unwrap()
+    decode_header(&header(100, options, 2, &[link(100)]), &mut Unlimited).unwrap()
 }
 
 #[test]
@@ -178,23 +199,29 @@ fn growth_announces_its_bytes_and_can_be_refused() {
     let next = filter.next_link().unwrap();
     assert_eq!((next.entries, next.error, next.hashes), (200, 0.0025, 9));
     assert_eq!(filter.next_link_bytes(), Some(312));
-    let before = filter.clone();
-    let tight = Limits {
-        max_filter_bytes: u64::MAX,
-        max_new_bytes: 311,
-    };
+    // The budget is charged the allocation size of the 312-byte array.
+    assert_eq!(next.allocated_bytes(), allocation_size(312));
+    assert_eq!(allocation_size(312), 320);
+    let before = filter.try_clone(&mut Unlimited).unwrap();
     assert_eq!(
-        filter.insert(b"x", tight),
+        filter.insert(b"x", &mut Budget::new(u64::MAX, 319)),
         Err(InsertError::Limit(LimitError::ServerMemory {
-            needed: 312,
-            available: 311
+            needed: 320,
+            available: 319
+        }))
+    );
+    assert_eq!(
+        filter.insert(b"x", &mut Budget::new(160 + 319, u64::MAX)),
+        Err(InsertError::Limit(LimitError::FilterBytes {
+            needed: 160 + 320,
+            limit: 160 + 319
         }))
     );
     assert_eq!(filter, before, "a refused growth changes nothing");
-    assert_eq!(filter.insert(b"x", Limits::UNLIMITED), Ok(true));
+    assert_eq!(filter.insert(b"x", &mut Unlimited), Ok(true));
     assert_eq!(filter.links().len(), 2);
     assert_eq!(*filter.links()[1].shape(), LinkShape { items: 1, ..next });
-    assert_eq!(filter.insert(b"x", Limits::UNLIMITED), Ok(false));
+    assert_eq!(filter.insert(b"x", &mut Unlimited), Ok(false));
     assert_eq!(filter.items(), 101);
 }
 
@@ -203,7 +230,7 @@ fn non_scaling_and_maximal_filters_refuse_to_grow() {
     let mut filter = full_filter(OPTIONS | NO_SCALING);
     assert_eq!(filter.next_link_bytes(), None);
     assert_eq!(
-        filter.insert(b"x", Limits::UNLIMITED),
+        filter.insert(b"x", &mut Unlimited),
         Err(InsertError::NonScalingFull)
     );
     let links = vec![
@@ -215,21 +242,97 @@ fn non_scaling_and_maximal_filters_refuse_to_grow() {
         MAX_LINKS
     ];
     let bytes = header(MAX_LINKS as u64, OPTIONS, 1, &links);
-    let mut filter = decode_header(&bytes, Limits::UNLIMITED).unwrap();
+    let mut filter = decode_header(&bytes, &mut Unlimited).unwrap();
     assert_eq!(
-        filter.insert(b"x", Limits::UNLIMITED),
+        filter.insert(b"x", &mut Unlimited),
         Err(InsertError::CannotGrow)
     );
-    let mut answers = Vec::new();
+    let mut outcome = RbAddOutcome::default();
     let mut full = full_filter(OPTIONS | NO_SCALING);
-    full.insert_many([&b"a"[..], b"b"], Limits::UNLIMITED, |result| {
-        answers.push(result)
-    });
+    full.insert_many([&b"a"[..], b"b"], &mut Unlimited, &mut outcome);
     assert_eq!(
-        answers,
-        [Err(InsertError::NonScalingFull)],
+        outcome,
+        RbAddOutcome {
+            added: vec![],
+            error: Some(InsertError::NonScalingFull),
+            grown: vec![],
+        },
         "stops at the error"
     );
+}
+
+#[test]
+fn one_add_operation_records_its_links_and_is_charged_their_sum() {
+    // EXPANSION 1 and one entry per link: every new item pushes a link of 8 bytes (an 8-byte
+    // allocation), so three new items push three links, charged 24 bytes in all.
+    let tiny = LinkShape {
+        entries: 1,
+        error: 0.45,
+        hashes: 1,
+        bpe: 1.6619647279353547,
+        bits: 64,
+        n2: 0,
+        bytes: 8,
+        items: 1,
+    };
+    let mut filter = decode_header(&header(1, OPTIONS, 1, &[tiny]), &mut Unlimited).unwrap();
+    // Three items each new when added in turn (a link of 64 bits may already report an item),
+    // and the links they push, found on a copy.
+    let (mut items, mut shapes) = (Vec::new(), Vec::new());
+    let mut copy = filter.try_clone(&mut Unlimited).unwrap();
+    for candidate in (0u32..).map(|i| format!("new-{i}").into_bytes()) {
+        if items.len() == 3 {
+            break;
+        }
+        if !copy.contains(&candidate) {
+            shapes.push(copy.next_link().unwrap());
+            assert_eq!(copy.insert(&candidate, &mut Unlimited), Ok(true));
+            items.push(candidate);
+        }
+    }
+    assert!(shapes.iter().all(|shape| shape.allocated_bytes() == 8));
+    let mut budget = Budget::new(u64::MAX, 23);
+    let mut outcome = RbAddOutcome::default();
+    let batch = [&items[0][..], &items[0], &items[1], &items[2]];
+    filter.insert_many(batch, &mut budget, &mut outcome);
+    assert_eq!(
+        outcome,
+        RbAddOutcome {
+            added: vec![true, false, true],
+            error: Some(InsertError::Limit(LimitError::ServerMemory {
+                needed: 8,
+                available: 7
+            })),
+            grown: vec![
+                GrownLink {
+                    index: 1,
+                    shape: shapes[0],
+                    first_item: 0
+                },
+                GrownLink {
+                    index: 2,
+                    shape: shapes[1],
+                    first_item: 2
+                },
+            ],
+        },
+        "the third link is refused: the first two took 16 of 23 bytes"
+    );
+    assert_eq!(outcome.added_positions().collect::<Vec<_>>(), [0, 2]);
+    assert_eq!(filter.links().len(), 3);
+    assert_eq!(filter.items(), 3);
+    // The recorded shapes are the links as pushed; only their counts moved since.
+    for grown in &outcome.grown {
+        let link = filter.links()[grown.index].shape();
+        assert_eq!(
+            *link,
+            LinkShape {
+                items: 1,
+                ..grown.shape
+            }
+        );
+    }
+    assert_eq!(budget.available(), 7);
 }
 
 #[test]
@@ -242,7 +345,7 @@ fn chunks_write_within_odd_sized_links() {
         ..link(0)
     };
     let mut filter =
-        decode_header(&header(0, OPTIONS, 2, &[odd, link(0)]), Limits::UNLIMITED).unwrap();
+        decode_header(&header(0, OPTIONS, 2, &[odd, link(0)]), &mut Unlimited).unwrap();
     let data: Vec<u8> = (1..=20).collect();
     filter.write_chunk(3, &data).unwrap();
     let (next, chunk) = scandump_step(&filter, 1);
@@ -318,7 +421,7 @@ fn rdb_fields(encver: i32, options: u64, links: &[LinkShape], fill: u8) -> Vec<F
 }
 
 fn load_fields(fields: Vec<Field>, encver: i32) -> Result<RbFilter, RdbError<Exhausted>> {
-    load(&mut Fields(fields.into_iter()), encver, Limits::UNLIMITED)
+    load(&mut Fields(fields.into_iter()), encver, &mut Unlimited)
 }
 
 #[test]
@@ -371,20 +474,33 @@ fn bad_rdb_values_are_refused() {
         load_fields(items, 4),
         Err(decode("items differ from the links' sum"))
     );
+    // Each 144-byte array is a 160-byte allocation; the second takes the filter to 320.
     let limited = load(
         &mut Fields(rdb_fields(4, 5, &[link(100), link(7)], 0).into_iter()),
         4,
-        Limits {
-            max_filter_bytes: 200,
-            max_new_bytes: u64::MAX,
-        },
+        &mut Budget::new(200, u64::MAX),
     );
     assert_eq!(
         limited,
         Err(RdbError::Decode(DecodeError::Limit(
             LimitError::FilterBytes {
-                needed: 288,
+                needed: 320,
                 limit: 200
+            }
+        )))
+    );
+    // One budget for the whole value: the second link sees what the first left.
+    let limited = load(
+        &mut Fields(rdb_fields(4, 5, &[link(100), link(7)], 0).into_iter()),
+        4,
+        &mut Budget::new(u64::MAX, 250),
+    );
+    assert_eq!(
+        limited,
+        Err(RdbError::Decode(DecodeError::Limit(
+            LimitError::ServerMemory {
+                needed: 160,
+                available: 90
             }
         )))
     );
@@ -404,7 +520,7 @@ fn power_of_two_filters_grow_by_powers_of_two() {
         bytes: 32,
         items: 20,
     };
-    let filter = decode_header(&header(20, 4, 2, &[first]), Limits::UNLIMITED).unwrap();
+    let filter = decode_header(&header(20, 4, 2, &[first]), &mut Unlimited).unwrap();
     let next = filter.next_link().unwrap();
     assert_eq!(
         (next.n2, next.bits, next.bytes, next.entries),
@@ -420,16 +536,16 @@ mod hostile {
 
     use super::*;
 
-    const SMALL: Limits = Limits {
-        max_filter_bytes: 1 << 20,
-        max_new_bytes: 1 << 20,
-    };
+    /// The budget of one operation.
+    fn small() -> Budget {
+        Budget::new(1 << 20, 1 << 20)
+    }
 
     /// Exercises everything a decoded filter offers; none of it may panic.
     fn use_filter(mut filter: RbFilter, chunk: &[u8]) {
         for item in [&b""[..], b"a", chunk] {
             filter.contains(item);
-            let _ = filter.insert(item, SMALL);
+            let _ = filter.insert(item, &mut small());
         }
         let _ = filter.write_chunk(chunk.len() as u64, chunk);
         let mut iterator = 0;
@@ -449,7 +565,7 @@ mod hostile {
             for (at, value) in edits {
                 bytes[at] = value;
             }
-            if let Ok(filter) = decode_header(&bytes, SMALL) {
+            if let Ok(filter) = decode_header(&bytes, &mut small()) {
                 use_filter(filter, &chunk);
             }
         }
@@ -471,7 +587,7 @@ mod hostile {
                     };
                 }
             }
-            let loaded = load(&mut Fields(fields.into_iter()), encver, SMALL);
+            let loaded = load(&mut Fields(fields.into_iter()), encver, &mut small());
             if let Ok(filter) = loaded {
                 use_filter(filter, &chunk);
             }
