@@ -164,12 +164,18 @@
 //! and the consistency between them before it trusts any size. A layer's layout is stored as its
 //! number of cache lines (0 classic, 1 blocked, 2–4); headers with a layer in 2–4 lines are format
 //! version 2, all others stay version 1 and readable by releases before.
+//!
+//! # RedisBloom's filters ([`redisbloom`])
+//!
+//! Filters migrated from RedisBloom keep RedisBloom's own layout, hashes and growth rule, so they
+//! answer exactly as they did there; they are read from its RDB values and SCANDUMP streams.
 
 pub mod budget;
 pub mod encoding;
 pub mod hash;
 pub mod layer;
 mod math;
+pub mod redisbloom;
 pub mod scalable;
 pub mod sizing;
 pub mod stored;

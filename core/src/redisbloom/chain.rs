@@ -1,0 +1,813 @@
+//! A RedisBloom filter as RedisBloom keeps it: a chain of plain Bloom filters ("links").
+//!
+//! Every link keeps the fields RedisBloom stores for it, so that a migrated filter probes the
+//! same bits, grows into the same links and encodes back to the same bytes:
+//!
+//! ```text
+//!   RbFilter { items, options, growth, links: [link 0 (oldest), link 1, ..., link n-1 (newest)] }
+//!   Link     { entries, error, hashes, bpe, bits, n2, items, bytes, array }
+//!
+//!   array (RedisBloom's):  | byte 0 | byte 1 | ... | byte bytes-1 |
+//!   bit x of a link is     byte[x >> 3] & (1 << (x & 7))      (least significant bit first)
+//!   held here as words:    | word 0 = bytes 0..7, little-endian | word 1 | ... |
+//!                          so bit x is bit (x & 63) of word x >> 6, the same bit
+//!   probe i of an item:    x_i = ((a + i·b) mod 2^64) mod M,   0 ≤ i < hashes
+//!                          M   = 2^n2 when n2 > 0, else bits (bits = 0: 8 · bytes)
+//! ```
+//!
+//! Words rather than bytes so that a new link comes from the core's fallible zeroed allocation
+//! ([`crate::layer`]'s `zeroed_words`), whose pages stay untouched until used. A link's `bytes` is
+//! not always a multiple of 8 in old files; the padding of its last word stays zero and is never
+//! encoded.
+//!
+//! `(a, b)` are two hashes of the item ([`ItemHash`]), computed once and shared by all links.
+//! A lookup scans links newest to oldest; an add answers false when any link has the item, else
+//! sets its bits in the newest link, first pushing a new link when that one holds `entries` items.
+//!
+//! A new link is sized as RedisBloom 2.8.2 sizes one (checked against its SCANDUMP headers):
+//!
+//! ```text
+//!   entries = entries_prev · growth          error = error_prev · 0.5
+//!   bpe     = −ln(error) / 0.480453013918201   (RedisBloom's decimal constant for ln²2)
+//!   hashes  = ⌈ln 2 · bpe⌉
+//!   NOROUND:   raw = (u64)(entries · bpe),                  n2 = 0
+//!   otherwise: n2 = ⌊log2(entries · bpe)⌋ + 1,  raw = 2^n2, entries = (u64)(2^n2 / bpe)
+//!   bytes   = 8 · max(1, ⌈raw / 64⌉)           bits = 8 · bytes
+//! ```
+//!
+//! The recomputed `entries` of a power-of-two link and the one-word minimum are not in the
+//! format notes; both were observed on RedisBloom 2.8.2 (a link of n2 = 1 is stored with 8 bytes
+//! and bits = 64 but probes modulo 2). `ln` is `f64::ln`, which on Linux calls the C library's
+//! `log` — the very function RedisBloom's C calls — so bpe matches RedisBloom's to the bit there
+//! (the fixtures compare every stored bpe). The core's portable `ln` (in the private `math` module) would
+//! differ in the last bits; exactness with RedisBloom matters more here than sameness across
+//! C libraries, which for a replica of a migrated filter only matters if primary and replica
+//! run different ones.
+
+use std::borrow::Cow;
+
+use super::murmur::{murmur2, murmur64a, M64};
+use crate::budget::{allocation_size, MemoryBudget};
+use crate::encoding::{ChunkError, DecodeError};
+use crate::layer::zeroed_words;
+use crate::scalable::{InsertError, LimitError};
+
+/// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
+pub const NOROUND: u32 = 1;
+/// Option flag: the capacity given at creation was a number of bits (creation only; kept as is).
+pub const ENTS_IS_BITS: u32 = 2;
+/// Option flag: items are hashed with MurmurHash64A (else the 32-bit MurmurHash2).
+pub const FORCE64: u32 = 4;
+/// Option flag: the filter refuses new items once its one link is full.
+pub const NO_SCALING: u32 = 8;
+/// Every flag RedisBloom defines.
+pub const KNOWN_OPTIONS: u32 = NOROUND | ENTS_IS_BITS | FORCE64 | NO_SCALING;
+
+/// Most links a filter may have. RedisBloom has no limit of its own: with EXPANSION 1 and
+/// capacity 1 each link takes one item at half the previous error, so links pile up until the
+/// error underflows to zero after about 1075 halvings (measured on 2.8.2: 1067 usable links from
+/// 0.01, then a broken zero-sized one). This bound admits every filter with a usable last link.
+pub const MAX_LINKS: usize = 1100;
+/// Most hashes per link: ⌈log2(1/ε)⌉ is at most 1075 for the smallest positive double.
+pub const MAX_HASHES: u32 = 1100;
+/// The largest expansion RedisBloom accepts.
+pub const MAX_GROWTH: u32 = 32768;
+
+/// RedisBloom's decimal approximation of ln²2, which its bits-per-entry formula divides by.
+/// Using the exact value would make some links one bit different.
+const LN2_SQUARED: f64 = 0.480453013918201;
+/// Seed of the first 32-bit hash of an item (the second is seeded with the first).
+const SEED32: u32 = 0x9747_b28c;
+
+/// How a filter derives probe positions from an item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hashing {
+    /// MurmurHash64A twice (the FORCE64 option).
+    Murmur64,
+    /// MurmurHash2 (32-bit) twice.
+    Murmur32,
+}
+
+/// How the probe sum `a + i·b` is reduced before the modulo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arithmetic {
+    /// Modulo 2^64 (every RedisBloom since v1.1.1).
+    Wide,
+    /// RedisBloom v1.0 (RDB encoding version 1) summed in 32 bits: in links of more than 2^31
+    /// bits (n2 > 31) the sum wraps at 2^32 first, so those links only ever use their first 2^32
+    /// bits. Positions change only from n2 = 33 on (2^32 is a multiple of any smaller
+    /// power-of-two modulus).
+    ///
+    /// RedisBloom 2.8.2 itself does not do this when it loads encoding 1: asked with a 2^33-bit
+    /// link (`core/tests/fixtures/redisbloom/check_wrap32.py`), it set the 64-bit positions. So
+    /// for such a link — 1 GiB or more, written by v1.0 — 2.8.2 misses items v1.0 added; we
+    /// answer as the v1.0 that wrote the bits.
+    Wrap32,
+}
+
+/// The two hashes of an item from which every probe position follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemHash {
+    pub a: u64,
+    pub b: u64,
+}
+
+impl ItemHash {
+    /// Hashes `item` as RedisBloom does under `hashing`.
+    pub fn new(item: &[u8], hashing: Hashing) -> ItemHash {
+        match hashing {
+            Hashing::Murmur64 => {
+                let a = murmur64a(item, M64);
+                ItemHash {
+                    a,
+                    b: murmur64a(item, a),
+                }
+            }
+            Hashing::Murmur32 => {
+                let a = murmur2(item, SEED32);
+                ItemHash {
+                    a: u64::from(a),
+                    b: u64::from(murmur2(item, a)),
+                }
+            }
+        }
+    }
+}
+
+/// The stored fields of one link, without its bit array.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkShape {
+    /// Items the link was sized for (RedisBloom's `entries`).
+    pub entries: u64,
+    pub error: f64,
+    pub hashes: u32,
+    /// Bits per entry.
+    pub bpe: f64,
+    /// The stored bit count (0 in some links written before v2.2).
+    pub bits: u64,
+    /// log2 of the modulus of a power-of-two link; 0 when the modulus is `bits`.
+    pub n2: u8,
+    /// Length of the bit array.
+    pub bytes: u64,
+    /// Items added to this link (RedisBloom's per-link `size`).
+    pub items: u64,
+}
+
+impl LinkShape {
+    /// The modulus M of the probe positions.
+    pub fn modulus(&self) -> u64 {
+        if self.n2 > 0 {
+            1 << self.n2
+        } else if self.bits == 0 {
+            self.bytes * 8
+        } else {
+            self.bits
+        }
+    }
+
+    /// Bytes the allocator hands out for this link's array: ⌈bytes / 8⌉ words, rounded up to the
+    /// allocator's size class ([`allocation_size`]). What a [`MemoryBudget`] is charged.
+    pub fn allocated_bytes(&self) -> u64 {
+        allocation_size(self.bytes.div_ceil(8).saturating_mul(8))
+    }
+
+    /// Checks every field but `bytes` against what RedisBloom can produce (an RDB value gives
+    /// the array's length last).
+    pub(crate) fn validate_fields(&self) -> Result<(), DecodeError> {
+        check(self.entries >= 1, "link entries")?;
+        check(self.error > 0.0 && self.error < 1.0, "link error rate")?;
+        check((1..=MAX_HASHES).contains(&self.hashes), "link hashes")?;
+        check(
+            self.bpe.is_finite() && self.bpe > 0.0,
+            "link bits per entry",
+        )?;
+        check(self.items <= self.entries, "link items over entries")?;
+        check(self.n2 < 64, "link n2")
+    }
+
+    /// Checks every field, and that the array covers the modulus with at most the one word of
+    /// slack RedisBloom's rounding leaves (so a small filter cannot claim a huge array).
+    pub(crate) fn validate(&self) -> Result<(), DecodeError> {
+        self.validate_fields()?;
+        check(self.bytes > 0, "empty link")?;
+        let array_bits = self.bytes.checked_mul(8).ok_or(corrupt("link bytes"))?;
+        if self.n2 == 0 {
+            check(self.bits <= array_bits, "link bits over its bytes")?;
+        }
+        let modulus = self.modulus();
+        check(modulus <= array_bits, "link modulus over its bytes")?;
+        check(
+            self.bytes <= modulus.div_ceil(64).max(1) * 8,
+            "link bytes over its modulus",
+        )
+    }
+}
+
+fn corrupt(what: &'static str) -> DecodeError {
+    DecodeError::Corrupt(what)
+}
+
+pub(crate) fn check(ok: bool, what: &'static str) -> Result<(), DecodeError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(corrupt(what))
+    }
+}
+
+/// The filter-wide fields, as RedisBloom's chain stores them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainHeader {
+    /// Items over all links (RedisBloom's chain `size`).
+    pub items: u64,
+    pub options: u32,
+    /// Expansion: each new link has `growth` times the entries of the previous one.
+    pub growth: u32,
+    pub arithmetic: Arithmetic,
+}
+
+/// Everything a decoder learned about a filter before it allocates the bit arrays.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainShape {
+    pub header: ChainHeader,
+    /// Oldest first.
+    pub links: Vec<LinkShape>,
+}
+
+impl ChainShape {
+    /// Bytes of all bit arrays (validation checked the sum fits).
+    pub fn total_bytes(&self) -> u64 {
+        self.links.iter().map(|link| link.bytes).sum()
+    }
+
+    /// Bytes the allocator hands out for all bit arrays ([`LinkShape::allocated_bytes`]).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.links
+            .iter()
+            .fold(0u64, |sum, link| sum.saturating_add(link.allocated_bytes()))
+    }
+
+    /// Checks the header against the links. Each link must already have passed
+    /// [`LinkShape::validate`].
+    pub(crate) fn validate(&self) -> Result<(), DecodeError> {
+        let header = &self.header;
+        check(header.options & !KNOWN_OPTIONS == 0, "options")?;
+        check((1..=MAX_LINKS).contains(&self.links.len()), "link count")?;
+        if header.options & NO_SCALING != 0 {
+            check(
+                self.links.len() == 1,
+                "non-scaling filter with several links",
+            )?;
+        } else {
+            check((1..=MAX_GROWTH).contains(&header.growth), "growth")?;
+        }
+        let mut items = 0u64;
+        let mut bytes = 0u64;
+        for link in &self.links {
+            items = items.checked_add(link.items).ok_or(corrupt("items"))?;
+            bytes = bytes
+                .checked_add(link.bytes)
+                .ok_or(corrupt("total bytes"))?;
+        }
+        check(items == header.items, "items differ from the links' sum")
+    }
+}
+
+/// One link: its fields and its bit array. Not `Clone`: a copy allocates, fallibly
+/// ([`RbFilter::try_clone`]).
+#[derive(Debug, PartialEq)]
+pub struct Link {
+    shape: LinkShape,
+    /// Cached [`LinkShape::modulus`].
+    modulus: u64,
+    /// ⌈bytes / 8⌉ words holding the array (see the module documentation).
+    words: Vec<u64>,
+}
+
+impl Link {
+    /// An all-zero link of a validated shape, or the allocation failure as a value.
+    pub(crate) fn zeroed(shape: LinkShape) -> Result<Link, LimitError> {
+        Ok(Link {
+            modulus: shape.modulus(),
+            words: zeroed_words(shape.bytes.div_ceil(8))?,
+            shape,
+        })
+    }
+
+    /// A copy of this link, its array allocated fallibly (a refusal is an error, not an abort).
+    fn try_clone(&self) -> Result<Link, LimitError> {
+        let mut words = zeroed_words(self.words.len() as u64)?;
+        words.copy_from_slice(&self.words);
+        Ok(Link {
+            shape: self.shape,
+            modulus: self.modulus,
+            words,
+        })
+    }
+
+    pub fn shape(&self) -> &LinkShape {
+        &self.shape
+    }
+
+    /// The whole array as RedisBloom lays it out. On little-endian machines that is the words'
+    /// own memory, borrowed: saving a link of gigabytes must not copy it.
+    pub fn array(&self) -> Cow<'_, [u8]> {
+        let len = self.shape.bytes as usize;
+        #[cfg(target_endian = "little")]
+        {
+            // SAFETY: the words own at least `len` initialised bytes (⌈len / 8⌉ words); u8 has
+            // alignment 1 and every bit pattern is a valid u8; the borrow of `self` keeps the
+            // words alive and unchanged for the slice's lifetime.
+            Cow::Borrowed(unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), len) })
+        }
+        #[cfg(not(target_endian = "little"))]
+        {
+            let mut out = vec![0; len];
+            self.read_bytes(0, &mut out);
+            Cow::Owned(out)
+        }
+    }
+
+    /// Copies `out.len()` bytes of the array from byte `offset`. Panics outside the array.
+    pub fn read_bytes(&self, offset: usize, out: &mut [u8]) {
+        assert!(
+            offset + out.len() <= self.shape.bytes as usize,
+            "read past the link"
+        );
+        for (at, byte) in (offset..).zip(out) {
+            *byte = (self.words[at / 8] >> (8 * (at % 8))) as u8;
+        }
+    }
+
+    /// Overwrites bytes of the array from byte `offset`. Panics outside the array.
+    pub(crate) fn write_bytes(&mut self, offset: usize, data: &[u8]) {
+        assert!(
+            offset + data.len() <= self.shape.bytes as usize,
+            "write past the link"
+        );
+        let (mut at, mut rest) = (offset, data);
+        // Byte by byte up to a word boundary, then whole words, then the tail.
+        while !rest.is_empty() && (at % 8 != 0 || rest.len() < 8) {
+            let shift = 8 * (at % 8);
+            let word = &mut self.words[at / 8];
+            *word = (*word & !(0xff << shift)) | (u64::from(rest[0]) << shift);
+            at += 1;
+            rest = &rest[1..];
+        }
+        let mut whole = rest.chunks_exact(8);
+        for (word, bytes) in self.words[at / 8..].iter_mut().zip(&mut whole) {
+            *word = u64::from_le_bytes(bytes.try_into().expect("chunks of 8"));
+        }
+        let tail = whole.remainder();
+        let done = rest.len() - tail.len();
+        if !tail.is_empty() {
+            self.write_bytes(at + done, tail);
+        }
+    }
+
+    /// The probe positions of `hash` in this link.
+    fn positions(&self, hash: ItemHash, arithmetic: Arithmetic) -> impl Iterator<Item = u64> {
+        let modulus = self.modulus;
+        let wrap = arithmetic == Arithmetic::Wrap32 && self.shape.n2 > 31;
+        (0..u64::from(self.shape.hashes)).map(move |i| probe(hash, i, modulus, wrap))
+    }
+
+    fn contains(&self, hash: ItemHash, arithmetic: Arithmetic) -> bool {
+        self.positions(hash, arithmetic)
+            .all(|x| self.words[(x >> 6) as usize] & (1 << (x & 63)) != 0)
+    }
+
+    fn set(&mut self, hash: ItemHash, arithmetic: Arithmetic) {
+        for x in self.positions(hash, arithmetic) {
+            self.words[(x >> 6) as usize] |= 1 << (x & 63);
+        }
+    }
+}
+
+/// A link an add operation pushed: the one at `index`, with its exact shape (its `items` 0, as
+/// pushed), first used by the item at position `first_item` of the operation's batch.
+///
+/// The counterpart of [`GrownLayer`](crate::scalable::GrownLayer), which cannot carry it: a
+/// [`LayerSize`](crate::sizing::LayerSize) has no entries, error, bits per entry or power-of-two
+/// modulus (`n2`), and its bit counts must be multiples of 64, while a RedisBloom link's modulus
+/// need not be. So the link's own [`LinkShape`] is recorded, everything RedisBloom stores for it:
+/// what the Redis glue needs to replicate the growth explicitly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GrownLink {
+    pub index: usize,
+    pub shape: LinkShape,
+    pub first_item: usize,
+}
+
+/// What one add operation on a RedisBloom filter did, item by item, as
+/// [`AddOutcome`](crate::scalable::AddOutcome) for our filters (with [`GrownLink`]s for layers);
+/// filled as the operation goes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RbAddOutcome {
+    /// One entry per processed item, in order: true when it was new (and counted).
+    pub added: Vec<bool>,
+    /// What stopped the operation at item `added.len()`, if anything did. Never
+    /// [`InsertError::Present`], which is recorded as `false` in `added`.
+    pub error: Option<InsertError>,
+    /// Links pushed, in order.
+    pub grown: Vec<GrownLink>,
+}
+
+impl RbAddOutcome {
+    /// Positions (in the batch) of the items that changed the filter.
+    pub fn added_positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.added
+            .iter()
+            .enumerate()
+            .filter_map(|(position, &new)| new.then_some(position))
+    }
+}
+
+/// A RedisBloom filter (see the module documentation for the layout and rules). Not `Clone`:
+/// a copy allocates, after a budget admits it ([`try_clone`](Self::try_clone)).
+#[derive(Debug, PartialEq)]
+pub struct RbFilter {
+    header: ChainHeader,
+    /// Oldest first; never empty.
+    links: Vec<Link>,
+}
+
+impl RbFilter {
+    /// Assembles a filter from a validated shape and one array per link.
+    pub(crate) fn from_parts(header: ChainHeader, links: Vec<Link>) -> RbFilter {
+        debug_assert!(!links.is_empty());
+        RbFilter { header, links }
+    }
+
+    /// A filter of a validated `shape` with all-zero bit arrays, after `budget` admits their
+    /// allocation sizes (charged once, for all links).
+    pub(crate) fn zeroed<B: MemoryBudget + ?Sized>(
+        shape: &ChainShape,
+        budget: &mut B,
+    ) -> Result<RbFilter, DecodeError> {
+        let allocation = shape.allocated_bytes();
+        budget
+            .charge(allocation, allocation)
+            .map_err(DecodeError::Limit)?;
+        let links = shape
+            .links
+            .iter()
+            .map(|link| Link::zeroed(*link))
+            .collect::<Result<Vec<_>, LimitError>>()
+            .map_err(DecodeError::Limit)?;
+        Ok(RbFilter::from_parts(shape.header, links))
+    }
+
+    /// A copy of this filter, its arrays allocated after `budget` admits them (COPY).
+    pub fn try_clone<B: MemoryBudget + ?Sized>(
+        &self,
+        budget: &mut B,
+    ) -> Result<RbFilter, LimitError> {
+        let allocation = self.allocated_bytes();
+        budget.charge(allocation, allocation)?;
+        let links = self
+            .links
+            .iter()
+            .map(Link::try_clone)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RbFilter::from_parts(self.header, links))
+    }
+
+    pub fn header(&self) -> &ChainHeader {
+        &self.header
+    }
+
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// The hash function the options select.
+    pub fn hashing(&self) -> Hashing {
+        if self.header.options & FORCE64 != 0 {
+            Hashing::Murmur64
+        } else {
+            Hashing::Murmur32
+        }
+    }
+
+    /// Items counted over all links (BF.CARD, "Number of items inserted").
+    pub fn items(&self) -> u64 {
+        self.header.items
+    }
+
+    /// Sum of the links' entries (BF.INFO "Capacity").
+    pub fn capacity(&self) -> u64 {
+        self.links
+            .iter()
+            .fold(0u64, |sum, link| sum.saturating_add(link.shape.entries))
+    }
+
+    /// Bytes of all bit arrays.
+    pub fn bytes(&self) -> u64 {
+        self.links.iter().map(|link| link.shape.bytes).sum()
+    }
+
+    /// Bytes the allocator hands out for all bit arrays (see [`LinkShape::allocated_bytes`]).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.links.iter().fold(0u64, |sum, link| {
+            sum.saturating_add(link.shape.allocated_bytes())
+        })
+    }
+
+    /// What RedisBloom's BF.INFO reports as "Size": its chain's and links' structures (32 and 64
+    /// bytes on 64-bit builds) plus the bit arrays. Not in the format notes; measured on 2.8.2 for
+    /// every fixture (`core/tests/redisbloom.rs` checks it).
+    pub fn info_size(&self) -> u64 {
+        32u64
+            .saturating_add(64u64.saturating_mul(self.links.len() as u64))
+            .saturating_add(self.bytes())
+    }
+
+    pub fn is_scaling(&self) -> bool {
+        self.header.options & NO_SCALING == 0
+    }
+
+    /// Hashes `item` under this filter's options.
+    pub fn hash(&self, item: &[u8]) -> ItemHash {
+        ItemHash::new(item, self.hashing())
+    }
+
+    /// True when `item` may have been added.
+    pub fn contains(&self, item: &[u8]) -> bool {
+        self.contains_hash(self.hash(item))
+    }
+
+    /// [`contains`](Self::contains) for a hashed item: links newest to oldest, as RedisBloom.
+    pub fn contains_hash(&self, hash: ItemHash) -> bool {
+        let arithmetic = self.header.arithmetic;
+        self.links
+            .iter()
+            .rev()
+            .any(|link| link.contains(hash, arithmetic))
+    }
+
+    /// Adds `item`: Ok(false) when a link already has it, Ok(true) when its bits were set in the
+    /// newest link (pushing a link first if that one was full, after `budget` admits it). On
+    /// error nothing changed.
+    pub fn insert<B: MemoryBudget + ?Sized>(
+        &mut self,
+        item: &[u8],
+        budget: &mut B,
+    ) -> Result<bool, InsertError> {
+        match self.insert_hash(self.hash(item), budget) {
+            Ok(_) => Ok(true),
+            Err(InsertError::Present) => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Adds a hashed item: Ok with the link it had to push first, if any (its index and shape);
+    /// Err(Present) when a link already has it. On error nothing changed.
+    fn insert_hash<B: MemoryBudget + ?Sized>(
+        &mut self,
+        hash: ItemHash,
+        budget: &mut B,
+    ) -> Result<Option<(usize, LinkShape)>, InsertError> {
+        if self.contains_hash(hash) {
+            return Err(InsertError::Present);
+        }
+        let grown = if self.newest().items >= self.newest().entries {
+            Some(self.grow(budget)?)
+        } else {
+            None
+        };
+        let arithmetic = self.header.arithmetic;
+        let newest = self.links.last_mut().expect("a filter always has a link");
+        newest.set(hash, arithmetic);
+        newest.shape.items += 1;
+        self.header.items += 1;
+        Ok(grown)
+    }
+
+    /// Looks up items in order, calling `found` with each answer.
+    pub fn contains_many<'a>(
+        &self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        mut found: impl FnMut(bool),
+    ) {
+        for item in items {
+            found(self.contains(item));
+        }
+    }
+
+    /// Adds items in order, recording each result (and each link pushed, with the item that
+    /// first needed it) in `outcome` as it goes; stops at the first error (as RedisBloom's
+    /// BF.MADD stops at a full non-scaling filter). One operation: `budget` is charged for the
+    /// sum of the links it pushes.
+    pub fn insert_many<'a, B: MemoryBudget + ?Sized>(
+        &mut self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        budget: &mut B,
+        outcome: &mut RbAddOutcome,
+    ) {
+        for item in items {
+            match self.insert_hash(self.hash(item), budget) {
+                Ok(grown) => {
+                    if let Some((index, shape)) = grown {
+                        outcome.grown.push(GrownLink {
+                            index,
+                            shape,
+                            first_item: outcome.added.len(),
+                        });
+                    }
+                    outcome.added.push(true);
+                }
+                Err(InsertError::Present) => outcome.added.push(false),
+                Err(error) => {
+                    outcome.error = Some(error);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn newest(&self) -> &LinkShape {
+        &self.links.last().expect("a filter always has a link").shape
+    }
+
+    /// The shape of the link this filter would push next, by RedisBloom 2.8.2's rule.
+    pub fn next_link(&self) -> Result<LinkShape, InsertError> {
+        if !self.is_scaling() {
+            return Err(InsertError::NonScalingFull);
+        }
+        if self.links.len() >= MAX_LINKS {
+            return Err(InsertError::CannotGrow);
+        }
+        let newest = self.newest();
+        let entries = newest
+            .entries
+            .checked_mul(u64::from(self.header.growth))
+            .ok_or(InsertError::CannotGrow)?;
+        link_shape(
+            entries,
+            newest.error * 0.5,
+            self.header.options & NOROUND != 0,
+        )
+        .ok_or(InsertError::CannotGrow)
+    }
+
+    /// Bytes of the array of the link this filter would push next; None when it cannot grow.
+    /// A budget is charged its allocation size ([`LinkShape::allocated_bytes`]).
+    pub fn next_link_bytes(&self) -> Option<u64> {
+        self.next_link().ok().map(|link| link.bytes)
+    }
+
+    /// Pushes the next link, if `budget` admits its allocation size and the system gives the
+    /// memory; returns its index and shape.
+    fn grow<B: MemoryBudget + ?Sized>(
+        &mut self,
+        budget: &mut B,
+    ) -> Result<(usize, LinkShape), InsertError> {
+        let shape = self.next_link()?;
+        let allocation = shape.allocated_bytes();
+        budget
+            .charge(
+                self.allocated_bytes().saturating_add(allocation),
+                allocation,
+            )
+            .map_err(InsertError::Limit)?;
+        let link = Link::zeroed(shape).map_err(InsertError::Limit)?;
+        let index = self.links.len();
+        self.links.push(link);
+        Ok((index, shape))
+    }
+
+    /// Writes a SCANDUMP data chunk at byte `offset` of all arrays laid end to end. RedisBloom
+    /// refuses a chunk that does not lie within one link, and so does this.
+    pub fn write_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), ChunkError> {
+        let (link, start) = self.locate(offset).ok_or(ChunkError::Offset)?;
+        let link = &mut self.links[link];
+        if data.len() > link.shape.bytes as usize - start {
+            return Err(ChunkError::TooBig);
+        }
+        link.write_bytes(start, data);
+        Ok(())
+    }
+
+    /// The link holding byte `offset` of all arrays end to end, and the offset within it.
+    pub(crate) fn locate(&self, mut offset: u64) -> Option<(usize, usize)> {
+        for (index, link) in self.links.iter().enumerate() {
+            if offset < link.shape.bytes {
+                return Some((index, offset as usize));
+            }
+            offset -= link.shape.bytes;
+        }
+        None
+    }
+}
+
+/// Probe `i` of `hash` in a link of modulus `modulus`; `wrap` sums in 32 bits (see
+/// [`Arithmetic::Wrap32`]).
+fn probe(hash: ItemHash, i: u64, modulus: u64, wrap: bool) -> u64 {
+    let sum = hash.a.wrapping_add(i.wrapping_mul(hash.b));
+    let sum = if wrap { sum & 0xffff_ffff } else { sum };
+    sum % modulus
+}
+
+/// A fresh link for `entries` items at `error`, or None when the sizes cannot be represented.
+fn link_shape(entries: u64, error: f64, noround: bool) -> Option<LinkShape> {
+    if !(error > 0.0 && error < 1.0) {
+        return None;
+    }
+    let bpe = -(error.ln() / LN2_SQUARED);
+    let hashes = (std::f64::consts::LN_2 * bpe).ceil();
+    if !(1.0..=f64::from(MAX_HASHES)).contains(&hashes) {
+        return None;
+    }
+    let wanted = entries as f64 * bpe;
+    // Finite and positive (error is in (0, 1), entries ≥ 1 as u64). 2^64 as a double: anything
+    // at or past it has no u64 bit count.
+    if wanted >= 18_446_744_073_709_551_616.0 {
+        return None;
+    }
+    let (raw_bits, n2, entries) = if noround {
+        (wanted as u64, 0, entries)
+    } else {
+        // ⌊log2 wanted⌋ + 1 (C's logb + 1) for wanted ≥ 1, from the exponent field.
+        if wanted < 1.0 {
+            return None;
+        }
+        let n2 = ((wanted.to_bits() >> 52) & 0x7ff) as u32 - 1023 + 1;
+        if n2 >= 64 {
+            return None;
+        }
+        let modulus = 1u64 << n2;
+        (modulus, n2 as u8, (modulus as f64 / bpe) as u64)
+    };
+    let words = raw_bits.div_ceil(64).max(1);
+    let bytes = words.checked_mul(8)?;
+    Some(LinkShape {
+        entries,
+        error,
+        hashes: hashes as u32,
+        bpe,
+        bits: bytes.checked_mul(8)?,
+        n2,
+        bytes,
+        items: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_links_as_redisbloom_2_8_2() {
+        // Fields read from RedisBloom 2.8.2's SCANDUMP headers.
+        let link = link_shape(100, 0.005, true).unwrap();
+        assert_eq!((link.bytes, link.bits, link.hashes), (144, 1152, 8));
+        assert_eq!(link.bpe, 11.027753418256411);
+        let link = link_shape(1, 0.99, true).unwrap();
+        assert_eq!((link.bytes, link.bits, link.hashes), (8, 64, 1));
+        let link = link_shape(167, 0.01, true).unwrap();
+        assert_eq!((link.bytes, link.bits), (200, 1600));
+        let link = link_shape(40, 0.00125, false).unwrap();
+        assert_eq!(
+            (link.bytes, link.bits, link.n2, link.entries),
+            (128, 1024, 10, 73)
+        );
+        let link = link_shape(1, 0.45, false).unwrap();
+        assert_eq!(
+            (link.bytes, link.bits, link.n2, link.entries),
+            (8, 64, 1, 1)
+        );
+        assert_eq!(link.modulus(), 2);
+    }
+
+    #[test]
+    fn version_1_sums_wrap_at_2_32_in_big_links_only() {
+        let hash = ItemHash {
+            a: 0xffff_fff0,
+            b: 0x20,
+        };
+        assert_eq!(probe(hash, 1, 1 << 40, false), 0x1_0000_0010);
+        assert_eq!(probe(hash, 1, 1 << 40, true), 0x10);
+        assert_eq!(probe(hash, 3, 1000, false), (0xffff_fff0u64 + 0x60) % 1000);
+        // The 64-bit sum wraps at 2^64 in every version.
+        let hash = ItemHash { a: u64::MAX, b: 2 };
+        assert_eq!(probe(hash, 1, 1 << 40, false), 1);
+    }
+
+    #[test]
+    fn modulus_is_the_power_of_two_or_the_bits() {
+        let mut link = link_shape(100, 0.01, true).unwrap();
+        assert_eq!(link.modulus(), link.bits);
+        link.bits = 0;
+        assert_eq!(link.modulus(), link.bytes * 8);
+        link.n2 = 5;
+        assert_eq!(link.modulus(), 32);
+    }
+
+    #[test]
+    fn refuses_unrepresentable_links() {
+        assert_eq!(link_shape(1, 0.0, true), None);
+        assert_eq!(link_shape(u64::MAX, 1e-300, true), None);
+        assert_eq!(link_shape(u64::MAX / 2, 1e-10, false), None);
+    }
+}
