@@ -186,7 +186,7 @@ impl Layer {
 /// `words` zeroed 64-bit words, or the allocation failure as a value. `vec![0; n]` would abort the
 /// whole server when the allocator refuses, and `Vec::try_reserve` cannot ask for zeroed memory
 /// (which keeps a fresh filter's pages untouched until used).
-fn zeroed_words(words: u64) -> Result<Vec<u64>, LimitError> {
+pub(crate) fn zeroed_words(words: u64) -> Result<Vec<u64>, LimitError> {
     let refused = LimitError::Allocation {
         needed: words.saturating_mul(8),
     };

@@ -90,12 +90,14 @@ pub mod layer;
 mod math;
 pub mod scalable;
 pub mod sizing;
+pub mod window;
 
 pub use encoding::DecodeError;
 pub use hash::ItemHash;
 pub use layer::Layer;
 pub use scalable::{BloomFilter, FilterParams, Growth, InsertError, Limits};
 pub use sizing::{LayerSize, SizingError};
+pub use window::{WindowFilter, WindowParams};
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,590 @@
+//! Sliding-window Bloom filters: items are forgotten a bounded time after they were added.
+//!
+//! # The idea
+//!
+//! Split time into *generations* of G = ⌈W/3⌉ ms (W is the window) and keep one small Bloom filter
+//! ("slot") per generation in a ring of four: the three generations a window may reach back into,
+//! plus the current one. An add sets the item's bits in the current generation's slot only; a
+//! lookup asks every slot still inside the window. When time enters a new generation the oldest
+//! slot is cleared and reused for it. This is the rotating ("double-buffered") Bloom filter of
+//! Chang, Feng and Li ("Approximate Caches for Packet Classification", INFOCOM 2004) with three
+//! generations per window instead of one, plus two things that make it cheap: every slot has the
+//! same shape, and the four slots' blocks of one item sit next to each other in memory.
+//!
+//! Generations are numbered by absolute time: generation(t) = ⌊t / G⌋ for t in Unix ms. The filter
+//! never reads a clock; every operation takes `now_ms` from the caller.
+//!
+//! # Guarantees (G = ⌈W/3⌉, an item written at time t, generation e = ⌊t/G⌋)
+//!
+//! - *Present through t + W*, whatever the load: a slot is cleared only when the generation
+//!   e + 4 begins, at (e + 4)·G > t + 3G ≥ t + W. Bits are never cleared early, so an overloaded
+//!   filter only gets more false positives, never false negatives.
+//! - *Forgotten from (e + 4)·G on* ([`WindowShape::forgotten_at`]), which is at most t + 4G =
+//!   t + 4⌈W/3⌉ ≤ t + 2W for every allowed window (W ≥ [`MIN_WINDOW_MS`]); for W a multiple of 3
+//!   that is t + W + W/3. After it the item answers "present" only as a false positive.
+//! - *False-positive rate ≤ ε* while each generation receives at most ⌈N/3⌉ new items, i.e. at a
+//!   steady rate of N items per window: a lookup consults at most four slots, each sized for
+//!   ⌈N/3⌉ items at 0.9·ε/4, and the union bound gives 0.9·ε. A burst that puts the whole window's
+//!   N items into one generation overloads that slot threefold and raises the rate until the slot
+//!   expires (four generations later).
+//!
+//! # Why not an Age-Partitioned Bloom Filter
+//!
+//! The APBF (Shtul, Baquero, Almeida, "Age-Partitioned Bloom Filters", arXiv 2001.03147) keeps
+//! k + l one-hash slices, sets a bit in the k newest and answers present when k consecutive slices
+//! have the item's bit. It shines when the window must be cut finely (large l), which our contract
+//! does not need: forgetting by 2W allows l = 3 whole-filter generations. Computed here, with the
+//! exact fill 1 − e^(−j/c) of a slice that received j generations at c bits per generation item
+//! (the linear fill (i+1)/2k understates it: the table's (10, 25) gives 1.03% at 1%, (11, 9) 0.105%
+//! at 0.1%), and the best (k, l, c) the recurrence allows:
+//!
+//! ```text
+//!                   APBF, best found           this ring (blocked, 0.9·ε margin)
+//!   ε = 1e-2   19.6 bits/item (2.05×), k=10    17.9 bits/item (1.87×), k=8
+//!              l=48: 10 scattered lines/add,   4 adjacent lines per lookup,
+//!              ~12 probes per absent item      1 line per add
+//!   ε = 1e-3   26.1 bits/item (1.82×), k=13    26.0 bits/item (1.81×), k=11
+//!              l=64: 77 slices per lookup      4 adjacent lines per lookup
+//! ```
+//!
+//! An absent item must show a zero in every k consecutive APBF slices, which costs about
+//! 2·(l/k + 1) probes on scattered cache lines; here it costs one zero per slot in four adjacent
+//! cache lines. The price of the ring is a coarser expiry (from t + W to t + 4⌈W/3⌉ instead of
+//! t + W + W/l).
+//!
+//! # Layout
+//!
+//! A slot is sized like one classic or blocked layer (see [`crate::sizing`]) for ⌈N/3⌉ items at
+//! 0.9·ε/4; the layout is blocked whenever the four blocked slots take at most
+//! [`MAX_MEMORY_FACTOR`] × a classic filter of N items at ε (so for ε from about 3e-2 down to
+//! 1e-5 on big windows), classic otherwise. Slot s holds the generations ≡ s (mod 4). Blocked,
+//! the four slots' copies of block b are consecutive, so one item's whole state is 256 contiguous
+//! bytes that one prefetch stream fetches:
+//!
+//! ```text
+//!   word:   0 ..... 7 | 8 .... 15 | 16 ... 23 | 24 ... 31 | 32 ... 39 | ...
+//!           block 0     block 0     block 0     block 0     block 1
+//!           slot 0      slot 1      slot 2      slot 3      slot 0      ...
+//!   bit p of block b in slot s: word (4b + s)·8 + p/64, bit p % 64
+//!
+//!   classic:  | slot 0: bits/64 words | slot 1 | slot 2 | slot 3 |
+//!   bit p of slot s: word s·bits/64 + p/64, bit p % 64
+//! ```
+//!
+//! Words are little-endian when encoded (see [`encoding`]), as in the scalable filter. An item is
+//! hashed once ([`ItemHash`]); its positions are the same in every slot (a block from h1 and bits
+//! from h2, or k double-hashing positions). The slots' contents are independent, so the union
+//! bound still holds.
+//!
+//! # Worked example
+//!
+//! N = 1,000,000 items per window, ε = 1%, W = 60,000 ms: G = 20,000 ms; each slot holds
+//! 333,334 items at 0.225%, blocked with k = 8: 8,749 blocks of 512 bits = 4,479,488 bits; four
+//! slots are 17,917,952 bits (2.24 MB), 17.9 bits per windowed item, 1.87× the 9.59 of a classic
+//! filter. An item added at t = 1,000,000,005 ms lies in generation 50,000; it answers present at
+//! least through t + W = 1,000,060,005 and is forgotten when generation 50,004 begins, at
+//! 1,000,080,000 = t + 79,995.
+//!
+//! ```
+//! use rustbloom_core::window::{bytes_needed, WindowFilter, WindowParams};
+//! use rustbloom_core::Limits;
+//!
+//! let params = WindowParams { error_rate: 0.01, capacity: 1_000_000, window_ms: 60_000, seed: 7 };
+//! assert_eq!(bytes_needed(&params), Ok(17_917_952 / 8));
+//! let t = 1_000_000_005;
+//! let mut filter = WindowFilter::new(params, t, Limits::UNLIMITED).unwrap();
+//! let added = filter.insert(b"alice", t);
+//! assert!(added.new && added.at_ms == t);
+//! assert!(filter.contains(b"alice", t + 60_000));
+//! assert_eq!(filter.shape().forgotten_at(t), 1_000_080_000);
+//! assert!(!filter.contains(b"alice", 1_000_080_000));
+//! ```
+//!
+//! # Time, replicas and restarts
+//!
+//! A write at `now_ms` first advances the ring: it clears the slots of the generations that
+//! started since the last write (all four at most), then sets bits. The filter remembers the
+//! latest timestamp a write used ([`WindowFilter::last_ms`]) and every write returns the timestamp
+//! it used, so a replica applying the same write with that timestamp reaches identical bits.
+//! A timestamp older than the last one (a replica, an NTP step back) is treated as the last one:
+//! the ring never moves backwards and an item written then lives at least as long as asked. Reads
+//! are `&self`: they answer as if the ring had advanced to `max(now_ms, last_ms)`, skipping slots
+//! that would have been cleared. Because generations are absolute, a filter loaded after a restart
+//! still holds what is inside the window and answers nothing older.
+
+pub mod encoding;
+#[cfg(test)]
+mod tests;
+
+use crate::hash::ItemHash;
+use crate::layer::zeroed_words;
+use crate::math;
+use crate::scalable::{hash_groups, LimitError, Limits, MAX_CAPACITY};
+use crate::sizing::{blocked_size, classic_size, LayerSize, Layout, SizingError};
+
+/// Generations per window (l). Three keeps the forget bound 4⌈W/3⌉ within the 2W the contract
+/// allows for every W ≥ 4 ms, and at ε = 1e-2 costs 1.87× a classic filter where two generations
+/// cost 1.99× and four 1.83× (blocked): more generations mean more slots per lookup for little
+/// memory.
+pub const GENERATIONS_PER_WINDOW: u64 = 3;
+
+/// Slots in the ring: the generations a window reaches into, plus the current one.
+pub const SLOTS: usize = GENERATIONS_PER_WINDOW as usize + 1;
+
+/// Each slot is sized for this fraction of its share ε/[`SLOTS`], as a non-scaling filter is (see
+/// [`crate::scalable::NON_SCALING_MARGIN`]): the union bound is tight when all four slots are
+/// full, and the margin keeps the measured rate under ε despite double-hashing correlation.
+pub const SLOT_MARGIN: f64 = 0.9;
+
+/// The blocked layout is used when the four slots take at most this many times the bits of a
+/// classic filter of N items at ε (the contract allows 2.1; the rest absorbs rounding to blocks).
+pub const MAX_MEMORY_FACTOR: f64 = 2.0;
+
+/// The shortest window: below 4 ms, ⌈W/3⌉·4 exceeds 2W.
+pub const MIN_WINDOW_MS: u64 = 4;
+
+/// The longest window, 2^40 ms (about 35 years): beyond any use, and it keeps every generation
+/// arithmetic far from overflow.
+pub const MAX_WINDOW_MS: u64 = 1 << 40;
+
+/// What a window filter is created with; everything needed to recreate it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowParams {
+    /// The false-positive rate at `capacity` items per window, in (0, 1).
+    pub error_rate: f64,
+    /// Distinct items that may arrive within one window (N), 1..=[`MAX_CAPACITY`].
+    pub capacity: u64,
+    /// The window W in milliseconds, [`MIN_WINDOW_MS`]..=[`MAX_WINDOW_MS`].
+    pub window_ms: u64,
+    /// Seed of the item hash.
+    pub seed: u64,
+}
+
+/// Why a window filter cannot be created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowError {
+    /// The error rate is not in (0, 1), or too small to size.
+    ErrorRate,
+    /// Capacity zero or above [`MAX_CAPACITY`].
+    Capacity,
+    /// Window outside [`MIN_WINDOW_MS`]..=[`MAX_WINDOW_MS`].
+    Window,
+    /// A memory limit, or the system, refused the bits.
+    Limit(LimitError),
+}
+
+/// The shape of a window filter: what its header stores and its bits follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowShape {
+    /// The shape shared by the four slots.
+    pub slot: LayerSize,
+    /// Length of one generation in ms: ⌈W / 3⌉.
+    pub generation_ms: u64,
+}
+
+impl WindowShape {
+    /// Bytes of bits over all slots.
+    pub fn bytes(&self) -> u64 {
+        self.slot.bytes() * SLOTS as u64
+    }
+
+    /// The generation a timestamp falls in.
+    pub fn generation(&self, ms: u64) -> u64 {
+        ms / self.generation_ms
+    }
+
+    /// The first moment at which an item written at `write_ms` (the timestamp the write used, see
+    /// [`Inserted::at_ms`]) is no longer held: the start of the fourth generation after its own.
+    /// Saturates at `u64::MAX`.
+    pub fn forgotten_at(&self, write_ms: u64) -> u64 {
+        (self.generation(write_ms) + SLOTS as u64).saturating_mul(self.generation_ms)
+    }
+}
+
+impl WindowParams {
+    /// The shape these parameters give, or why they are refused.
+    ///
+    /// ```
+    /// use rustbloom_core::window::{WindowError, WindowParams};
+    /// let params = WindowParams { error_rate: 0.001, capacity: 300_000, window_ms: 90_000, seed: 1 };
+    /// let shape = params.shape().unwrap();
+    /// assert_eq!(shape.generation_ms, 30_000);
+    /// let classic_bits = 300_000.0 * (1.0f64 / 0.001).ln() / std::f64::consts::LN_2.powi(2);
+    /// assert!((shape.bytes() * 8) as f64 <= 2.0 * classic_bits);
+    /// assert_eq!(WindowParams { window_ms: 3, ..params }.shape(), Err(WindowError::Window));
+    /// ```
+    pub fn shape(&self) -> Result<WindowShape, WindowError> {
+        if !(self.error_rate > 0.0 && self.error_rate < 1.0) {
+            return Err(WindowError::ErrorRate);
+        }
+        if !(1..=MAX_CAPACITY).contains(&self.capacity) {
+            return Err(WindowError::Capacity);
+        }
+        if !(MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(&self.window_ms) {
+            return Err(WindowError::Window);
+        }
+        let slot_capacity = self.capacity.div_ceil(GENERATIONS_PER_WINDOW);
+        let slot_error = SLOT_MARGIN * self.error_rate / SLOTS as f64;
+        let classic = classic_size(slot_capacity, slot_error).map_err(|error| match error {
+            SizingError::ErrorRate => WindowError::ErrorRate,
+            SizingError::Capacity => WindowError::Capacity,
+        })?;
+        // ln and the sizing come from crate::math, so every machine picks the same layout.
+        let budget = MAX_MEMORY_FACTOR * self.capacity as f64 * math::ln(1.0 / self.error_rate)
+            / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
+        let slot = match blocked_size(slot_capacity, slot_error) {
+            Some(blocked) if (blocked.bits * SLOTS as u64) as f64 <= budget => blocked,
+            _ => classic,
+        };
+        Ok(WindowShape {
+            slot,
+            generation_ms: self.window_ms.div_ceil(GENERATIONS_PER_WINDOW),
+        })
+    }
+}
+
+/// Bytes of bits a window filter with these parameters allocates, known before allocating.
+pub fn bytes_needed(params: &WindowParams) -> Result<u64, WindowError> {
+    Ok(params.shape()?.bytes())
+}
+
+/// What an insert did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inserted {
+    /// The item was absent before (false also when it was a false positive).
+    pub new: bool,
+    /// The timestamp the write used: `max(now_ms, last_ms)`. Replicate the write with it.
+    pub at_ms: u64,
+}
+
+/// A byte range outside the filter's bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfRange;
+
+/// A sliding-window Bloom filter (see [`self`] for the design and its guarantees).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowFilter {
+    params: WindowParams,
+    shape: WindowShape,
+    /// The latest timestamp a write used; the ring is advanced to its generation.
+    last_ms: u64,
+    /// Per slot: adds that changed at least one of its bits since it was last cleared.
+    items: [u64; SLOTS],
+    /// All slots' bits, laid out as the module documentation shows.
+    words: Vec<u64>,
+}
+
+impl WindowFilter {
+    /// An empty filter whose ring starts at `now_ms`, refused when the parameters are invalid or
+    /// `limits` (or the system) refuse its bytes.
+    pub fn new(
+        params: WindowParams,
+        now_ms: u64,
+        limits: Limits,
+    ) -> Result<WindowFilter, WindowError> {
+        let shape = params.shape()?;
+        WindowFilter::zeroed(params, shape, now_ms, [0; SLOTS], limits).map_err(WindowError::Limit)
+    }
+
+    /// An all-zero filter of an exact shape, admitted by `limits`.
+    fn zeroed(
+        params: WindowParams,
+        shape: WindowShape,
+        last_ms: u64,
+        items: [u64; SLOTS],
+        limits: Limits,
+    ) -> Result<WindowFilter, LimitError> {
+        limits.admit(shape.bytes(), shape.bytes())?;
+        Ok(WindowFilter {
+            params,
+            shape,
+            last_ms,
+            items,
+            words: zeroed_words(shape.bytes() / 8)?,
+        })
+    }
+
+    pub fn params(&self) -> &WindowParams {
+        &self.params
+    }
+
+    pub fn shape(&self) -> &WindowShape {
+        &self.shape
+    }
+
+    /// The latest timestamp a write used.
+    pub fn last_ms(&self) -> u64 {
+        self.last_ms
+    }
+
+    /// Per slot (slot s holds the generations ≡ s mod 4), the adds that changed its bits.
+    pub fn slot_items(&self) -> [u64; SLOTS] {
+        self.items
+    }
+
+    /// Adds counted in the slots still inside the window at `now_ms`: about the distinct items
+    /// of the last 3 to 4 generations (an item refreshed in several generations counts in each).
+    pub fn items(&self, now_ms: u64) -> u64 {
+        self.live_slots(now_ms).map(|slot| self.items[slot]).sum()
+    }
+
+    /// Bytes of bits.
+    pub fn bytes(&self) -> u64 {
+        self.words.len() as u64 * 8
+    }
+
+    /// Bytes this filter holds in memory, bits and bookkeeping.
+    pub fn memory_usage(&self) -> u64 {
+        std::mem::size_of::<Self>() as u64 + self.bytes()
+    }
+
+    /// Hashes `item` under this filter's seed.
+    #[inline]
+    pub fn hash(&self, item: &[u8]) -> ItemHash {
+        ItemHash::new(item, self.params.seed)
+    }
+
+    /// The timestamp a write at `now_ms` uses: the clock never goes back.
+    pub fn write_time(&self, now_ms: u64) -> u64 {
+        now_ms.max(self.last_ms)
+    }
+
+    /// Advances the ring to `now_ms` (a write without an item): clears the slots of every
+    /// generation begun since the last write. Returns the timestamp used.
+    pub fn advance(&mut self, now_ms: u64) -> u64 {
+        let at = self.write_time(now_ms);
+        let (current, target) = (
+            self.shape.generation(self.last_ms),
+            self.shape.generation(at),
+        );
+        // Generation x reuses slot x mod 4; past four new generations every slot is cleared.
+        for generation in current + 1..=target.min(current + SLOTS as u64) {
+            self.clear_slot((generation % SLOTS as u64) as usize);
+        }
+        self.last_ms = at;
+        at
+    }
+
+    fn clear_slot(&mut self, slot: usize) {
+        self.items[slot] = 0;
+        match self.shape.slot.layout {
+            Layout::Classic => self.slot_words_mut(slot).fill(0),
+            Layout::Blocked => self
+                .words
+                .chunks_exact_mut(8 * SLOTS)
+                .for_each(|group| group[slot * 8..][..8].fill(0)),
+        }
+    }
+
+    fn slot_words_mut(&mut self, slot: usize) -> &mut [u64] {
+        let len = (self.shape.slot.bits / 64) as usize;
+        &mut self.words[slot * len..][..len]
+    }
+
+    /// The slots inside the window as seen at `now_ms` (never earlier than the last write), newest
+    /// first: the generations from `max(now, last) − 3` to the ring's current one.
+    fn live_slots(&self, now_ms: u64) -> impl Iterator<Item = usize> {
+        let current = self.shape.generation(self.last_ms);
+        let seen = self.shape.generation(self.write_time(now_ms));
+        let oldest = seen.saturating_sub(GENERATIONS_PER_WINDOW);
+        (oldest..=current)
+            .rev()
+            .map(|generation| (generation % SLOTS as u64) as usize)
+    }
+
+    /// True when `item` may have been added within the window at `now_ms`.
+    pub fn contains(&self, item: &[u8], now_ms: u64) -> bool {
+        self.contains_hash(&self.hash(item), now_ms)
+    }
+
+    /// [`contains`](Self::contains) for an already hashed item.
+    #[inline]
+    pub fn contains_hash(&self, hash: &ItemHash, now_ms: u64) -> bool {
+        self.live_slots(now_ms)
+            .any(|slot| self.slot_contains(slot, hash))
+    }
+
+    /// Adds `item` at `now_ms` (advancing the ring first).
+    pub fn insert(&mut self, item: &[u8], now_ms: u64) -> Inserted {
+        let hash = self.hash(item);
+        let at_ms = self.advance(now_ms);
+        Inserted {
+            new: self.add_advanced(&hash),
+            at_ms,
+        }
+    }
+
+    /// Sets `hash` in the current slot of an advanced ring; true when it was absent from all live
+    /// slots before.
+    #[inline]
+    fn add_advanced(&mut self, hash: &ItemHash) -> bool {
+        let current = self.shape.generation(self.last_ms);
+        let newest = (current % SLOTS as u64) as usize;
+        if self.slot_contains(newest, hash) {
+            return false;
+        }
+        self.slot_set(newest, hash);
+        self.items[newest] += 1;
+        // Present in an older slot: refreshed, not new.
+        !self
+            .live_slots(self.last_ms)
+            .skip(1)
+            .any(|slot| self.slot_contains(slot, hash))
+    }
+
+    /// Adds a batch of items at one timestamp, calling `added` with each one's
+    /// [`Inserted::new`] in order; returns the timestamp used. Hashes and prefetches a group of
+    /// items before touching any (see [`crate::BloomFilter::insert_many`]).
+    pub fn insert_many<'a>(
+        &mut self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        now_ms: u64,
+        mut added: impl FnMut(bool),
+    ) -> u64 {
+        let at = self.advance(now_ms);
+        for (group, len) in hash_groups(items, self.params.seed) {
+            let group = &group[..len];
+            group.iter().for_each(|hash| self.prefetch(hash));
+            for hash in group {
+                added(self.add_advanced(hash));
+            }
+        }
+        at
+    }
+
+    /// Looks up a batch of items at `now_ms`, calling `found` with each answer in order.
+    pub fn contains_many<'a>(
+        &self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        now_ms: u64,
+        mut found: impl FnMut(bool),
+    ) {
+        for (group, len) in hash_groups(items, self.params.seed) {
+            let group = &group[..len];
+            group.iter().for_each(|hash| self.prefetch(hash));
+            for hash in group {
+                found(self.contains_hash(hash, now_ms));
+            }
+        }
+    }
+
+    /// The first word of `hash`'s block in `slot` (blocked layout).
+    #[inline]
+    fn block_base(&self, block: u64, slot: usize) -> usize {
+        (block as usize * SLOTS + slot) * 8
+    }
+
+    #[inline]
+    fn slot_contains(&self, slot: usize, hash: &ItemHash) -> bool {
+        let LayerSize {
+            bits, num_hashes, ..
+        } = self.shape.slot;
+        let test = |words: &[u64], p: u64| words[(p / 64) as usize] & (1u64 << (p % 64)) != 0;
+        match self.shape.slot.layout {
+            Layout::Classic => {
+                let words = &self.words[slot * (bits / 64) as usize..];
+                hash.positions(bits, num_hashes).all(|p| test(words, p))
+            }
+            Layout::Blocked => {
+                let (block, mut positions) = hash.block_positions(bits, num_hashes);
+                let words = &self.words[self.block_base(block, slot)..][..8];
+                positions.all(|p| test(words, p))
+            }
+        }
+    }
+
+    #[inline]
+    fn slot_set(&mut self, slot: usize, hash: &ItemHash) {
+        let LayerSize {
+            bits, num_hashes, ..
+        } = self.shape.slot;
+        let set = |words: &mut [u64], p: u64| words[(p / 64) as usize] |= 1u64 << (p % 64);
+        match self.shape.slot.layout {
+            Layout::Classic => {
+                let words = self.slot_words_mut(slot);
+                hash.positions(bits, num_hashes).for_each(|p| set(words, p));
+            }
+            Layout::Blocked => {
+                let (block, positions) = hash.block_positions(bits, num_hashes);
+                let base = self.block_base(block, slot);
+                let words = &mut self.words[base..][..8];
+                positions.for_each(|p| set(words, p));
+            }
+        }
+    }
+
+    /// Starts loading the cache lines `hash` touches: blocked, its four adjacent blocks; classic,
+    /// its k words in each slot.
+    #[inline]
+    fn prefetch(&self, hash: &ItemHash) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let fetch = |word: usize| {
+                let word: *const u64 = &self.words[word];
+                // SAFETY: prefetching is a hint on an address inside the slice; it never faults.
+                unsafe { _mm_prefetch(word.cast::<i8>(), _MM_HINT_T0) };
+            };
+            let LayerSize {
+                bits, num_hashes, ..
+            } = self.shape.slot;
+            match self.shape.slot.layout {
+                Layout::Classic => {
+                    for slot in 0..SLOTS {
+                        let base = slot * (bits / 64) as usize;
+                        for p in hash.positions(bits, num_hashes) {
+                            fetch(base + (p / 64) as usize);
+                        }
+                    }
+                }
+                Layout::Blocked => {
+                    let block = hash.block_positions(bits, num_hashes).0;
+                    (0..SLOTS).for_each(|slot| fetch(self.block_base(block, slot)));
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = hash;
+    }
+
+    /// Copies `out.len()` bytes of the encoded bits (words as little-endian bytes, in memory
+    /// order) starting at byte `offset`.
+    pub fn read_bits(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfRange> {
+        let mut at = self.byte_range(offset, out.len())?;
+        let mut rest = out;
+        while !rest.is_empty() {
+            let (word, within) = (at / 8, at % 8);
+            let take = (8 - within).min(rest.len());
+            let (head, tail) = rest.split_at_mut(take);
+            head.copy_from_slice(&self.words[word].to_le_bytes()[within..within + take]);
+            at += take;
+            rest = tail;
+        }
+        Ok(())
+    }
+
+    /// Overwrites bytes of the encoded bits starting at byte `offset`.
+    pub fn write_bits(&mut self, offset: u64, data: &[u8]) -> Result<(), OutOfRange> {
+        let mut at = self.byte_range(offset, data.len())?;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let (word, within) = (at / 8, at % 8);
+            let take = (8 - within).min(rest.len());
+            let mut le = self.words[word].to_le_bytes();
+            le[within..within + take].copy_from_slice(&rest[..take]);
+            self.words[word] = u64::from_le_bytes(le);
+            at += take;
+            rest = &rest[take..];
+        }
+        Ok(())
+    }
+
+    /// `offset` as an index, when `len` bytes from it lie inside the bits.
+    fn byte_range(&self, offset: u64, len: usize) -> Result<usize, OutOfRange> {
+        let end = offset.checked_add(len as u64).ok_or(OutOfRange)?;
+        if end > self.bytes() {
+            return Err(OutOfRange);
+        }
+        Ok(offset as usize)
+    }
+}
