@@ -83,6 +83,16 @@
 //! checksummed header describing every layer (see the picture in [`encoding`]), followed by the
 //! layers' bits in order as little-endian bytes, cut into chunks. The decoder validates every field
 //! and the consistency between them before it trusts any size.
+//!
+//! # Sliding windows ([`window`])
+//!
+//! A [`WindowFilter`] forgets: an item added at time t answers present through t + W whatever
+//! the load and is gone from the start of the fourth generation after its own (at most
+//! t + 4⌈W/3⌉ ≤ t + 2W). It is a ring of four slots, one per generation of ⌈W/3⌉ ms, each a layer
+//! sized for N/3 items at 0.9·ε/4; blocked slots are interleaved so one item's four blocks are
+//! adjacent cache lines. Time is always passed in by the caller (absolute Unix ms) and the ring
+//! advances lazily on writes, reproducibly; it has its own encoding ([`window::encoding`]). The
+//! module documentation compares it with Age-Partitioned Bloom Filters.
 
 pub mod encoding;
 pub mod hash;

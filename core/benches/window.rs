@@ -1,0 +1,278 @@
+//! Criterion benches of the sliding-window filter (issue 11) against a plain filter of the same
+//! capacity and error rate: nanoseconds per item for inserts of new items and for lookups of
+//! members and non-members, through the batch APIs (100 items per iteration, as BF.MADD /
+//! BF.MEXISTS would call them) and one item at a time.
+//!
+//! Subjects, for ε in {1e-2, 1e-3}: N = 1M (both filters fit the 32 MB L3 of the machine this
+//! was written on) and N = 30M (neither does). The plain filter is non-scaling, sized for N at ε
+//! (one layer, classic or blocked as sizing picks). The window filter (W = 60 s) is filled at a
+//! steady N per window until all four slots hold N/3 items each; lookups run there, at the last
+//! moment of that generation, the worst one. Inserts of new items run on copies kept between half
+//! and full capacity (the plain filter between N/2 and N, the window's newest slot between N/6
+//! and N/3), re-copied outside the timing.
+//!
+//! Bench ids are `<group>/<operation>/<filter>/<ε>/<N>`; criterion reports time per iteration
+//! and, via `Throughput::Elements`, items per second.
+//!
+//! Run: `cargo bench -p rustbloom-core --bench window` (about 3 minutes, a third of it filling).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits, WindowFilter, WindowParams};
+
+const WINDOW_MS: u64 = 60_000;
+const T0: u64 = 1_780_000_020_000;
+/// Non-members and new items start here, far from any member.
+const FRESH_BASE: u64 = 1 << 62;
+const BATCH: u64 = 100;
+
+fn key(i: u64) -> [u8; 8] {
+    i.to_le_bytes()
+}
+
+fn batch_keys(first: u64) -> [[u8; 8]; BATCH as usize] {
+    std::array::from_fn(|j| key(first + j as u64))
+}
+
+/// One capacity and error rate, both filters.
+struct Subject {
+    label: String,
+    capacity: u64,
+    plain_full: BloomFilter,
+    plain_half: BloomFilter,
+    window_full: WindowFilter,
+    window_half: WindowFilter,
+    /// Timestamp of the lookups and inserts: the last moment of the full window's generation.
+    now: u64,
+}
+
+impl Subject {
+    fn new(error_rate: f64, capacity: u64) -> Subject {
+        let started = Instant::now();
+        let plain_params = FilterParams {
+            capacity,
+            error_rate,
+            growth: Growth::NonScaling,
+            seed: 1,
+        };
+        let mut plain_half = BloomFilter::new(plain_params, Limits::UNLIMITED).unwrap();
+        let insert_plain = |filter: &mut BloomFilter, range: std::ops::Range<u64>| {
+            let keys: Vec<[u8; 8]> = range.map(key).collect();
+            filter.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
+                r.unwrap();
+            });
+        };
+        insert_plain(&mut plain_half, 0..capacity / 2);
+        let mut plain_full = plain_half.clone();
+        insert_plain(&mut plain_full, capacity / 2..capacity);
+
+        let window_params = WindowParams {
+            error_rate,
+            capacity,
+            window_ms: WINDOW_MS,
+            seed: 1,
+        };
+        let mut window = WindowFilter::new(window_params, T0, Limits::UNLIMITED).unwrap();
+        let generation = window.shape().generation_ms;
+        let per_generation = capacity.div_ceil(3);
+        let insert_window = |filter: &mut WindowFilter, range: std::ops::Range<u64>, now| {
+            let keys: Vec<[u8; 8]> = range.map(key).collect();
+            filter.insert_many(keys.iter().map(|k| &k[..]), now, |_| {});
+        };
+        // Generations 0..3 full; the fourth (the ring's newest) filled to half, then full.
+        let start = T0 - T0 % generation;
+        for g in 0..3 {
+            let first = g * per_generation;
+            insert_window(
+                &mut window,
+                first..first + per_generation,
+                start + g * generation,
+            );
+        }
+        let now = start + 4 * generation - 1;
+        let first = 3 * per_generation;
+        insert_window(&mut window, first..first + per_generation / 2, now);
+        let window_half = window.clone();
+        insert_window(
+            &mut window,
+            first + per_generation / 2..first + per_generation,
+            now,
+        );
+        let label = format!("{error_rate:e}/{capacity}");
+        eprintln!(
+            "# {label}: plain {:.1} MB ({:?}, k = {}), window {:.1} MB ({:?}, k = {}); filled in \
+             {:.1} s",
+            plain_full.bytes() as f64 / 1e6,
+            plain_full.layers()[0].size().layout,
+            plain_full.layers()[0].size().num_hashes,
+            window.bytes() as f64 / 1e6,
+            window.shape().slot.layout,
+            window.shape().slot.num_hashes,
+            started.elapsed().as_secs_f64()
+        );
+        Subject {
+            label,
+            capacity,
+            plain_full,
+            plain_half,
+            window_full: window,
+            window_half,
+            now,
+        }
+    }
+}
+
+/// Times `iters` calls of `work(filter, first_key)` on copies of `template`, re-copied (outside
+/// the timing) before `room` items have been added to one.
+fn fresh_inserts<F: Clone>(
+    template: &F,
+    room: u64,
+    iters: u64,
+    per_iter: u64,
+    mut work: impl FnMut(&mut F, u64),
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut next = FRESH_BASE;
+    let mut left = iters;
+    while left > 0 {
+        let mut filter = template.clone();
+        let now = left.min((room / per_iter).max(1));
+        let started = Instant::now();
+        for _ in 0..now {
+            work(&mut filter, next);
+            next += per_iter;
+        }
+        total += started.elapsed();
+        left -= now;
+    }
+    total
+}
+
+fn bench_subject(c: &mut Criterion, subject: &Subject) {
+    let (label, cap, now) = (&subject.label, subject.capacity, subject.now);
+    let mut group = c.benchmark_group("window_vs_plain");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1200))
+        .throughput(Throughput::Elements(BATCH));
+
+    // A stride coprime with the capacity walks the members in a scattered order.
+    let member = |i: u64| (i * 7_919) % cap;
+    let mut i = 0u64;
+    group.bench_function(
+        BenchmarkId::new("batch_contains_member/plain", label),
+        |b| {
+            b.iter(|| {
+                let keys: [[u8; 8]; BATCH as usize] = std::array::from_fn(|_| {
+                    i += 1;
+                    key(member(i))
+                });
+                let mut hits = 0u32;
+                subject
+                    .plain_full
+                    .contains_many(keys.iter().map(|k| &k[..]), |f| hits += f as u32);
+                black_box(hits)
+            })
+        },
+    );
+    let mut i = 0u64;
+    group.bench_function(
+        BenchmarkId::new("batch_contains_member/window", label),
+        |b| {
+            b.iter(|| {
+                let keys: [[u8; 8]; BATCH as usize] = std::array::from_fn(|_| {
+                    i += 1;
+                    key(member(i))
+                });
+                let mut hits = 0u32;
+                subject
+                    .window_full
+                    .contains_many(keys.iter().map(|k| &k[..]), now, |f| hits += f as u32);
+                black_box(hits)
+            })
+        },
+    );
+    let mut next = FRESH_BASE;
+    group.bench_function(
+        BenchmarkId::new("batch_contains_absent/plain", label),
+        |b| {
+            b.iter(|| {
+                let keys = batch_keys(next);
+                next += BATCH;
+                let mut hits = 0u32;
+                subject
+                    .plain_full
+                    .contains_many(keys.iter().map(|k| &k[..]), |f| hits += f as u32);
+                black_box(hits)
+            })
+        },
+    );
+    let mut next = FRESH_BASE;
+    group.bench_function(
+        BenchmarkId::new("batch_contains_absent/window", label),
+        |b| {
+            b.iter(|| {
+                let keys = batch_keys(next);
+                next += BATCH;
+                let mut hits = 0u32;
+                subject
+                    .window_full
+                    .contains_many(keys.iter().map(|k| &k[..]), now, |f| hits += f as u32);
+                black_box(hits)
+            })
+        },
+    );
+    group.bench_function(BenchmarkId::new("batch_insert/plain", label), |b| {
+        b.iter_custom(|iters| {
+            fresh_inserts(&subject.plain_half, cap / 2, iters, BATCH, |f, first| {
+                let keys = batch_keys(first);
+                let mut added = 0u32;
+                f.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
+                    added += r.unwrap() as u32
+                });
+                black_box(added);
+            })
+        })
+    });
+    group.bench_function(BenchmarkId::new("batch_insert/window", label), |b| {
+        b.iter_custom(|iters| {
+            fresh_inserts(&subject.window_half, cap / 6, iters, BATCH, |f, first| {
+                let keys = batch_keys(first);
+                let mut added = 0u32;
+                f.insert_many(keys.iter().map(|k| &k[..]), now, |new| added += new as u32);
+                black_box(added);
+            })
+        })
+    });
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(BenchmarkId::new("insert/plain", label), |b| {
+        b.iter_custom(|iters| {
+            fresh_inserts(&subject.plain_half, cap / 2, iters, 1, |f, first| {
+                black_box(f.insert(&key(first), Limits::UNLIMITED).unwrap());
+            })
+        })
+    });
+    group.bench_function(BenchmarkId::new("insert/window", label), |b| {
+        b.iter_custom(|iters| {
+            fresh_inserts(&subject.window_half, cap / 6, iters, 1, |f, first| {
+                black_box(f.insert(&key(first), now));
+            })
+        })
+    });
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    for error_rate in [1e-2, 1e-3] {
+        for capacity in [1_000_000, 30_000_000] {
+            let subject = Subject::new(error_rate, capacity);
+            bench_subject(c, &subject);
+        }
+    }
+}
+
+criterion_group!(window, benches);
+criterion_main!(window);
