@@ -124,30 +124,49 @@ impl Subject {
     }
 }
 
-/// Times `iters` calls of `work(filter, first_key)` on copies of `template`, re-copied (outside
-/// the timing) before `room` items have been added to one.
-fn fresh_inserts<F: Clone>(
-    template: &F,
+/// A working copy of `template` that new items are inserted into, re-copied (outside the timing)
+/// before `room` items have been added to it. Kept across criterion's calls, so that a copy's
+/// first touches (page faults, cold TLB) are not charged to a few timed inserts.
+struct FreshInserts<'a, F: Clone> {
+    template: &'a F,
     room: u64,
-    iters: u64,
-    per_iter: u64,
-    mut work: impl FnMut(&mut F, u64),
-) -> Duration {
-    let mut total = Duration::ZERO;
-    let mut next = FRESH_BASE;
-    let mut left = iters;
-    while left > 0 {
-        let mut filter = template.clone();
-        let now = left.min((room / per_iter).max(1));
-        let started = Instant::now();
-        for _ in 0..now {
-            work(&mut filter, next);
-            next += per_iter;
+    work: F,
+    left: u64,
+    next: u64,
+}
+
+impl<'a, F: Clone> FreshInserts<'a, F> {
+    fn new(template: &'a F, room: u64) -> Self {
+        FreshInserts {
+            template,
+            room,
+            work: template.clone(),
+            left: room,
+            next: FRESH_BASE,
         }
-        total += started.elapsed();
-        left -= now;
     }
-    total
+
+    /// Times `iters` calls of `work(filter, first_key)`, each adding `per_iter` new items.
+    fn run(&mut self, iters: u64, per_iter: u64, mut work: impl FnMut(&mut F, u64)) -> Duration {
+        let mut total = Duration::ZERO;
+        let mut todo = iters;
+        while todo > 0 {
+            if self.left < per_iter {
+                self.work = self.template.clone();
+                self.left = self.room;
+            }
+            let now = todo.min(self.left / per_iter);
+            let started = Instant::now();
+            for _ in 0..now {
+                work(&mut self.work, self.next);
+                self.next += per_iter;
+            }
+            total += started.elapsed();
+            self.left -= now * per_iter;
+            todo -= now;
+        }
+        total
+    }
 }
 
 fn bench_subject(c: &mut Criterion, subject: &Subject) {
@@ -225,9 +244,11 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
             })
         },
     );
+    let mut plain_inserts = FreshInserts::new(&subject.plain_half, cap / 2);
+    let mut window_inserts = FreshInserts::new(&subject.window_half, cap / 6);
     group.bench_function(BenchmarkId::new("batch_insert/plain", label), |b| {
         b.iter_custom(|iters| {
-            fresh_inserts(&subject.plain_half, cap / 2, iters, BATCH, |f, first| {
+            plain_inserts.run(iters, BATCH, |f, first| {
                 let keys = batch_keys(first);
                 let mut added = 0u32;
                 f.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
@@ -239,7 +260,7 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
     });
     group.bench_function(BenchmarkId::new("batch_insert/window", label), |b| {
         b.iter_custom(|iters| {
-            fresh_inserts(&subject.window_half, cap / 6, iters, BATCH, |f, first| {
+            window_inserts.run(iters, BATCH, |f, first| {
                 let keys = batch_keys(first);
                 let mut added = 0u32;
                 f.insert_many(keys.iter().map(|k| &k[..]), now, |new| added += new as u32);
@@ -250,14 +271,14 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
     group.throughput(Throughput::Elements(1));
     group.bench_function(BenchmarkId::new("insert/plain", label), |b| {
         b.iter_custom(|iters| {
-            fresh_inserts(&subject.plain_half, cap / 2, iters, 1, |f, first| {
+            plain_inserts.run(iters, 1, |f, first| {
                 black_box(f.insert(&key(first), Limits::UNLIMITED).unwrap());
             })
         })
     });
     group.bench_function(BenchmarkId::new("insert/window", label), |b| {
         b.iter_custom(|iters| {
-            fresh_inserts(&subject.window_half, cap / 6, iters, 1, |f, first| {
+            window_inserts.run(iters, 1, |f, first| {
                 black_box(f.insert(&key(first), now));
             })
         })
