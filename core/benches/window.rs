@@ -14,13 +14,85 @@
 //! Bench ids are `<group>/<operation>/<filter>/<ε>/<N>`; criterion reports time per iteration
 //! and, via `Throughput::Elements`, items per second.
 //!
-//! Run: `cargo bench -p rustbloom-core --bench window` (about 3 minutes, a third of it filling).
+//! Times are the bench thread's CPU time ([`ThreadCpu`]), not wall time: on a shared machine wall
+//! time also counts the moments other processes held the core, and the comparison drifts with the
+//! load. Caches are shared all the same, so run it on a quiet machine for absolute numbers.
+//!
+//! Run: `cargo bench -p rustbloom-core --bench window` (about 4 minutes, a third of it filling).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits, WindowFilter, WindowParams};
+
+/// CPU time of the calling thread, in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "CLOCK_THREAD_CPUTIME_ID is unavailable");
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// Criterion measurement: nanoseconds of the bench thread's CPU time.
+struct ThreadCpu;
+
+impl Measurement for ThreadCpu {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        thread_cpu_ns()
+    }
+    fn end(&self, started: u64) -> u64 {
+        thread_cpu_ns() - started
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, value: &u64) -> f64 {
+        *value as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        &CpuNanos
+    }
+}
+
+/// Shows values in CPU ns (µs above 10,000) and throughput in million items per CPU second.
+struct CpuNanos;
+
+impl ValueFormatter for CpuNanos {
+    fn scale_values(&self, typical: f64, values: &mut [f64]) -> &'static str {
+        if typical < 10_000.0 {
+            "ns (cpu)"
+        } else {
+            values.iter_mut().for_each(|v| *v /= 1e3);
+            "µs (cpu)"
+        }
+    }
+    fn scale_throughputs(
+        &self,
+        _: f64,
+        throughput: &Throughput,
+        values: &mut [f64],
+    ) -> &'static str {
+        let items = match *throughput {
+            Throughput::Elements(n) | Throughput::Bytes(n) | Throughput::BytesDecimal(n) => n,
+        };
+        values.iter_mut().for_each(|v| *v = items as f64 * 1e3 / *v);
+        "Mitems/cpu-s"
+    }
+    fn scale_for_machines(&self, _: &mut [f64]) -> &'static str {
+        "ns"
+    }
+}
 
 const WINDOW_MS: u64 = 60_000;
 const T0: u64 = 1_780_000_020_000;
@@ -147,8 +219,8 @@ impl<'a, F: Clone> FreshInserts<'a, F> {
     }
 
     /// Times `iters` calls of `work(filter, first_key)`, each adding `per_iter` new items.
-    fn run(&mut self, iters: u64, per_iter: u64, mut work: impl FnMut(&mut F, u64)) -> Duration {
-        let mut total = Duration::ZERO;
+    fn run(&mut self, iters: u64, per_iter: u64, mut work: impl FnMut(&mut F, u64)) -> u64 {
+        let mut total = 0;
         let mut todo = iters;
         while todo > 0 {
             if self.left < per_iter {
@@ -156,12 +228,12 @@ impl<'a, F: Clone> FreshInserts<'a, F> {
                 self.left = self.room;
             }
             let now = todo.min(self.left / per_iter);
-            let started = Instant::now();
+            let started = thread_cpu_ns();
             for _ in 0..now {
                 work(&mut self.work, self.next);
                 self.next += per_iter;
             }
-            total += started.elapsed();
+            total += thread_cpu_ns() - started;
             self.left -= now * per_iter;
             todo -= now;
         }
@@ -169,7 +241,7 @@ impl<'a, F: Clone> FreshInserts<'a, F> {
     }
 }
 
-fn bench_subject(c: &mut Criterion, subject: &Subject) {
+fn bench_subject(c: &mut Criterion<ThreadCpu>, subject: &Subject) {
     let (label, cap, now) = (&subject.label, subject.capacity, subject.now);
     let mut group = c.benchmark_group("window_vs_plain");
     group
@@ -286,7 +358,7 @@ fn bench_subject(c: &mut Criterion, subject: &Subject) {
     group.finish();
 }
 
-fn benches(c: &mut Criterion) {
+fn benches(c: &mut Criterion<ThreadCpu>) {
     for error_rate in [1e-2, 1e-3] {
         for capacity in [1_000_000, 30_000_000] {
             let subject = Subject::new(error_rate, capacity);
@@ -295,5 +367,9 @@ fn benches(c: &mut Criterion) {
     }
 }
 
-criterion_group!(window, benches);
+criterion_group! {
+    name = window;
+    config = Criterion::default().with_measurement(ThreadCpu);
+    targets = benches
+}
 criterion_main!(window);

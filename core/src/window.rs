@@ -479,8 +479,10 @@ impl WindowFilter {
     ) -> u64 {
         let at = self.advance(now_ms);
         let live = self.live_slots(at);
+        let mut probes = Vec::new();
         for (group, len) in hash_groups(items, self.params.seed) {
-            for probe in &self.prefetch_group(&group[..len]) {
+            self.prefetch_group(&group[..len], &mut probes);
+            for probe in &probes {
                 added(self.add_live(probe, live.as_slice()));
             }
         }
@@ -495,8 +497,10 @@ impl WindowFilter {
         mut found: impl FnMut(bool),
     ) {
         let live = self.live_slots(now_ms);
+        let mut probes = Vec::new();
         for (group, len) in hash_groups(items, self.params.seed) {
-            for probe in &self.prefetch_group(&group[..len]) {
+            self.prefetch_group(&group[..len], &mut probes);
+            for probe in &probes {
                 found(self.contains_live(probe, live.as_slice()));
             }
         }
@@ -585,18 +589,17 @@ impl WindowFilter {
         }
     }
 
-    /// The probes of a group of hashed items, after asking the CPU to start loading the cache
-    /// lines each touches (blocked: its four adjacent blocks; classic: its k words in each slot),
-    /// so that the misses of the whole group overlap.
-    fn prefetch_group(&self, group: &[ItemHash]) -> Vec<Probe> {
-        group
-            .iter()
-            .map(|hash| {
-                let probe = self.probe(hash);
-                self.prefetch(&probe);
-                probe
-            })
-            .collect()
+    /// Replaces `probes` by those of a group of hashed items, after asking the CPU to start
+    /// loading the cache lines each touches (blocked: its four adjacent blocks; classic: its k
+    /// words in each slot), so that the misses of the whole group overlap. The vector is reused
+    /// from group to group: one allocation per batch.
+    fn prefetch_group(&self, group: &[ItemHash], probes: &mut Vec<Probe>) {
+        probes.clear();
+        probes.extend(group.iter().map(|hash| {
+            let probe = self.probe(hash);
+            self.prefetch(&probe);
+            probe
+        }));
     }
 
     #[inline]
