@@ -80,6 +80,29 @@
 //! from h2, or k double-hashing positions). The slots' contents are independent, so the union
 //! bound still holds.
 //!
+//! # Cost
+//!
+//! One hash per item; its block index and k in-block bits become a 512-bit mask once, and each
+//! slot is tested with eight branch-free AND/compare steps (no early exit to mispredict). A
+//! lookup tests the live slots newest first; an add tests and sets the newest slot, then tests
+//! the older ones only to say whether the item was new. Batches prefetch the four adjacent blocks
+//! of 32 items before touching any. Per item, thread CPU time, batches of 100, against a
+//! non-scaling plain filter of the same N and ε (`cargo bench -p rustbloom-core --bench window`,
+//! a shared 2-core EPYC, so ±20%):
+//!
+//! ```text
+//!                         ε = 1e-2                       ε = 1e-3
+//!                   N = 1M         N = 30M          N = 1M         N = 30M
+//!   plain           classic k=7    blocked k=7      classic k=10   classic k=10
+//!   lookup, member  21.7 → 38.0    53.9 → 97.8      35.6 → 41.0    121.8 → 101.9 ns
+//!   lookup, absent  26.6 → 39.5    59.7 → 189.2     29.7 → 42.2    105.7 →  85.3 ns
+//!   add, new item   41.4 → 43.7    70.2 → 140.3     47.0 → 49.1    151.7 →  82.5 ns
+//! ```
+//!
+//! Adds stay within 1.5× of a plain filter except against a big blocked one (one cache line per
+//! item where the window touches four); lookups cost 1.4–1.8× in cache and up to 3× against a
+//! big blocked plain filter at 1%.
+//!
 //! # Worked example
 //!
 //! N = 1,000,000 items per window, ε = 1%, W = 60,000 ms: G = 20,000 ms; each slot holds
