@@ -298,7 +298,7 @@ pub struct Inserted {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutOfRange;
 
-/// A sliding-window Bloom filter (see [`self`] for the design and its guarantees).
+/// A sliding-window Bloom filter (see [`crate::window`] for the design and its guarantees).
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowFilter {
     params: WindowParams,
