@@ -4,8 +4,11 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 MODULE := target/release/librustbloom.so
+# A second build for the tests only: sizing skewed and a panic hook (feature test-hooks).
+TEST_HOOKS_MODULE := target/test-hooks/release/librustbloom.so
 DEB_PACKAGES := build-essential libclang-dev redis-server redis-tools
 export RUSTBLOOM_MODULE := $(CURDIR)/$(MODULE)
+export RUSTBLOOM_TEST_HOOKS_MODULE := $(CURDIR)/$(TEST_HOOKS_MODULE)
 
 .PHONY: deps build run test bench fmt clean
 
@@ -30,7 +33,7 @@ deps:
 
 ## build: the module and bfctl, release mode (target/release/librustbloom.so, target/release/bfctl).
 build: deps
-	cargo build --release -p rustbloom --lib -p bfctl
+	cargo build --release -p rustbloom -p bfctl
 
 ## run: start redis-server in the foreground with the module, on redis.conf.example (port 6379).
 run: build
@@ -38,6 +41,7 @@ run: build
 
 ## test: unit tests of the core and integration tests against real redis-servers.
 test: build
+	cargo build --release -p rustbloom --lib --features test-hooks --target-dir target/test-hooks
 	@rc=0; cargo test --workspace --no-fail-fast || rc=1; \
 	$(MAKE) --no-print-directory clients || rc=1; exit $$rc
 

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits};
+use rustbloom_core::{BloomFilter, FilterParams, Growth, Unlimited};
 
 /// Bits per item of RedisBloom's scaling filter at 1%: its first layer is sized for ε/2 with
 /// bits = ln(1/(ε/2)) / ln²2 per item.
@@ -67,9 +67,9 @@ fn main() {
                 growth,
                 seed: 0xacc0_u64 + exp as u64,
             };
-            let mut filter = BloomFilter::new(params, Limits::UNLIMITED).expect("create");
+            let mut filter = BloomFilter::new(params, &mut Unlimited).expect("create");
             for i in 0..capacity {
-                filter.insert(&key(i), Limits::UNLIMITED).expect("insert");
+                filter.insert(&key(i), &mut Unlimited).expect("insert");
             }
             // No false negatives, on a sample.
             for i in (0..capacity).step_by(97) {

@@ -7,14 +7,12 @@
 //!
 //! The redis crate's `cluster` feature is not enabled, so the tests route by themselves: CRC16
 //! of the key (checked against CLUSTER KEYSLOT) and the slot map from CLUSTER SLOTS.
-mod common;
-
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
 use redis::{Connection, Value};
+use rustbloom_testkit::*;
 
 const SLOTS: usize = 16384;
 

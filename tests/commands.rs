@@ -1,12 +1,10 @@
 //! Success paths of every BF.* command (docs/behaviour.md).
-mod common;
-
-use common::*;
 use redis::bloom::{
     BloomFilterInfoType, BloomFilterInfoTypeResponse, BloomFilterInsertOptions,
     BloomFilterScalingOptions,
 };
 use redis::{Commands, Value};
+use rustbloom_testkit::*;
 use std::collections::HashMap;
 
 #[test]
@@ -775,9 +773,9 @@ fn many_random_binary_items_have_no_false_negatives() {
 }
 
 mod prop {
-    use super::common::*;
     use proptest::prelude::*;
     use redis::Value;
+    use rustbloom_testkit::*;
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]

@@ -1,10 +1,8 @@
 //! Module configs (`bf.*`), load-time arguments, `INFO bf`, and command docs.
-mod common;
-
 use std::process::Command;
 
-use common::*;
 use redis::Value;
+use rustbloom_testkit::*;
 
 fn config_get(c: &mut redis::Connection, name: &str) -> String {
     let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(c).unwrap();

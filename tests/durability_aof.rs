@@ -14,15 +14,13 @@
 //! replay is deterministic) and compared with `DEBUG DIGEST-VALUE` per key, `DEBUG DIGEST`,
 //! BF.INFO and BF.CARD. The reference's replies must also equal the replies the killed server
 //! gave, which checks that the script really is deterministic.
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
 use rand::{Rng, SeedableRng};
 use redis::{Connection, ConnectionLike, Value};
+use rustbloom_testkit::*;
 
 const AOF_ARGS: [&str; 6] = [
     "--appendonly",

@@ -5,10 +5,8 @@
 //! `proto-max-bulk-len` is lowered to 17 MB (SCANDUMP chunks are at most 16 MiB of bits plus an
 //! 8-byte checksum, so they still fit) so that a ~41 MB filter is "too big" and the test stays
 //! cheap; the same holds for a multi-GB filter against the 512 MB default.
-mod common;
-
-use common::*;
 use redis::Value;
+use rustbloom_testkit::*;
 
 const BULK_LIMIT: &str = "17mb";
 const BULK_LIMIT_BYTES: i64 = 17 << 20;

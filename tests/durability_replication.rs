@@ -7,10 +7,8 @@
 //! The replicas run with other defaults (error rate, capacity, expansion, seed mode) and a lower
 //! `bf.max-filter-bytes` than the primary: whatever the primary admitted must land on them
 //! unchanged.
-mod common;
-
-use common::*;
 use redis::{Connection, Value};
+use rustbloom_testkit::*;
 
 /// Replica settings that differ from the primary's.
 fn odd_defaults(c: &mut Connection) {

@@ -1,8 +1,6 @@
 //! Error paths: every error string of docs/behaviour.md. No failing command may create a key.
-mod common;
-
-use common::*;
 use redis::Connection;
+use rustbloom_testkit::*;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 

@@ -1,9 +1,7 @@
 //! Keyspace notifications: `bf.reserve`, `bf.add`, `bf.loadchunk` (generic class).
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use rustbloom_testkit::*;
 
 /// Collect (channel, payload) messages until `want` are all seen or a timeout passes.
 fn collect_events(

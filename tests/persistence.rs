@@ -1,8 +1,6 @@
 //! RDB, AOF, DUMP/RESTORE, COPY, MEMORY USAGE.
-mod common;
-
-use common::*;
 use redis::{Connection, Value};
+use rustbloom_testkit::*;
 
 struct Fixture {
     keys: Vec<&'static str>,

@@ -1,8 +1,6 @@
 //! Replication: replicas must end up identical to the primary (DEBUG DIGEST-VALUE, BF.INFO).
-mod common;
-
-use common::*;
 use redis::{Connection, Value};
+use rustbloom_testkit::*;
 
 fn keys(c: &mut Connection) -> Vec<Vec<u8>> {
     let mut k: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();

@@ -1,8 +1,6 @@
 //! BF.SCANDUMP / BF.LOADCHUNK: round trips and error handling.
-mod common;
-
-use common::*;
 use redis::{Connection, Value};
+use rustbloom_testkit::*;
 
 const LOADING: &str = "ERR filter is being loaded by BF.LOADCHUNK";
 

@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits, WindowFilter, WindowParams};
+use rustbloom_core::{
+    AddOutcome, BloomFilter, FilterParams, Growth, Unlimited, WindowFilter, WindowParams,
+};
 
 /// CPU time of the calling thread, in nanoseconds.
 fn thread_cpu_ns() -> u64 {
@@ -129,15 +131,15 @@ impl Subject {
             growth: Growth::NonScaling,
             seed: 1,
         };
-        let mut plain_half = BloomFilter::new(plain_params, Limits::UNLIMITED).unwrap();
+        let mut plain_half = BloomFilter::new(plain_params, &mut Unlimited).unwrap();
         let insert_plain = |filter: &mut BloomFilter, range: std::ops::Range<u64>| {
             let keys: Vec<[u8; 8]> = range.map(key).collect();
-            filter.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
-                r.unwrap();
-            });
+            let mut outcome = AddOutcome::default();
+            filter.insert_many(keys.iter().map(|k| &k[..]), &mut Unlimited, &mut outcome);
+            assert_eq!(outcome.error, None);
         };
         insert_plain(&mut plain_half, 0..capacity / 2);
-        let mut plain_full = plain_half.clone();
+        let mut plain_full = plain_half.copy();
         insert_plain(&mut plain_full, capacity / 2..capacity);
 
         let window_params = WindowParams {
@@ -146,7 +148,7 @@ impl Subject {
             window_ms: WINDOW_MS,
             seed: 1,
         };
-        let mut window = WindowFilter::new(window_params, T0, Limits::UNLIMITED).unwrap();
+        let mut window = WindowFilter::new(window_params, T0, &mut Unlimited).unwrap();
         let generation = window.shape().generation_ms;
         let per_generation = capacity.div_ceil(3);
         let insert_window = |filter: &mut WindowFilter, range: std::ops::Range<u64>, now| {
@@ -166,7 +168,7 @@ impl Subject {
         let now = start + 4 * generation - 1;
         let first = 3 * per_generation;
         insert_window(&mut window, first..first + per_generation / 2, now);
-        let window_half = window.clone();
+        let window_half = window.copy();
         insert_window(
             &mut window,
             first + per_generation / 2..first + per_generation,
@@ -196,10 +198,27 @@ impl Subject {
     }
 }
 
+/// A filter the bench copies (filters are not `Clone`: a copy goes through a budget).
+trait Copied {
+    fn copy(&self) -> Self;
+}
+
+impl Copied for BloomFilter {
+    fn copy(&self) -> Self {
+        self.try_clone(&mut Unlimited).unwrap()
+    }
+}
+
+impl Copied for WindowFilter {
+    fn copy(&self) -> Self {
+        self.try_clone(&mut Unlimited).unwrap()
+    }
+}
+
 /// A working copy of `template` that new items are inserted into, re-copied (outside the timing)
 /// before `room` items have been added to it. Kept across criterion's calls, so that a copy's
 /// first touches (page faults, cold TLB) are not charged to a few timed inserts.
-struct FreshInserts<'a, F: Clone> {
+struct FreshInserts<'a, F: Copied> {
     template: &'a F,
     room: u64,
     work: F,
@@ -207,12 +226,12 @@ struct FreshInserts<'a, F: Clone> {
     next: u64,
 }
 
-impl<'a, F: Clone> FreshInserts<'a, F> {
+impl<'a, F: Copied> FreshInserts<'a, F> {
     fn new(template: &'a F, room: u64) -> Self {
         FreshInserts {
             template,
             room,
-            work: template.clone(),
+            work: template.copy(),
             left: room,
             next: FRESH_BASE,
         }
@@ -224,7 +243,7 @@ impl<'a, F: Clone> FreshInserts<'a, F> {
         let mut todo = iters;
         while todo > 0 {
             if self.left < per_iter {
-                self.work = self.template.clone();
+                self.work = self.template.copy();
                 self.left = self.room;
             }
             let now = todo.min(self.left / per_iter);
@@ -322,11 +341,10 @@ fn bench_subject(c: &mut Criterion<ThreadCpu>, subject: &Subject) {
         b.iter_custom(|iters| {
             plain_inserts.run(iters, BATCH, |f, first| {
                 let keys = batch_keys(first);
-                let mut added = 0u32;
-                f.insert_many(keys.iter().map(|k| &k[..]), Limits::UNLIMITED, |r| {
-                    added += r.unwrap() as u32
-                });
-                black_box(added);
+                let mut outcome = AddOutcome::default();
+                f.insert_many(keys.iter().map(|k| &k[..]), &mut Unlimited, &mut outcome);
+                assert_eq!(outcome.error, None);
+                black_box(outcome.added_positions().count());
             })
         })
     });
@@ -344,7 +362,7 @@ fn bench_subject(c: &mut Criterion<ThreadCpu>, subject: &Subject) {
     group.bench_function(BenchmarkId::new("insert/plain", label), |b| {
         b.iter_custom(|iters| {
             plain_inserts.run(iters, 1, |f, first| {
-                black_box(f.insert(&key(first), Limits::UNLIMITED).unwrap());
+                black_box(f.insert(&key(first), &mut Unlimited).unwrap());
             })
         })
     });

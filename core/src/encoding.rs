@@ -8,7 +8,7 @@
 //! ```text
 //!  offset  size  field
 //!  0       4     magic "RBLM"
-//!  4       1     format version (1)
+//!  4       1     format version: 2 when a layer spreads items over 2 or more cache lines, else 1
 //!  5       1     flags: bit 0 = non-scaling; other bits zero
 //!  6       2     reserved, zero
 //!  8       8     seed of the item hash
@@ -18,16 +18,25 @@
 //!  36      4     layer count L, 1..=MAX_LAYERS (1 when non-scaling)
 //!  40      8     loaded bytes: how many bytes of bits are valid (less than the total only while a
 //!                BF.LOADCHUNK load is incomplete)
-//!  48      24·L  per layer: items u64, bits u64, hashes u32, layout u32 (0 classic, 1 blocked)
+//!  48      24·L  per layer: items u64, bits u64, hashes u32 (k), layout u32: the cache lines h an
+//!                item's probes touch, 0 for classic (k lines anywhere), 1 for blocked, 2..=4 for
+//!                k/h probes in each of h lines (version 2 only)
 //!  48+24L  8     xxh3-64 of every byte before it
 //! ```
+//!
+//! Version 2 is version 1 plus layouts 2..=4 (issue 10): a header is written as version 1 whenever
+//! no layer needs them, so every filter an older release can read is still written so that it can
+//! read it (downgrades, older replicas loading an RDB), and a header is read only at the version
+//! it would be written at, so each filter has exactly one encoding. The layout code is the number
+//! of lines because the blocked layout of version 1 is, bit for bit, the one-line case (see
+//! [`crate::hash`]).
 //!
 //! Layer capacities and error rates are not stored: they follow from the parameters by the growth
 //! rule. Bit counts and hash counts are stored, so a later change of the sizing formula cannot
 //! change how an old filter reads. The decoder checks the checksum, every field's range and the
 //! consistency between them (only the newest layer may be partly filled, no layer holds more items
 //! than its capacity, sizes add up) before it allocates anything, and the allocation itself must
-//! pass the caller's [`Limits`].
+//! pass the caller's [`MemoryBudget`].
 //!
 //! Bits move in chunks: SCANDUMP/LOADCHUNK data chunks carry at most [`CHUNK_BYTES`] of bits
 //! followed by an xxh3-64 of those bits seeded with the header checksum plus the chunk's offset,
@@ -36,25 +45,28 @@
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
+use super::budget::{allocation_size, MemoryBudget};
 use super::layer::Layer;
-use super::scalable::{
-    BloomFilter, FilterParams, Growth, LimitError, Limits, MAX_CAPACITY, MAX_LAYERS,
-};
-use super::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
+use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, MAX_CAPACITY, MAX_LAYERS};
+use super::sizing::{LayerSize, Layout};
+use super::stored::StoredFilter;
 
 const MAGIC: &[u8; 4] = b"RBLM";
-const FORMAT_VERSION: u8 = 1;
+/// Layouts 0 (classic) and 1 (blocked) only.
+const FORMAT_VERSION_1: u8 = 1;
+/// Adds layouts 2..=4: an item's probes in 2 to 4 cache lines.
+const FORMAT_VERSION_2: u8 = 2;
 const FLAG_NON_SCALING: u8 = 1;
 const FIXED_HEADER_BYTES: usize = 48;
 const LAYER_BYTES: usize = 24;
 const CHECKSUM_BYTES: usize = 8;
-const LAYOUT_CLASSIC: u32 = 0;
-const LAYOUT_BLOCKED: u32 = 1;
 
-fn layout_code(layout: Layout) -> u32 {
-    match layout {
-        Layout::Classic => LAYOUT_CLASSIC,
-        Layout::Blocked => LAYOUT_BLOCKED,
+/// The lowest format version that can describe layers of these layouts.
+fn format_version(layouts: impl IntoIterator<Item = Layout>) -> u8 {
+    if layouts.into_iter().any(|layout| layout.lines() > 1) {
+        FORMAT_VERSION_2
+    } else {
+        FORMAT_VERSION_1
     }
 }
 
@@ -75,9 +87,10 @@ pub enum DecodeError {
     Limit(LimitError),
 }
 
-/// Encodes the header of `filter` (the bits follow separately, see [`BloomFilter::read_bits`]).
-pub fn encode_header(filter: &BloomFilter) -> Vec<u8> {
-    encode_header_as(filter, filter.loading().unwrap_or_else(|| filter.bytes()))
+/// Encodes the header of a stored filter, complete or still loading (the bits follow
+/// separately, see [`BloomFilter::read_bits`]).
+pub fn encode_header(stored: &StoredFilter) -> Vec<u8> {
+    encode_header_as(stored.filter(), stored.loaded_bytes())
 }
 
 /// The header with a given loaded-bytes field.
@@ -86,7 +99,9 @@ fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
     let layers = filter.layers();
     let mut out = Vec::with_capacity(FIXED_HEADER_BYTES + LAYER_BYTES * layers.len() + 8);
     out.extend_from_slice(MAGIC);
-    out.push(FORMAT_VERSION);
+    out.push(format_version(
+        layers.iter().map(|layer| layer.size().layout),
+    ));
     let (flags, expansion) = match params.growth {
         Growth::NonScaling => (FLAG_NON_SCALING, 0),
         Growth::Scaling { expansion } => (0, expansion),
@@ -104,7 +119,7 @@ fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
         out.extend_from_slice(&layer.items().to_le_bytes());
         out.extend_from_slice(&size.bits.to_le_bytes());
         out.extend_from_slice(&size.num_hashes.to_le_bytes());
-        out.extend_from_slice(&layout_code(size.layout).to_le_bytes());
+        out.extend_from_slice(&size.layout.lines().to_le_bytes());
     }
     let checksum = xxh3_64(&out);
     out.extend_from_slice(&checksum.to_le_bytes());
@@ -167,14 +182,22 @@ impl FilterShape {
     }
 }
 
-/// Decodes a header into a filter whose bits are all zero, validating everything first; the
-/// caller then fills the bits ([`BloomFilter::write_bits`]). The filter's
-/// [`loading`](BloomFilter::loading) state is the one the header recorded.
-pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, DecodeError> {
+/// Decodes a header into a stored filter whose bits are all zero, validating everything first
+/// and allocating only what `budget` admits; the caller then fills the bits
+/// ([`BloomFilter::write_bits`]). A header that recorded an incomplete load gives a
+/// [`StoredFilter::Loading`].
+pub fn decode_header<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<StoredFilter, DecodeError> {
     let shape = parse_header(bytes)?;
-    let total_bytes = shape.total_bytes();
-    limits
-        .admit(total_bytes, total_bytes)
+    let allocation = shape
+        .layers
+        .iter()
+        .map(|layer| allocation_size(layer.size.bytes()))
+        .sum();
+    budget
+        .charge(allocation, allocation)
         .map_err(DecodeError::Limit)?;
     let layers = shape
         .layers
@@ -182,8 +205,16 @@ pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, Decode
         .map(|layer| Layer::with_size(layer.size, layer.capacity, layer.error_rate, layer.items))
         .collect::<Result<Vec<_>, _>>()
         .map_err(DecodeError::Limit)?;
-    let loading = (shape.loaded_bytes < total_bytes).then_some(shape.loaded_bytes);
-    Ok(BloomFilter::from_parts(shape.params, layers, loading))
+    let total_bytes = shape.total_bytes();
+    let filter = BloomFilter::from_parts(shape.params, layers);
+    Ok(if shape.loaded_bytes < total_bytes {
+        StoredFilter::Loading {
+            filter,
+            loaded: shape.loaded_bytes,
+        }
+    } else {
+        StoredFilter::Ready(filter)
+    })
 }
 
 /// Reads and validates a header (checksum, every field, their consistency) without allocating
@@ -200,7 +231,10 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     let mut fields = Fields { bytes, at: 0 };
     check(&fields.take::<4>() == MAGIC, "magic")?;
     let [version, flags] = fields.take::<2>();
-    check(version == FORMAT_VERSION, "format version")?;
+    check(
+        version == FORMAT_VERSION_1 || version == FORMAT_VERSION_2,
+        "format version",
+    )?;
     check(flags & !FLAG_NON_SCALING == 0, "flags")?;
     check(fields.take::<2>() == [0, 0], "reserved")?;
     let seed = fields.u64();
@@ -236,43 +270,49 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     };
 
     let mut layers = Vec::with_capacity(layer_count);
-    let mut total_bytes = 0u64;
+    // Sums that must not overflow: BF.CARD and the INFO gauges add them up.
+    let (mut total_items, mut total_bytes) = (0u64, 0u64);
     for index in 0..layer_count {
         let items = fields.u64();
         let bits = fields.u64();
         let num_hashes = fields.u32();
-        let layout = match fields.u32() {
-            LAYOUT_CLASSIC => Layout::Classic,
-            LAYOUT_BLOCKED => Layout::Blocked,
-            _ => return Err(DecodeError::Corrupt("layout")),
-        };
+        let layout = Layout::with_lines(fields.u32()).ok_or(DecodeError::Corrupt("layout"))?;
         let layer_capacity = params
             .layer_capacity(index)
             .ok_or(DecodeError::Corrupt("capacity"))?;
-        let (unit, max_hashes) = match layout {
-            Layout::Classic => (64, MAX_HASHES),
-            Layout::Blocked => (BLOCK_BITS, MAX_BLOCKED_HASHES),
+        let size = LayerSize {
+            bits,
+            num_hashes,
+            layout,
         };
-        check(bits > 0 && bits.is_multiple_of(unit), "bit count")?;
-        check((1..=max_hashes).contains(&num_hashes), "hash count")?;
+        // Bits a positive multiple of 64 (of 512 in lines), k in range and, in h lines, a
+        // multiple of h with at most 16 per line; then whether the shape fits the layer's
+        // capacity and error rate.
+        size.check().map_err(DecodeError::Corrupt)?;
+        params
+            .check_layer(index, size)
+            .map_err(DecodeError::Corrupt)?;
         check(items <= layer_capacity, "items over capacity")?;
         let newest = index + 1 == layer_count;
         check(newest || items == layer_capacity, "older layer not full")?;
+        total_items = total_items
+            .checked_add(items)
+            .ok_or(DecodeError::Corrupt("total items"))?;
         total_bytes = total_bytes
             .checked_add(bits / 8)
             .ok_or(DecodeError::Corrupt("total size"))?;
         layers.push(LayerShape {
-            size: LayerSize {
-                bits,
-                num_hashes,
-                layout,
-            },
+            size,
             capacity: layer_capacity,
             error_rate: params.layer_error_rate(index),
             items,
         });
     }
     check(loaded <= total_bytes, "loaded bytes")?;
+    check(
+        version == format_version(layers.iter().map(|layer| layer.size.layout)),
+        "format version",
+    )?;
     Ok(FilterShape {
         params,
         layers,
@@ -342,9 +382,16 @@ pub enum ChunkError {
 }
 
 /// Applies a BF.LOADCHUNK data chunk (`iterator` ≥ 2, as returned by [`scandump_step`]) to a
-/// filter that is being loaded. Chunks must arrive in order; the last one completes the load.
-pub fn load_chunk(filter: &mut BloomFilter, iterator: u64, chunk: &[u8]) -> Result<(), ChunkError> {
-    let expected = filter.loading().ok_or(ChunkError::Offset)?;
+/// filter that is being loaded. Chunks must arrive in order; the last one completes the load,
+/// turning the value into a [`StoredFilter::Ready`] filter.
+pub fn load_chunk(
+    stored: &mut StoredFilter,
+    iterator: u64,
+    chunk: &[u8],
+) -> Result<(), ChunkError> {
+    let StoredFilter::Loading { filter, loaded } = stored else {
+        return Err(ChunkError::Offset);
+    };
     let bits_len = chunk
         .len()
         .checked_sub(CHECKSUM_BYTES)
@@ -354,29 +401,33 @@ pub fn load_chunk(filter: &mut BloomFilter, iterator: u64, chunk: &[u8]) -> Resu
     let offset = iterator
         .checked_sub(1 + bits_len)
         .ok_or(ChunkError::Offset)?;
-    if offset != expected {
+    if offset != *loaded {
         return Err(ChunkError::Offset);
     }
     let end = offset + bits_len;
     if end > filter.bytes() {
         return Err(ChunkError::TooBig);
     }
-    let stored = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
-    if chunk_checksum(header_checksum(filter), offset, bits) != stored {
+    let stored_checksum = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
+    if chunk_checksum(header_checksum(filter), offset, bits) != stored_checksum {
         return Err(ChunkError::BadData);
     }
     filter.write_bits(offset, bits);
-    filter.set_loading((end < filter.bytes()).then_some(end));
+    *loaded = end;
+    if end == filter.bytes() {
+        stored.finish_loading();
+    }
     Ok(())
 }
 
 /// Decodes a BF.LOADCHUNK header: a complete filter's header, giving an all-zero filter that
 /// waits for its chunks.
-pub fn decode_load_header(bytes: &[u8], limits: Limits) -> Result<BloomFilter, DecodeError> {
-    let mut filter = decode_header(bytes, limits)?;
-    if filter.loading().is_some() {
-        return Err(DecodeError::Corrupt("header of an incomplete filter"));
+pub fn decode_load_header<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<StoredFilter, DecodeError> {
+    match decode_header(bytes, budget)? {
+        StoredFilter::Ready(filter) => Ok(StoredFilter::Loading { filter, loaded: 0 }),
+        StoredFilter::Loading { .. } => Err(DecodeError::Corrupt("header of an incomplete filter")),
     }
-    filter.set_loading(Some(0));
-    Ok(filter)
 }

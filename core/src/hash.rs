@@ -1,4 +1,5 @@
-//! Item hashing: one xxh3-128 per item, k probe positions by double hashing.
+//! Item hashing: one xxh3-128 per item; k probe positions by double hashing (classic layout), or
+//! h lines and k/h positions in each by multiply-shift (layouts in lines, see [`crate`]).
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
@@ -46,9 +47,9 @@ impl ItemHash {
     }
 }
 
-/// Odd multipliers for the in-block positions of a blocked layer: position i is the top 9 bits
-/// of `h2 · M[i]` (Dietzfelbinger's multiply-shift hashing), so one 64-bit hash yields up to 16
-/// nearly independent positions in a 512-bit block with one multiplication each.
+/// Odd multipliers for the positions inside a line: probe i is the top 9 bits of `h · M[i]`
+/// (Dietzfelbinger's multiply-shift hashing), so one 64-bit value yields up to 16 nearly
+/// independent positions in a 512-bit line with one multiplication each.
 const BLOCK_MULTIPLIERS: [u64; 16] = [
     0x9e37_79b9_7f4a_7c15,
     0xbf58_476d_1ce4_e5b9,
@@ -68,19 +69,38 @@ const BLOCK_MULTIPLIERS: [u64; 16] = [
     0x27d4_eb2f_1656_67c5,
 ];
 
+/// Per line j of an item, the odd multiplier applied to h1 before the line is picked from it by
+/// multiply-shift, and the odd multiplier applied to h2 before the in-line positions are: a
+/// different multiply-shift hash per line, so two items that share one line are no likelier to
+/// share another. Line 0 uses 1 and 1, which makes a one-line layout exactly the blocked layout
+/// of format version 1 (block `(h1·B) >> 64`, positions `(h2·M[i]) >> 55`).
+const LINE_MULTIPLIERS: [(u64, u64); 4] = [
+    (1, 1),
+    (0xd1b5_4a32_d192_ed03, 0xaef1_7502_108e_f2d9),
+    (0xdb4f_0b91_75ae_2165, 0x8cb9_2ba7_2f3d_8dd7),
+    (0x9fb2_1c65_1e98_df25, 0xf135_7aea_2e62_a9c5),
+];
+
 impl ItemHash {
-    /// For a blocked layer of `bits` bits (a multiple of 512): the index of the item's 512-bit
-    /// block, chosen from h1 by multiply-shift, and its `num_hashes` (≤ 16) bit positions inside
-    /// the block, from h2.
+    /// For a layout in lines: the index of the item's line `j` (< 4) among `lines` 512-bit lines.
     #[inline]
-    pub fn block_positions(&self, bits: u64, num_hashes: u32) -> (u64, impl Iterator<Item = u64>) {
-        let blocks = bits / 512;
-        let block = ((u128::from(self.h1) * u128::from(blocks)) >> 64) as u64;
-        let h2 = self.h2;
-        let positions = BLOCK_MULTIPLIERS[..num_hashes as usize]
-            .iter()
-            .map(move |&m| h2.wrapping_mul(m) >> 55);
-        (block, positions)
+    pub fn line(&self, j: usize, lines: u64) -> u64 {
+        let x = self.h1.wrapping_mul(LINE_MULTIPLIERS[j].0);
+        ((u128::from(x) * u128::from(lines)) >> 64) as u64
+    }
+
+    /// For a layout in lines: the item's `per_line` (≤ 16) probes in its line `j` (< 4), as a
+    /// 512-bit mask of 8 words (bit p of the line is bit p % 64 of word p / 64). Testing or
+    /// setting a line is then 8 word operations without branches.
+    #[inline]
+    pub fn line_mask(&self, j: usize, per_line: u32) -> [u64; 8] {
+        let h = self.h2.wrapping_mul(LINE_MULTIPLIERS[j].1);
+        let mut mask = [0u64; 8];
+        for &m in &BLOCK_MULTIPLIERS[..per_line as usize] {
+            let p = h.wrapping_mul(m) >> 55;
+            mask[(p / 64) as usize] |= 1 << (p % 64);
+        }
+        mask
     }
 }
 
@@ -99,26 +119,62 @@ mod tests {
     }
 
     #[test]
-    fn block_positions_stay_in_their_block_and_spread() {
-        let bits = 512 * 1000u64;
-        let mut per_bit = [0u32; 512];
-        let mut per_block = vec![0u32; 1000];
-        for i in 0..50_000u32 {
-            let (block, positions) = ItemHash::new(&i.to_le_bytes(), 3).block_positions(bits, 8);
-            per_block[block as usize] += 1;
-            for p in positions {
-                per_bit[p as usize] += 1;
+    fn lines_and_their_bits_spread() {
+        for j in 0..4 {
+            let mut per_bit = [0u32; 512];
+            let mut per_line = vec![0u32; 1000];
+            for i in 0..50_000u32 {
+                let hash = ItemHash::new(&i.to_le_bytes(), 3);
+                per_line[hash.line(j, 1000) as usize] += 1;
+                let mask = hash.line_mask(j, 8);
+                let set: u32 = mask.iter().map(|w| w.count_ones()).sum();
+                assert!((6..=8).contains(&set), "{set}");
+                for p in 0..512 {
+                    per_bit[p] += (mask[p / 64] >> (p % 64)) as u32 & 1;
+                }
+            }
+            // 50 items per line and ~780 probes per bit position on average.
+            assert!(
+                per_line.iter().all(|&n| (15..=95).contains(&n)),
+                "{per_line:?}"
+            );
+            assert!(
+                per_bit.iter().all(|&n| (600..=980).contains(&n)),
+                "{per_bit:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn lines_of_one_item_are_independent() {
+        // Items that share line 0 land anywhere for line 1: among 1000 lines, items whose line 0
+        // is line 7 have their line 1 spread like everyone's.
+        let mut shared = 0;
+        let mut same_second = 0;
+        for i in 0..400_000u32 {
+            let hash = ItemHash::new(&i.to_le_bytes(), 5);
+            if hash.line(0, 1000) == 7 {
+                shared += 1;
+                same_second += (hash.line(1, 1000) == 7) as u32 + (hash.line(2, 1000) == 8) as u32;
             }
         }
-        // 50 items per block and 781 probes per bit position on average.
-        assert!(
-            per_block.iter().all(|&n| (15..=95).contains(&n)),
-            "{per_block:?}"
-        );
-        assert!(
-            per_bit.iter().all(|&n| (600..=980).contains(&n)),
-            "{per_bit:?}"
-        );
+        assert!(shared > 300, "{shared}");
+        assert!(same_second <= 5, "{same_second} of {shared}");
+    }
+
+    #[test]
+    fn line_zero_is_the_version_1_block() {
+        // The blocked layout of format version 1: block (h1·B) >> 64, positions (h2·M[i]) >> 55.
+        let hash = ItemHash::new(b"golden", 99);
+        let blocks = 19_661u64;
+        let block = ((u128::from(hash.h1) * u128::from(blocks)) >> 64) as u64;
+        assert_eq!(hash.line(0, blocks), block);
+        let mut mask = [0u64; 8];
+        for m in &BLOCK_MULTIPLIERS[..7] {
+            let p = hash.h2.wrapping_mul(*m) >> 55;
+            mask[(p / 64) as usize] |= 1 << (p % 64);
+        }
+        assert_eq!(hash.line_mask(0, 7), mask);
     }
 
     #[test]

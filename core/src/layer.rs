@@ -7,12 +7,16 @@ use super::scalable::LimitError;
 use super::sizing::{LayerSize, Layout};
 
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Layer {
     /// The bit array; its length is a multiple of 64 (see the layout in [`crate`]).
     bits: BitVec<u64, Lsb0>,
     num_hashes: u32,
     layout: Layout,
+    /// Probes in each of an item's lines (`num_hashes / lines` ≤ 16), 0 when classic; kept to
+    /// spare the division on every operation, in a byte so that a layer's bookkeeping stays 56
+    /// bytes (BF.INFO's Size counts it; see the test).
+    per_line: u8,
     /// Items this layer was sized for; the scalable filter stops adding to it once reached.
     capacity: u64,
     /// The false-positive rate this layer was sized for.
@@ -22,9 +26,21 @@ pub struct Layer {
 }
 
 impl Layer {
-    /// An all-zero layer of an exact shape. The caller has checked the shape against its limits
-    /// (see [`crate::scalable::Limits`]); an allocation the system refuses is an error,
-    /// not an abort.
+    /// An empty layer of an exact shape, for tools and benches that compare layouts (filters size
+    /// their layers themselves). An allocation the system refuses is an error, not an abort.
+    ///
+    /// # Panics
+    /// When the shape fails [`LayerSize::check`].
+    pub fn new(size: LayerSize, capacity: u64, error_rate: f64) -> Result<Layer, LimitError> {
+        if let Err(what) = size.check() {
+            panic!("invalid layer shape ({what}): {size:?}");
+        }
+        Layer::with_size(size, capacity, error_rate, 0)
+    }
+
+    /// An all-zero layer of an exact shape, which the caller has checked ([`LayerSize::check`])
+    /// and admitted under its limits (see [`crate::budget`]); an allocation the system
+    /// refuses is an error, not an abort.
     pub(crate) fn with_size(
         size: LayerSize,
         capacity: u64,
@@ -35,41 +51,64 @@ impl Layer {
             bits: BitVec::from_vec(zeroed_words(size.bits / 64)?),
             num_hashes: size.num_hashes,
             layout: size.layout,
+            // check() bounds it by MAX_BLOCKED_HASHES = 16.
+            per_line: size.hashes_per_line() as u8,
             capacity,
             error_rate,
             items,
         })
     }
 
+    /// A copy of this layer, its bits allocated fallibly (a refusal is an error, not an abort).
+    pub fn try_clone(&self) -> Result<Layer, LimitError> {
+        let mut words = zeroed_words(self.bits.len() as u64 / 64)?;
+        words.copy_from_slice(self.bits.as_raw_slice());
+        Ok(Layer {
+            bits: BitVec::from_vec(words),
+            ..*self
+        })
+    }
+
+    /// The 8 words of line `line`.
+    #[inline]
+    fn line(words: &[u64], line: u64) -> &[u64; 8] {
+        let start = line as usize * 8;
+        words[start..start + 8].try_into().expect("8 words")
+    }
+
     /// True when every probe of `hash` is set.
     #[inline]
     pub fn contains(&self, hash: &ItemHash) -> bool {
         let words = self.bits.as_raw_slice();
-        let bits = self.bits.len() as u64;
         match self.layout {
             Layout::Classic => hash
-                .positions(bits, self.num_hashes)
+                .positions(self.bits.len() as u64, self.num_hashes)
                 .all(|p| words[(p / 64) as usize] & (1u64 << (p % 64)) != 0),
-            Layout::Blocked => {
-                let (block, positions) = hash.block_positions(bits, self.num_hashes);
-                let block = &words[(block * 8) as usize..][..8];
-                positions
-                    .into_iter()
-                    .all(|p| block[(p / 64) as usize] & (1u64 << (p % 64)) != 0)
+            Layout::Blocked | Layout::Lines(_) => {
+                let lines = words.len() as u64 / 8;
+                // Line by line: a non-member usually fails in the first one.
+                (0..self.layout.lines() as usize).all(|j| {
+                    let line = Self::line(words, hash.line(j, lines));
+                    let mask = hash.line_mask(j, u32::from(self.per_line));
+                    line.iter()
+                        .zip(&mask)
+                        .fold(0, |missing, (w, m)| missing | (m & !w))
+                        == 0
+                })
             }
         }
     }
 
-    /// Asks the CPU to start loading the cache lines of `hash`'s probes, so that a later
-    /// [`contains`](Self::contains) or [`set`](Self::set) of a batch does not wait for each miss
-    /// in turn: on a filter larger than the cache this overlaps the misses of many items.
+    /// Asks the CPU to start loading the cache lines of `hash`'s probes (k lines when classic,
+    /// all h lines otherwise), so that a later [`contains`](Self::contains) or [`set`](Self::set)
+    /// of a batch does not wait for each miss in turn: on a layer larger than the cache this
+    /// overlaps the misses of many items.
     #[inline]
     pub fn prefetch(&self, hash: &ItemHash) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let words = self.bits.as_raw_slice();
-            let bits = self.bits.len() as u64;
             let fetch = |word: u64| {
                 let word: *const u64 = &words[word as usize];
                 // SAFETY: prefetching is a hint on an address inside the slice; it never faults.
@@ -77,9 +116,14 @@ impl Layer {
             };
             match self.layout {
                 Layout::Classic => hash
-                    .positions(bits, self.num_hashes)
+                    .positions(self.bits.len() as u64, self.num_hashes)
                     .for_each(|p| fetch(p / 64)),
-                Layout::Blocked => fetch(hash.block_positions(bits, self.num_hashes).0 * 8),
+                Layout::Blocked | Layout::Lines(_) => {
+                    let lines = words.len() as u64 / 8;
+                    for j in 0..self.layout.lines() as usize {
+                        fetch(hash.line(j, lines) * 8);
+                    }
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -92,23 +136,24 @@ impl Layer {
         let bits = self.bits.len() as u64;
         let words = self.bits.as_raw_mut_slice();
         let mut changed = 0u64;
-        let mut set_bit = |words: &mut [u64], p: u64| {
-            let word = &mut words[(p / 64) as usize];
-            let mask = 1u64 << (p % 64);
-            changed |= !*word & mask;
-            *word |= mask;
-        };
         match self.layout {
             Layout::Classic => {
                 for p in hash.positions(bits, self.num_hashes) {
-                    set_bit(words, p);
+                    let word = &mut words[(p / 64) as usize];
+                    let mask = 1u64 << (p % 64);
+                    changed |= !*word & mask;
+                    *word |= mask;
                 }
             }
-            Layout::Blocked => {
-                let (block, positions) = hash.block_positions(bits, self.num_hashes);
-                let block = &mut words[(block * 8) as usize..][..8];
-                for p in positions {
-                    set_bit(block, p);
+            Layout::Blocked | Layout::Lines(_) => {
+                let lines = words.len() as u64 / 8;
+                for j in 0..self.layout.lines() as usize {
+                    let start = hash.line(j, lines) as usize * 8;
+                    let mask = hash.line_mask(j, u32::from(self.per_line));
+                    for (word, m) in words[start..start + 8].iter_mut().zip(mask) {
+                        changed |= !*word & m;
+                        *word |= m;
+                    }
                 }
             }
         }

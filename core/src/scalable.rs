@@ -1,9 +1,10 @@
 //! The scalable filter: a stack of layers that grows by RedisBloom's rule.
 
+use super::budget::{allocation_size, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::Layer;
 use super::math;
-use super::sizing::{layer_size, LayerSize, SizingError};
+use super::sizing::{self, layer_size, LayerSize, SizingError};
 
 /// Each new layer gets this fraction of the previous layer's error rate, so the rates of all
 /// layers sum to less than the requested one (Almeida et al.'s tightening ratio, as RedisBloom).
@@ -40,10 +41,39 @@ pub(crate) fn hash_groups<'a>(
         let len = group
             .iter_mut()
             .zip(&mut items)
-            .map(|(slot, item)| *slot = ItemHash::new(item, seed))
+            .map(|(slot, item)| {
+                #[cfg(feature = "test-hooks")]
+                test_hooks::panic_on(item);
+                *slot = ItemHash::new(item, seed)
+            })
             .count();
         (len > 0).then_some((group, len))
     })
+}
+
+/// Hooks for the module's own tests (feature `test-hooks`, never in a release).
+#[cfg(feature = "test-hooks")]
+mod test_hooks {
+    use crate::sizing::{LayerSize, Layout};
+
+    /// This item panics when a batch operation hashes it.
+    pub const PANIC_ITEM: &[u8] = b"rustbloom-test-panic";
+
+    pub fn panic_on(item: &[u8]) {
+        assert!(item != PANIC_ITEM, "test hook: panic on {PANIC_ITEM:?}");
+    }
+
+    /// A sizing that differs from the real one by one unit of its layout.
+    pub fn skewed(size: LayerSize) -> LayerSize {
+        let unit = match size.layout {
+            Layout::Classic => 64,
+            Layout::Blocked | Layout::Lines(_) => 512 * u64::from(size.layout.lines()),
+        };
+        LayerSize {
+            bits: size.bits + unit,
+            ..size
+        }
+    }
 }
 
 /// How a filter grows once its newest layer is full.
@@ -91,41 +121,18 @@ impl FilterParams {
     /// The shape of layer `index`.
     pub fn layer_size(&self, index: usize) -> Result<LayerSize, SizingError> {
         let capacity = self.layer_capacity(index).ok_or(SizingError::Capacity)?;
-        layer_size(capacity, self.layer_error_rate(index))
+        let size = layer_size(capacity, self.layer_error_rate(index))?;
+        #[cfg(feature = "test-hooks")]
+        let size = test_hooks::skewed(size);
+        Ok(size)
     }
-}
 
-/// Memory a single operation may allocate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// The most bytes of bits one filter may hold.
-    pub max_filter_bytes: u64,
-    /// The most bytes this operation may add (what is left under the server's memory limit).
-    pub max_new_bytes: u64,
-}
-
-impl Limits {
-    /// No limit: for commands that a primary already admitted (replication, AOF loading).
-    pub const UNLIMITED: Limits = Limits {
-        max_filter_bytes: u64::MAX,
-        max_new_bytes: u64::MAX,
-    };
-
-    /// Ok when a filter of `filter_bytes` bytes, `new_bytes` of them allocated now, fits.
-    pub fn admit(&self, filter_bytes: u64, new_bytes: u64) -> Result<(), LimitError> {
-        if filter_bytes > self.max_filter_bytes {
-            Err(LimitError::FilterBytes {
-                needed: filter_bytes,
-                limit: self.max_filter_bytes,
-            })
-        } else if new_bytes > self.max_new_bytes {
-            Err(LimitError::ServerMemory {
-                needed: new_bytes,
-                available: self.max_new_bytes,
-            })
-        } else {
-            Ok(())
-        }
+    /// Ok when `size` is a shape layer `index` of this filter could have, whoever sized it: enough
+    /// bits for its capacity at its error rate, and a hash count that rate implies. What a decoder
+    /// and an explicit growth (BF.GROW) check before trusting a shape.
+    pub fn check_layer(&self, index: usize, size: LayerSize) -> Result<(), &'static str> {
+        let capacity = self.layer_capacity(index).ok_or("capacity")?;
+        sizing::check_shape(size, capacity, self.layer_error_rate(index))
     }
 }
 
@@ -144,12 +151,25 @@ pub enum LimitError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CreateError {
     Sizing(SizingError),
+    /// An explicit first-layer shape that does not fit the parameters.
+    Shape(&'static str),
+    Limit(LimitError),
+}
+
+/// Why an explicit layer (BF.GROW) could not be pushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushError {
+    /// The shape or the index does not fit this filter.
+    Shape(&'static str),
+    /// A memory limit refused it.
     Limit(LimitError),
 }
 
 /// Why an item could not be added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InsertError {
+    /// The filter already reports the item (not an error to users: the add answers 0).
+    Present,
     /// A non-scaling filter holds its capacity.
     NonScalingFull,
     /// Growing would need a layer past [`MAX_LAYERS`] or a size that cannot be represented.
@@ -158,64 +178,143 @@ pub enum InsertError {
     Limit(LimitError),
 }
 
+/// Layers an operation pushed: the one that grew at `index`, with its exact shape, first used by
+/// the item at position `first_item` of the operation's batch. This is what replication and the
+/// AOF carry, so that replicas never size layers themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrownLayer {
+    pub index: usize,
+    pub size: LayerSize,
+    pub first_item: usize,
+}
+
+/// What one add operation did, item by item; filled as the operation goes, so that a caller
+/// that catches a panic half-way still knows exactly what changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddOutcome {
+    /// One entry per processed item, in order: true when it was new (and counted).
+    pub added: Vec<bool>,
+    /// What stopped the operation at item `added.len()`, if anything did.
+    pub error: Option<InsertError>,
+    /// Layers pushed, in order.
+    pub grown: Vec<GrownLayer>,
+}
+
+impl AddOutcome {
+    /// Positions (in the batch) of the items that changed the filter.
+    pub fn added_positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.added
+            .iter()
+            .enumerate()
+            .filter_map(|(position, &new)| new.then_some(position))
+    }
+}
+
+/// The shape of the layer a filter would push next, computed at most once per shape: sizing a
+/// blocked layer takes milliseconds, and a filter whose growth a limit refuses is asked again
+/// on every add of a new item. Not part of the filter's value (equality ignores it).
+#[derive(Clone, Copy, Debug, Default)]
+struct NextShape(Option<(usize, LayerSize)>);
+
+impl PartialEq for NextShape {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
 /// A scalable Bloom filter (see [`crate`] for the design).
 ///
 /// ```
-/// use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits};
+/// use rustbloom_core::{budget::Unlimited, BloomFilter, FilterParams, Growth};
 /// let params = FilterParams { capacity: 100, error_rate: 0.01, growth: Growth::Scaling { expansion: 2 }, seed: 42 };
-/// let mut filter = BloomFilter::new(params, Limits::UNLIMITED).unwrap();
-/// assert_eq!(filter.insert(b"alice", Limits::UNLIMITED), Ok(true));
-/// assert_eq!(filter.insert(b"alice", Limits::UNLIMITED), Ok(false));
+/// let mut filter = BloomFilter::new(params, &mut Unlimited).unwrap();
+/// assert_eq!(filter.insert(b"alice", &mut Unlimited), Ok(true));
+/// assert_eq!(filter.insert(b"alice", &mut Unlimited), Ok(false));
 /// assert!(filter.contains(b"alice"));
 /// assert_eq!(filter.items(), 1);
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct BloomFilter {
     params: FilterParams,
     /// Oldest first; never empty.
     layers: Vec<Layer>,
-    /// While a chunked load (BF.LOADCHUNK) is under way: how many bytes of bits have arrived, in
-    /// order. Such a filter must not answer queries, its bits are partly missing.
-    loading: Option<u64>,
+    next_shape: NextShape,
 }
 
 impl BloomFilter {
-    /// An empty filter with one layer, refused when sizing fails or `limits` forbid its bytes.
-    pub fn new(params: FilterParams, limits: Limits) -> Result<BloomFilter, CreateError> {
+    /// An empty filter with one layer, refused when sizing fails or the budget refuses its bytes.
+    pub fn new<B: MemoryBudget + ?Sized>(
+        params: FilterParams,
+        budget: &mut B,
+    ) -> Result<BloomFilter, CreateError> {
         let size = params.layer_size(0).map_err(CreateError::Sizing)?;
-        limits
-            .admit(size.bytes(), size.bytes())
+        Self::create(params, size, budget)
+    }
+
+    /// An empty filter whose first layer has an explicit shape, as the primary that created it
+    /// sized it (BF.RESERVE ... SHAPE, which replication and the AOF carry).
+    pub fn with_first_layer<B: MemoryBudget + ?Sized>(
+        params: FilterParams,
+        size: LayerSize,
+        budget: &mut B,
+    ) -> Result<BloomFilter, CreateError> {
+        size.check().map_err(CreateError::Shape)?;
+        params.check_layer(0, size).map_err(CreateError::Shape)?;
+        Self::create(params, size, budget)
+    }
+
+    fn create<B: MemoryBudget + ?Sized>(
+        params: FilterParams,
+        size: LayerSize,
+        budget: &mut B,
+    ) -> Result<BloomFilter, CreateError> {
+        let allocation = allocation_size(size.bytes());
+        budget
+            .charge(allocation, allocation)
             .map_err(CreateError::Limit)?;
         let first = Layer::with_size(size, params.capacity, params.layer_error_rate(0), 0)
             .map_err(CreateError::Limit)?;
         Ok(BloomFilter {
             params,
             layers: vec![first],
-            loading: None,
+            next_shape: NextShape::default(),
         })
     }
 
     /// Reassembles a filter from decoded parts; see [`crate::encoding`], which validates.
-    pub(crate) fn from_parts(
-        params: FilterParams,
-        layers: Vec<Layer>,
-        loading: Option<u64>,
-    ) -> BloomFilter {
+    pub(crate) fn from_parts(params: FilterParams, layers: Vec<Layer>) -> BloomFilter {
         debug_assert!(!layers.is_empty());
         BloomFilter {
             params,
             layers,
-            loading,
+            next_shape: NextShape::default(),
         }
     }
 
-    /// Bytes of bits received so far while a chunked load is incomplete; None once complete.
-    pub fn loading(&self) -> Option<u64> {
-        self.loading
+    /// Moves this filter out, leaving a shell without layers in its place, which the caller
+    /// overwrites at once (a filter is never observed without a layer).
+    pub(crate) fn take(&mut self) -> BloomFilter {
+        let shell = BloomFilter {
+            params: self.params,
+            layers: Vec::new(),
+            next_shape: NextShape::default(),
+        };
+        std::mem::replace(self, shell)
     }
 
-    pub(crate) fn set_loading(&mut self, loaded_bytes: Option<u64>) {
-        self.loading = loaded_bytes;
+    /// A copy of this filter, its bits allocated after `budget` admits them (COPY).
+    pub fn try_clone<B: MemoryBudget + ?Sized>(
+        &self,
+        budget: &mut B,
+    ) -> Result<BloomFilter, LimitError> {
+        let allocation = self.allocated_bytes();
+        budget.charge(allocation, allocation)?;
+        let layers = self
+            .layers
+            .iter()
+            .map(Layer::try_clone)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(BloomFilter::from_parts(self.params, layers))
     }
 
     pub fn params(&self) -> &FilterParams {
@@ -245,49 +344,65 @@ impl BloomFilter {
 
     /// Adds `item`. Ok(true) when it was new (it is then counted), Ok(false) when the filter
     /// already reported it present. On error nothing changed.
-    pub fn insert(&mut self, item: &[u8], limits: Limits) -> Result<bool, InsertError> {
-        self.insert_hash(&self.hash(item), limits)
+    pub fn insert<B: MemoryBudget + ?Sized>(
+        &mut self,
+        item: &[u8],
+        budget: &mut B,
+    ) -> Result<bool, InsertError> {
+        match self.insert_hash(&self.hash(item), budget) {
+            Ok(_) => Ok(true),
+            Err(InsertError::Present) => Ok(false),
+            Err(error) => Err(error),
+        }
     }
 
-    /// [`insert`](Self::insert) for an already hashed item.
-    pub fn insert_hash(&mut self, hash: &ItemHash, limits: Limits) -> Result<bool, InsertError> {
+    /// Adds an already hashed item: Ok with the layer it had to push first, if any;
+    /// Err(Present) when the filter already reports it. On error nothing changed.
+    fn insert_hash<B: MemoryBudget + ?Sized>(
+        &mut self,
+        hash: &ItemHash,
+        budget: &mut B,
+    ) -> Result<Option<(usize, LayerSize)>, InsertError> {
         if self.contains_hash(hash) {
-            return Ok(false);
+            return Err(InsertError::Present);
         }
-        if self.newest().is_full() {
-            self.grow(limits)?;
-        }
+        let grown = if self.newest().is_full() {
+            Some(self.grow(budget)?)
+        } else {
+            None
+        };
         let newest = self.layers.last_mut().expect("a filter always has a layer");
         // The item is absent from the newest layer, so setting its probes changes a bit.
         newest.set(hash);
         newest.count_item();
-        Ok(true)
-    }
-
-    /// Items the filter takes before it next needs a new layer (or, non-scaling, refuses).
-    pub fn room(&self) -> u64 {
-        let newest = self.newest();
-        newest.capacity().saturating_sub(newest.items())
-    }
-
-    /// Bytes of the layer the filter would add next, if it can grow.
-    pub fn next_layer_bytes(&self) -> Option<u64> {
-        match self.params.growth {
-            Growth::NonScaling => None,
-            Growth::Scaling { .. } => self
-                .params
-                .layer_size(self.layers.len())
-                .ok()
-                .map(|size| size.bytes()),
-        }
+        Ok(grown)
     }
 
     fn newest(&self) -> &Layer {
         self.layers.last().expect("a filter always has a layer")
     }
 
-    /// Pushes the next layer.
-    fn grow(&mut self, limits: Limits) -> Result<(), InsertError> {
+    /// The shape of the layer this filter pushes next (memoised per shape).
+    fn next_layer_size(&mut self) -> Result<LayerSize, InsertError> {
+        let index = self.layers.len();
+        if let NextShape(Some((memo_index, size))) = self.next_shape {
+            if memo_index == index {
+                return Ok(size);
+            }
+        }
+        let size = self
+            .params
+            .layer_size(index)
+            .map_err(|_| InsertError::CannotGrow)?;
+        self.next_shape = NextShape(Some((index, size)));
+        Ok(size)
+    }
+
+    /// Pushes the next layer, sized by the growth rule; returns its index and shape.
+    fn grow<B: MemoryBudget + ?Sized>(
+        &mut self,
+        budget: &mut B,
+    ) -> Result<(usize, LayerSize), InsertError> {
         if self.params.growth == Growth::NonScaling {
             return Err(InsertError::NonScalingFull);
         }
@@ -295,18 +410,58 @@ impl BloomFilter {
         if index >= MAX_LAYERS {
             return Err(InsertError::CannotGrow);
         }
-        let size = self
-            .params
-            .layer_size(index)
-            .map_err(|_| InsertError::CannotGrow)?;
-        let after = self.bytes().saturating_add(size.bytes());
-        limits
-            .admit(after, size.bytes())
-            .map_err(InsertError::Limit)?;
+        let size = self.next_layer_size()?;
+        self.push_checked_layer(index, size, budget)?;
+        Ok((index, size))
+    }
+
+    /// Pushes layer `index` with an explicit shape, as the primary that grew the filter sized it
+    /// (BF.GROW, which replication and the AOF carry). The shape must be one a layer at that
+    /// index could have (see [`FilterParams::check_layer`]), the newest layer must be full, and
+    /// the budget must admit it.
+    pub fn push_layer<B: MemoryBudget + ?Sized>(
+        &mut self,
+        index: usize,
+        size: LayerSize,
+        budget: &mut B,
+    ) -> Result<(), PushError> {
+        if self.params.growth == Growth::NonScaling {
+            return Err(PushError::Shape("a non-scaling filter has one layer"));
+        }
+        if index != self.layers.len() || index >= MAX_LAYERS {
+            return Err(PushError::Shape("not the next layer"));
+        }
+        if !self.newest().is_full() {
+            return Err(PushError::Shape("the newest layer is not full"));
+        }
+        size.check().map_err(PushError::Shape)?;
+        self.params
+            .check_layer(index, size)
+            .map_err(PushError::Shape)?;
+        self.push_checked_layer(index, size, budget)
+            .map_err(|error| match error {
+                InsertError::Limit(limit) => PushError::Limit(limit),
+                _ => PushError::Shape("capacity"),
+            })
+    }
+
+    fn push_checked_layer<B: MemoryBudget + ?Sized>(
+        &mut self,
+        index: usize,
+        size: LayerSize,
+        budget: &mut B,
+    ) -> Result<(), InsertError> {
         let capacity = self
             .params
             .layer_capacity(index)
             .ok_or(InsertError::CannotGrow)?;
+        let allocation = allocation_size(size.bytes());
+        budget
+            .charge(
+                self.allocated_bytes().saturating_add(allocation),
+                allocation,
+            )
+            .map_err(InsertError::Limit)?;
         let layer = Layer::with_size(size, capacity, self.params.layer_error_rate(index), 0)
             .map_err(InsertError::Limit)?;
         self.layers.push(layer);
@@ -329,23 +484,35 @@ impl BloomFilter {
         }
     }
 
-    /// Adds a batch of items in order, calling `added` with each result; stops at the first
-    /// error (after reporting it). Prefetches like [`contains_many`](Self::contains_many).
-    pub fn insert_many<'a>(
+    /// Adds a batch of items in order, recording each result (and each layer pushed) in
+    /// `outcome` as it goes; stops at the first error. Prefetches like
+    /// [`contains_many`](Self::contains_many).
+    pub fn insert_many<'a, B: MemoryBudget + ?Sized>(
         &mut self,
         items: impl IntoIterator<Item = &'a [u8]>,
-        limits: Limits,
-        mut added: impl FnMut(Result<bool, InsertError>),
+        budget: &mut B,
+        outcome: &mut AddOutcome,
     ) {
         for (group, len) in hash_groups(items, self.params.seed) {
             let group = &group[..len];
             self.prefetch(group);
             for hash in group {
-                let result = self.insert_hash(hash, limits);
-                let failed = result.is_err();
-                added(result);
-                if failed {
-                    return;
+                match self.insert_hash(hash, budget) {
+                    Ok(grown) => {
+                        if let Some((index, size)) = grown {
+                            outcome.grown.push(GrownLayer {
+                                index,
+                                size,
+                                first_item: outcome.added.len(),
+                            });
+                        }
+                        outcome.added.push(true);
+                    }
+                    Err(InsertError::Present) => outcome.added.push(false),
+                    Err(error) => {
+                        outcome.error = Some(error);
+                        return;
+                    }
                 }
             }
         }
@@ -362,7 +529,9 @@ impl BloomFilter {
 
     /// Items counted over all layers.
     pub fn items(&self) -> u64 {
-        self.layers.iter().map(Layer::items).sum()
+        self.layers
+            .iter()
+            .fold(0u64, |sum, layer| sum.saturating_add(layer.items()))
     }
 
     /// Sum of all layers' capacities.
@@ -416,9 +585,19 @@ impl BloomFilter {
         assert!(data.is_empty(), "write past the end of the filter");
     }
 
-    /// Bytes this filter occupies in memory, bits and bookkeeping.
+    /// Bytes the allocator hands out for the bits of all layers (see
+    /// [`crate::budget::allocation_size`]).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.layers
+            .iter()
+            .map(|layer| allocation_size(layer.bytes()))
+            .sum()
+    }
+
+    /// Bytes this filter occupies in memory, bits and bookkeeping, as the allocator counts them.
     pub fn memory_usage(&self) -> u64 {
-        (std::mem::size_of::<Self>() + self.layers.len() * std::mem::size_of::<Layer>()) as u64
-            + self.bytes()
+        let bookkeeping =
+            std::mem::size_of::<Self>() + self.layers.len() * std::mem::size_of::<Layer>();
+        allocation_size(bookkeeping as u64) + self.allocated_bytes()
     }
 }

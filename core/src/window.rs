@@ -110,19 +110,21 @@
 //!
 //! N = 1,000,000 items per window, ε = 1%, W = 60,000 ms: G = 20,000 ms; each slot holds
 //! 333,334 items at 0.225%, blocked with k = 8: 8,749 blocks of 512 bits = 4,479,488 bits; four
-//! slots are 17,917,952 bits (2.24 MB), 17.9 bits per windowed item, 1.87× the 9.59 of a classic
+//! slots are 17,917,952 bits (2.24 MB, in an allocation of 2.62 MB: jemalloc's size class, see
+//! [`crate::budget::allocation_size`]), 17.9 bits per windowed item, 1.87× the 9.59 of a classic
 //! filter. An item added at t = 1,000,000,005 ms lies in generation 50,000; it answers present at
 //! least through t + W = 1,000,060,005 and is forgotten when generation 50,004 begins, at
 //! 1,000,080,000 = t + 79,995.
 //!
 //! ```
+//! use rustbloom_core::budget::allocation_size;
 //! use rustbloom_core::window::{bytes_needed, WindowFilter, WindowParams};
-//! use rustbloom_core::Limits;
+//! use rustbloom_core::Unlimited;
 //!
 //! let params = WindowParams { error_rate: 0.01, capacity: 1_000_000, window_ms: 60_000, seed: 7 };
-//! assert_eq!(bytes_needed(&params), Ok(17_917_952 / 8));
+//! assert_eq!(bytes_needed(&params), Ok(allocation_size(17_917_952 / 8)));
 //! let t = 1_000_000_005;
-//! let mut filter = WindowFilter::new(params, t, Limits::UNLIMITED).unwrap();
+//! let mut filter = WindowFilter::new(params, t, &mut Unlimited).unwrap();
 //! let added = filter.insert(b"alice", t);
 //! assert!(added.new && added.at_ms == t);
 //! assert!(filter.contains(b"alice", t + 60_000));
@@ -148,11 +150,12 @@ pub mod encoding;
 #[cfg(test)]
 mod tests;
 
+use crate::budget::{allocation_size, MemoryBudget};
 use crate::hash::ItemHash;
 use crate::layer::zeroed_words;
 use crate::math;
-use crate::scalable::{hash_groups, LimitError, Limits, MAX_CAPACITY};
-use crate::sizing::{blocked_size, classic_size, LayerSize, Layout, SizingError};
+use crate::scalable::{hash_groups, LimitError, MAX_CAPACITY};
+use crate::sizing::{classic_size, lines_size, LayerSize, Layout, SizingError, BLOCK_BITS};
 
 /// Generations per window (l). Three keeps the forget bound 4⌈W/3⌉ within the 2W the contract
 /// allows for every W ≥ 4 ms, and at ε = 1e-2 costs 1.87× a classic filter where two generations
@@ -201,7 +204,7 @@ pub enum WindowError {
     Capacity,
     /// Window outside [`MIN_WINDOW_MS`]..=[`MAX_WINDOW_MS`].
     Window,
-    /// A memory limit, or the system, refused the bits.
+    /// The memory budget, or the system, refused the bits.
     Limit(LimitError),
 }
 
@@ -269,7 +272,8 @@ impl WindowParams {
         // ln and the sizing come from crate::math, so every machine picks the same layout.
         let budget = MAX_MEMORY_FACTOR * self.capacity as f64 * math::ln(1.0 / self.error_rate)
             / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
-        let slot = match blocked_size(slot_capacity, slot_error) {
+        // One cache line per item: the blocked layout.
+        let slot = match lines_size(slot_capacity, slot_error, 1) {
             Some(blocked) if (blocked.bits * SLOTS as u64) as f64 <= budget => blocked,
             _ => classic,
         };
@@ -280,9 +284,11 @@ impl WindowParams {
     }
 }
 
-/// Bytes of bits a window filter with these parameters allocates, known before allocating.
+/// Bytes a window filter with these parameters allocates for its bits, known before allocating:
+/// the allocation size of [`WindowShape::bytes`] (see [`crate::budget::allocation_size`]), what
+/// its creation charges the budget and [`WindowFilter::allocated_bytes`] reports.
 pub fn bytes_needed(params: &WindowParams) -> Result<u64, WindowError> {
-    Ok(params.shape()?.bytes())
+    Ok(allocation_size(params.shape()?.bytes()))
 }
 
 /// What an insert did.
@@ -299,7 +305,9 @@ pub struct Inserted {
 pub struct OutOfRange;
 
 /// A sliding-window Bloom filter (see [`crate::window`] for the design and its guarantees).
-#[derive(Clone, Debug, PartialEq)]
+/// Not `Clone`, like [`crate::BloomFilter`]: a copy allocates its bits, so it goes through a
+/// budget ([`WindowFilter::try_clone`]).
+#[derive(Debug, PartialEq)]
 pub struct WindowFilter {
     params: WindowParams,
     shape: WindowShape,
@@ -317,25 +325,27 @@ pub struct WindowFilter {
 
 impl WindowFilter {
     /// An empty filter whose ring starts at `now_ms`, refused when the parameters are invalid or
-    /// `limits` (or the system) refuse its bytes.
-    pub fn new(
+    /// `budget` (or the system) refuses its bytes.
+    pub fn new<B: MemoryBudget + ?Sized>(
         params: WindowParams,
         now_ms: u64,
-        limits: Limits,
+        budget: &mut B,
     ) -> Result<WindowFilter, WindowError> {
         let shape = params.shape()?;
-        WindowFilter::zeroed(params, shape, now_ms, [0; SLOTS], limits).map_err(WindowError::Limit)
+        WindowFilter::zeroed(params, shape, now_ms, [0; SLOTS], budget).map_err(WindowError::Limit)
     }
 
-    /// An all-zero filter of an exact shape, admitted by `limits`.
-    fn zeroed(
+    /// An all-zero filter of an exact shape, its one allocation (all slots' bits) charged to
+    /// `budget` first at its allocation size, which is also the filter's total.
+    fn zeroed<B: MemoryBudget + ?Sized>(
         params: WindowParams,
         shape: WindowShape,
         last_ms: u64,
         items: [u64; SLOTS],
-        limits: Limits,
+        budget: &mut B,
     ) -> Result<WindowFilter, LimitError> {
-        limits.admit(shape.bytes(), shape.bytes())?;
+        let allocation = allocation_size(shape.bytes());
+        budget.charge(allocation, allocation)?;
         let generation = shape.generation(last_ms);
         Ok(WindowFilter {
             params,
@@ -346,6 +356,18 @@ impl WindowFilter {
             items,
             words: zeroed_words(shape.bytes() / 8)?,
         })
+    }
+
+    /// A copy of this filter, its bits allocated after `budget` admits them (COPY); an
+    /// allocation the system refuses is an error, not an abort.
+    pub fn try_clone<B: MemoryBudget + ?Sized>(
+        &self,
+        budget: &mut B,
+    ) -> Result<WindowFilter, LimitError> {
+        let mut copy =
+            WindowFilter::zeroed(self.params, self.shape, self.last_ms, self.items, budget)?;
+        copy.words.copy_from_slice(&self.words);
+        Ok(copy)
     }
 
     pub fn params(&self) -> &WindowParams {
@@ -378,9 +400,14 @@ impl WindowFilter {
         self.words.len() as u64 * 8
     }
 
-    /// Bytes this filter holds in memory, bits and bookkeeping.
+    /// Bytes the allocator hands out for the bits (see [`crate::budget::allocation_size`]).
+    pub fn allocated_bytes(&self) -> u64 {
+        allocation_size(self.bytes())
+    }
+
+    /// Bytes this filter occupies in memory, bits and bookkeeping, as the allocator counts them.
     pub fn memory_usage(&self) -> u64 {
-        std::mem::size_of::<Self>() as u64 + self.bytes()
+        allocation_size(std::mem::size_of::<Self>() as u64) + self.allocated_bytes()
     }
 
     /// Hashes `item` under this filter's seed.
@@ -420,6 +447,7 @@ impl WindowFilter {
                 .words
                 .chunks_exact_mut(8 * SLOTS)
                 .for_each(|group| group[slot * 8..][..8].fill(0)),
+            Layout::Lines(_) => unreachable!("{MULTI_LINE_SLOTS}"),
         }
     }
 
@@ -558,15 +586,12 @@ impl WindowFilter {
         } = self.shape.slot;
         match layout {
             Layout::Classic => Probe::Classic(*hash),
-            Layout::Blocked => {
-                let (block, positions) = hash.block_positions(bits, num_hashes);
-                let mut mask = [0u64; 8];
-                positions.for_each(|p| mask[(p / 64) as usize] |= 1u64 << (p % 64));
-                Probe::Blocked {
-                    base: self.block_base(block),
-                    mask,
-                }
-            }
+            // The one-line layout's block and in-block bits, as a layer in one line picks them.
+            Layout::Blocked => Probe::Blocked {
+                base: self.block_base(hash.line(0, bits / BLOCK_BITS)),
+                mask: hash.line_mask(0, num_hashes),
+            },
+            Layout::Lines(_) => unreachable!("{MULTI_LINE_SLOTS}"),
         }
     }
 
@@ -700,6 +725,10 @@ impl WindowFilter {
         Ok(offset as usize)
     }
 }
+
+/// Why a window's slot is never in 2 to 4 lines: [`WindowParams::shape`] picks classic or
+/// blocked, and the decoder accepts no other layout.
+const MULTI_LINE_SLOTS: &str = "window slots are classic or blocked, never in 2 to 4 lines";
 
 /// The slots inside the window at some moment, newest first.
 #[derive(Clone, Copy)]

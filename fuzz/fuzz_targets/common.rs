@@ -2,14 +2,22 @@
 //! the decoder inputs with a correct checksum, so the fuzzer explores the field checks behind it.
 #![allow(dead_code)]
 
-use rustbloom_core::{BloomFilter, FilterParams, Growth, Limits};
-use xxhash_rust::xxh3::xxh3_64;
-
-/// Small limits: the targets exercise validation, not the allocator.
-pub const LIMITS: Limits = Limits {
-    max_filter_bytes: 256 << 10,
-    max_new_bytes: 256 << 10,
+use rustbloom_core::encoding::encode_transfer_header;
+use rustbloom_core::{
+    AddOutcome, BloomFilter, Budget, FilterParams, Growth, StoredFilter, Unlimited,
 };
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+
+/// Small limits: the targets exercise validation, not the allocator. A filter may hold at most
+/// this many bytes (allocation sizes)...
+pub const MAX_FILTER_BYTES: u64 = 256 << 10;
+/// ... and one operation may allocate at most this many.
+pub const MAX_NEW_BYTES: u64 = 256 << 10;
+
+/// The budget of one operation (one command).
+pub fn budget() -> Budget {
+    Budget::new(MAX_FILTER_BYTES, MAX_NEW_BYTES)
+}
 
 /// Reads the fuzz input front to back; past the end every read gives zeros.
 pub struct Reader<'a> {
@@ -59,8 +67,8 @@ pub fn fix_checksum(bytes: &mut [u8]) {
     }
 }
 
-/// A real (small) filter whose parameters and items come from the input.
-pub fn real_filter(r: &mut Reader) -> Option<BloomFilter> {
+/// Filter parameters from the input: small capacities, every growth kind.
+pub fn real_params(r: &mut Reader) -> FilterParams {
     let capacity = u64::from(r.u16() % 2000) + 1;
     let error_rate = match r.u8() {
         0 => 0.5,
@@ -74,16 +82,22 @@ pub fn real_filter(r: &mut Reader) -> Option<BloomFilter> {
         },
     };
     let seed = r.u64();
-    let params = FilterParams {
+    FilterParams {
         capacity,
         error_rate,
         growth,
         seed,
-    };
-    let mut filter = BloomFilter::new(params, LIMITS).ok()?;
+    }
+}
+
+/// A real (small) filter whose parameters and items come from the input; each add is its own
+/// operation with its own budget, as BF.ADD would run it.
+pub fn real_filter(r: &mut Reader) -> Option<BloomFilter> {
+    let params = real_params(r);
+    let mut filter = BloomFilter::new(params, &mut budget()).ok()?;
     let items = u32::from(r.u16() % 4096);
     for i in 0..items {
-        if filter.insert(&i.to_le_bytes(), LIMITS).is_err() {
+        if filter.insert(&i.to_le_bytes(), &mut budget()).is_err() {
             break;
         }
     }
@@ -100,4 +114,99 @@ pub fn mutate(r: &mut Reader, bytes: &mut [u8]) {
         let at = usize::from(r.u16()) % body;
         bytes[at] ^= r.u8();
     }
+}
+
+/// The checksum a BF.LOADCHUNK data chunk of `bits` at `offset` must carry for `filter`.
+pub fn chunk_sum(filter: &BloomFilter, offset: u64, bits: &[u8]) -> u64 {
+    let header = encode_transfer_header(filter);
+    let header_sum = u64::from_le_bytes(header[header.len() - 8..].try_into().unwrap());
+    xxh3_64_with_seed(bits, header_sum.wrapping_add(offset))
+}
+
+/// `bits` followed by `sum`: a data chunk.
+pub fn with_sum(bits: &[u8], sum: u64) -> Vec<u8> {
+    let mut chunk = bits.to_vec();
+    chunk.extend_from_slice(&sum.to_le_bytes());
+    chunk
+}
+
+/// A copy of a stored filter, complete or loading (StoredFilter is not Clone).
+pub fn clone_stored(stored: &StoredFilter) -> StoredFilter {
+    match stored {
+        StoredFilter::Ready(filter) => {
+            StoredFilter::Ready(filter.try_clone(&mut Unlimited).expect("clone"))
+        }
+        StoredFilter::Loading { filter, loaded } => StoredFilter::Loading {
+            filter: filter.try_clone(&mut Unlimited).expect("clone"),
+            loaded: *loaded,
+        },
+    }
+}
+
+/// Checks what one `insert_many` of `items` on `filter` (whose state before it was
+/// `layers_before` layers and `items_before` items) reported.
+pub fn check_outcome(
+    filter: &BloomFilter,
+    items: &[&[u8]],
+    outcome: &AddOutcome,
+    layers_before: usize,
+    items_before: u64,
+) {
+    assert!(outcome.added.len() <= items.len());
+    match outcome.error {
+        None => assert_eq!(outcome.added.len(), items.len(), "stopped with no error"),
+        Some(error) => {
+            assert!(outcome.added.len() < items.len());
+            assert_ne!(error, rustbloom_core::InsertError::Present);
+        }
+    }
+    let added = outcome.added.iter().filter(|&&a| a).count() as u64;
+    assert_eq!(filter.items(), items_before + added, "items not counted");
+    assert_eq!(
+        filter.layers().len(),
+        layers_before + outcome.grown.len(),
+        "layers pushed but not reported"
+    );
+    for (n, grown) in outcome.grown.iter().enumerate() {
+        assert_eq!(grown.index, layers_before + n);
+        assert_eq!(grown.size, filter.layers()[grown.index].size());
+        assert!(
+            outcome.added.get(grown.first_item) == Some(&true),
+            "a layer was pushed for an item that was not added"
+        );
+        if n > 0 {
+            assert!(grown.first_item > outcome.grown[n - 1].first_item);
+        }
+    }
+    for (&item, _) in items.iter().zip(&outcome.added) {
+        assert!(filter.contains(item), "false negative after insert_many");
+    }
+}
+
+/// Replays on `replica` what an `insert_many` of `items` did on its primary, as replication
+/// carries it: `BF.MADD` of the items added before each new layer, then `BF.GROW` with that
+/// layer's exact shape, and so on. The replica never sizes or grows a layer itself.
+pub fn replay(replica: &mut BloomFilter, items: &[&[u8]], outcome: &AddOutcome) {
+    let mut positions = outcome.added_positions().peekable();
+    let mut madd = |replica: &mut BloomFilter, end: usize| {
+        let mut batch = Vec::new();
+        while let Some(position) = positions.next_if(|&position| position < end) {
+            batch.push(items[position]);
+        }
+        let mut o = AddOutcome::default();
+        replica.insert_many(batch.iter().copied(), &mut Unlimited, &mut o);
+        assert_eq!(o.error, None, "replica refused an add");
+        assert!(o.grown.is_empty(), "replica grew by itself");
+        assert!(
+            o.added.iter().all(|&a| a),
+            "replica found present an item its primary added"
+        );
+    };
+    for grown in &outcome.grown {
+        madd(replica, grown.first_item);
+        replica
+            .push_layer(grown.index, grown.size, &mut Unlimited)
+            .expect("replica refused its primary's layer");
+    }
+    madd(replica, usize::MAX);
 }

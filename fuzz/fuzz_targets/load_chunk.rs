@@ -6,26 +6,15 @@
 
 mod common;
 
-use common::{fix_checksum, mutate, real_filter, Reader, LIMITS};
+use common::{
+    budget, chunk_sum, clone_stored, fix_checksum, mutate, real_filter, with_sum, Reader,
+};
 use libfuzzer_sys::fuzz_target;
 use rustbloom_core::encoding::{
-    decode_load_header, encode_transfer_header, load_chunk, scandump_step, CHUNK_BYTES,
+    data_chunk, decode_load_header, encode_transfer_header, load_chunk, scandump_step, ChunkError,
+    CHUNK_BYTES,
 };
-use rustbloom_core::BloomFilter;
-use xxhash_rust::xxh3::xxh3_64_with_seed;
-
-/// The checksum a data chunk of `bits` at `offset` must carry for `filter`.
-fn chunk_sum(filter: &BloomFilter, offset: u64, bits: &[u8]) -> u64 {
-    let header = encode_transfer_header(filter);
-    let header_sum = u64::from_le_bytes(header[header.len() - 8..].try_into().unwrap());
-    xxh3_64_with_seed(bits, header_sum.wrapping_add(offset))
-}
-
-fn with_sum(bits: &[u8], sum: u64) -> Vec<u8> {
-    let mut chunk = bits.to_vec();
-    chunk.extend_from_slice(&sum.to_le_bytes());
-    chunk
-}
+use rustbloom_core::{BloomFilter, StoredFilter};
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);
@@ -50,19 +39,18 @@ fuzz_target!(|data: &[u8]| {
             h
         }
     };
-    let Ok(mut filter) = decode_load_header(&header, LIMITS) else {
+    let Ok(mut stored) = decode_load_header(&header, &mut budget()) else {
         return;
     };
-    assert_eq!(filter.loading(), Some(0));
-    let total = filter.bytes();
+    assert!(matches!(stored, StoredFilter::Loading { loaded: 0, .. }));
+    let total = stored.filter().bytes();
     // Only chunks taken unchanged from `source` went in: the result must equal it.
     let mut faithful = source
         .as_ref()
         .is_some_and(|s| encode_transfer_header(s) == header);
 
     while !r.is_empty() {
-        let before_loading = filter.loading();
-        let expected = before_loading.unwrap_or(0);
+        let expected = stored.loaded_bytes();
         let (iterator, chunk, proper) = match r.u8() % 6 {
             // The next chunk, as SCANDUMP would give it (from the source when there is one).
             0 | 1 => {
@@ -80,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
                         b
                     }
                 };
-                let sum = chunk_sum(&filter, expected, &bits);
+                let sum = chunk_sum(stored.filter(), expected, &bits);
                 (1 + expected + len, with_sum(&bits, sum), true)
             }
             // A forged chunk: correct checksum for the offset its iterator claims, any place.
@@ -94,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
                     _ => 1 + total + u64::from(r.u8()),
                 };
                 let offset = iterator.wrapping_sub(1 + bits.len() as u64);
-                let sum = chunk_sum(&filter, offset, &bits);
+                let sum = chunk_sum(stored.filter(), offset, &bits);
                 (iterator, with_sum(&bits, sum), false)
             }
             // Raw bytes.
@@ -107,7 +95,7 @@ fuzz_target!(|data: &[u8]| {
             _ => {
                 let len = (u64::from(r.u8()) % (total - expected.min(total)).max(1)).max(1);
                 let bits = r.bytes(len as usize).to_vec();
-                let sum = chunk_sum(&filter, expected, &bits);
+                let sum = chunk_sum(stored.filter(), expected, &bits);
                 let mut chunk = with_sum(&bits, sum);
                 let n = chunk.len();
                 match r.u8() % 3 {
@@ -118,21 +106,26 @@ fuzz_target!(|data: &[u8]| {
                 (1 + expected + bits.len() as u64, chunk, false)
             }
         };
-        let snapshot = filter.clone();
-        match load_chunk(&mut filter, iterator, &chunk) {
+        let snapshot = clone_stored(&stored);
+        match load_chunk(&mut stored, iterator, &chunk) {
             Ok(()) => {
                 let len = chunk.len() as u64 - 8;
                 let end = iterator - 1;
                 assert_eq!(end - len, expected, "chunk accepted at the wrong offset");
                 assert!(end <= total);
-                assert_eq!(filter.loading(), (end < total).then_some(end));
+                assert_eq!(stored.loaded_bytes(), end);
+                assert_eq!(
+                    stored.ready().is_some(),
+                    end == total,
+                    "ready at the wrong time"
+                );
                 let mut back = vec![0u8; len as usize];
-                filter.read_bits(expected, &mut back);
+                stored.filter().read_bits(expected, &mut back);
                 assert_eq!(&back[..], &chunk[..len as usize]);
             }
             Err(_) => {
-                assert_eq!(filter, snapshot, "a refused chunk changed the filter");
-                if proper && before_loading.is_some() {
+                assert_eq!(stored, snapshot, "a refused chunk changed the filter");
+                if proper {
                     panic!("a correct next chunk was refused");
                 }
                 if !proper {
@@ -143,23 +136,34 @@ fuzz_target!(|data: &[u8]| {
         if !proper {
             // Forged chunks that were accepted must have been at the right place (checked above);
             // the data may differ from the source's.
-            if filter != snapshot {
+            if stored != snapshot {
                 faithful = false;
             }
         }
-        if filter.loading().is_none() {
+        if stored.ready().is_some() {
             break;
         }
     }
-    if filter.loading().is_none() {
+    if let Some(filter) = stored.ready() {
         if let (Some(s), true) = (&source, faithful) {
             assert_eq!(
-                &filter, s,
+                filter, s,
                 "loading a real filter's chunks gave another filter"
             );
         }
         // A completed filter answers queries.
         let _ = filter.contains(b"x");
+        // And takes no more chunks, whatever they are.
+        let snapshot = clone_stored(&stored);
+        let bits = r.bytes(usize::from(r.u8()) + 1).to_vec();
+        let chunk = with_sum(&bits, chunk_sum(stored.filter(), total, &bits));
+        let iterator = 1 + total + bits.len() as u64;
+        assert_eq!(
+            load_chunk(&mut stored, iterator, &chunk),
+            Err(ChunkError::Offset),
+            "a complete filter took a chunk"
+        );
+        assert_eq!(stored, snapshot);
     }
 });
 
@@ -172,5 +176,7 @@ fn scandump_step_at(filter: &BloomFilter, offset: u64, len: u64) -> (u64, Vec<u8
     let mut bits = vec![0u8; len as usize];
     filter.read_bits(offset, &mut bits);
     let sum = chunk_sum(filter, offset, &bits);
-    (1 + offset + len, with_sum(&bits, sum))
+    let chunk = with_sum(&bits, sum);
+    assert_eq!(chunk, data_chunk(filter, offset, len), "data_chunk differs");
+    (1 + offset + len, chunk)
 }

@@ -1,8 +1,9 @@
 //! The one place command arguments are parsed: typed results, and one error reply per failure.
 
 use rustbloom_core::encoding::MAX_EXPANSION;
-use rustbloom_core::scalable::MAX_CAPACITY;
-use rustbloom_core::Growth;
+use rustbloom_core::scalable::{MAX_CAPACITY, MAX_LAYERS};
+use rustbloom_core::sizing::Layout;
+use rustbloom_core::{Growth, LayerSize};
 
 use super::ffi::{Command, CommandError};
 
@@ -21,6 +22,9 @@ const BAD_SEED: CommandError = CommandError::Static("ERR bad seed");
 const UNKNOWN_ARGUMENT: CommandError = CommandError::Static("ERR Unknown argument received");
 pub const BAD_ITERATOR: CommandError = CommandError::Static("ERR Second argument must be numeric");
 const BAD_INFO_FIELD: CommandError = CommandError::Static("ERR Invalid information value");
+const BAD_SHAPE: CommandError =
+    CommandError::Static("ERR bad layer shape (expected bits, hashes and a layout code)");
+const BAD_LAYER_INDEX: CommandError = CommandError::Static("ERR bad layer index");
 
 /// Creation parameters a command gave explicitly; the rest come from the configured defaults.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -29,6 +33,9 @@ pub struct CreateOptions {
     pub capacity: Option<u64>,
     pub growth: Option<Growth>,
     pub seed: Option<u64>,
+    /// The exact shape of the first layer (BF.RESERVE ... SHAPE, as a primary replicates a
+    /// creation); None to size it here.
+    pub shape: Option<LayerSize>,
 }
 
 /// BF.INSERT's options and where its items start.
@@ -187,7 +194,26 @@ fn once(already: bool, name: &str) -> Result<(), CommandError> {
     }
 }
 
-/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [SEED s]`
+/// A layer shape as BF.RESERVE's SHAPE and BF.GROW carry it: bits, hashes, and the layout as its
+/// number of cache lines (0 classic), the code headers use. Only
+/// its form is checked here; whether it fits the filter is the core's call.
+fn parse_shape(bits: &[u8], hashes: &[u8], layout: &[u8]) -> Result<LayerSize, CommandError> {
+    let bits = parse_u64(bits).ok_or(BAD_SHAPE)?;
+    let num_hashes = parse_u64(hashes)
+        .and_then(|k| u32::try_from(k).ok())
+        .ok_or(BAD_SHAPE)?;
+    let layout = parse_u64(layout)
+        .and_then(|code| u32::try_from(code).ok())
+        .and_then(Layout::with_lines)
+        .ok_or(BAD_SHAPE)?;
+    Ok(LayerSize {
+        bits,
+        num_hashes,
+        layout,
+    })
+}
+
+/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [SEED s] [SHAPE bits hashes layout]`
 pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
     if command.argc() < 4 {
         return Err(CommandError::WrongArity);
@@ -197,7 +223,11 @@ pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
     let mut reader = OptionReader::new(command, 4);
     while reader.at < command.argc() {
         let name = reader.value()?;
-        if !reader.shared_option(name, false)? {
+        if name.eq_ignore_ascii_case(b"SHAPE") {
+            once(reader.options.shape.is_some(), "SHAPE")?;
+            let (bits, hashes, layout) = (reader.value()?, reader.value()?, reader.value()?);
+            reader.options.shape = Some(parse_shape(bits, hashes, layout)?);
+        } else if !reader.shared_option(name, false)? {
             return Err(UNKNOWN_ARGUMENT);
         }
     }
@@ -238,6 +268,19 @@ pub fn parse_insert(command: &Command) -> Result<InsertArgs, CommandError> {
         nocreate,
         first_item: reader.at,
     })
+}
+
+/// `BF.GROW key index bits hashes layout`: the layer a primary pushed, as it sized it.
+pub fn parse_grow(command: &Command) -> Result<(usize, LayerSize), CommandError> {
+    if command.argc() != 6 {
+        return Err(CommandError::WrongArity);
+    }
+    let index = parse_u64(command.arg(2))
+        .and_then(|index| usize::try_from(index).ok())
+        .filter(|&index| index < MAX_LAYERS)
+        .ok_or(BAD_LAYER_INDEX)?;
+    let shape = parse_shape(command.arg(3), command.arg(4), command.arg(5))?;
+    Ok((index, shape))
 }
 
 /// `BF.INFO key [field]`: None for the whole record.

@@ -11,7 +11,7 @@ use redis_module::configuration::{
 use redis_module::{enum_configuration, Context, RedisError, RedisString};
 
 use rustbloom_core::scalable::LimitError;
-use rustbloom_core::{Growth, Limits};
+use rustbloom_core::Growth;
 
 use super::args;
 
@@ -97,17 +97,9 @@ pub fn defaults() -> Defaults {
     }
 }
 
-/// The per-filter cap; `max_new_bytes` is for the caller to fill from the server's memory.
+/// The per-filter cap on the bytes the allocator hands out for a filter's bits.
 pub fn filter_limit() -> u64 {
     MAX_FILTER_BYTES.load(Ordering::Relaxed).max(0) as u64
-}
-
-/// The limits a client's command or a RESTORE must respect.
-pub fn limits(max_new_bytes: u64) -> Limits {
-    Limits {
-        max_filter_bytes: filter_limit(),
-        max_new_bytes,
-    }
 }
 
 /// The error reply for a limit that refused an allocation: what was hit and how to raise it.

@@ -13,11 +13,12 @@ use rustbloom_core::encoding::{
     data_chunk, decode_header, encode_header, encode_transfer_header, pieces, CHUNK_BYTES,
     RDB_PIECE_BYTES,
 };
-use rustbloom_core::{BloomFilter, DecodeError, Limits};
+use rustbloom_core::scalable::LimitError;
+use rustbloom_core::{DecodeError, StoredFilter};
 
 use super::config;
-use super::ffi::{api, guard, log, RedisBuffer};
-use super::memory;
+use super::ffi::{api, guard, log, stop_server, RedisBuffer};
+use super::memory::CommandBudget;
 use super::stats;
 
 /// Name shared with RedisBloom, so one day RDB files of either module can be read by the other.
@@ -56,15 +57,16 @@ pub fn bloom_type() -> *mut raw::RedisModuleType {
     *BLOOM_TYPE.raw_type.borrow()
 }
 
-unsafe fn filter_ref<'a>(value: *mut c_void) -> &'a BloomFilter {
-    &*value.cast::<BloomFilter>()
+unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredFilter {
+    &*value.cast::<StoredFilter>()
 }
 
 /// Hands `out` the RDB form of a filter, the part shared by rdb_save and digest: the header,
 /// then the bits in pieces of at most RDB_PIECE_BYTES (one reused buffer, never a second copy
 /// of a big filter).
-fn each_rdb_string(filter: &BloomFilter, mut out: impl FnMut(&mut [u8])) {
-    out(&mut encode_header(filter));
+fn each_rdb_string(stored: &StoredFilter, mut out: impl FnMut(&mut [u8])) {
+    out(&mut encode_header(stored));
+    let filter = stored.filter();
     let mut piece = Vec::new();
     for (offset, len) in pieces(filter.bytes(), RDB_PIECE_BYTES) {
         piece.resize(len as usize, 0);
@@ -76,7 +78,7 @@ fn each_rdb_string(filter: &BloomFilter, mut out: impl FnMut(&mut [u8])) {
 extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     guard("rdb_save", (), || {
         let save = api!(RedisModule_SaveStringBuffer);
-        each_rdb_string(unsafe { filter_ref(value) }, |bytes| unsafe {
+        each_rdb_string(unsafe { stored_ref(value) }, |bytes| unsafe {
             save(rdb, bytes.as_ptr().cast(), bytes.len())
         });
     })
@@ -125,15 +127,18 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
     })
 }
 
-fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<BloomFilter, String> {
+fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
     let header = load_buffer(rdb).ok_or("short read")?;
-    let mut filter =
-        decode_header(header.bytes().unwrap_or_default(), load_limits(rdb)).map_err(|error| {
-            match error {
-                DecodeError::Corrupt(what) => format!("corrupt header ({what})"),
-                DecodeError::Limit(limit) => config::limit_message(limit),
-            }
-        })?;
+    let mut budget = load_budget(rdb);
+    let mut stored = decode_header(header.bytes().unwrap_or_default(), &mut budget).map_err(
+        |error| match error {
+            DecodeError::Corrupt(what) => format!("corrupt header ({what})"),
+            DecodeError::Limit(limit) => refused_load(rdb, &budget, limit),
+        },
+    )?;
+    let filter = match &mut stored {
+        StoredFilter::Ready(filter) | StoredFilter::Loading { filter, .. } => filter,
+    };
     for (offset, len) in pieces(filter.bytes(), RDB_PIECE_BYTES) {
         let piece = load_buffer(rdb).ok_or("short read")?;
         let bytes = piece.bytes().unwrap_or_default();
@@ -145,21 +150,33 @@ fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<BloomFilter, String> {
         }
         filter.write_bits(offset, bytes);
     }
-    Ok(filter)
+    Ok(stored)
 }
 
 /// Loading the dataset (start-up, full sync) restores what the server already held and admitted,
 /// and a replica applies the RESTOREs its primary admitted (the IO context of 7.0 has no client,
 /// so "replicated" cannot be told apart: being a replica stands for it). A RESTORE from a client
 /// brings something new, which must pass the configured limits.
-fn load_limits(rdb: *mut raw::RedisModuleIO) -> Limits {
+fn load_budget(rdb: *mut raw::RedisModuleIO) -> CommandBudget {
     let ctx = unsafe { api!(RedisModule_GetContextFromIO)(rdb) };
+    CommandBudget::new(ctx, admitted_elsewhere(ctx))
+}
+
+/// True while loading the dataset or on a replica (see [`load_budget`]).
+fn admitted_elsewhere(ctx: *mut raw::RedisModuleCtx) -> bool {
     let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
-    if flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_SLAVE) != 0 {
-        Limits::UNLIMITED
-    } else {
-        config::limits(memory::headroom(ctx))
+    flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_SLAVE) != 0
+}
+
+/// A limit refused a load: the reason, for a client's RESTORE; for the dataset or a replica's
+/// copy of its primary, the server stops rather than start without the filter.
+fn refused_load(rdb: *mut raw::RedisModuleIO, budget: &CommandBudget, limit: LimitError) -> String {
+    let message = config::limit_message(limit);
+    if budget.is_replayed() {
+        let key = unsafe { key_name(api!(RedisModule_GetKeyNameFromIO)(rdb)) };
+        stop_server(&format!("cannot load key '{key}': {message}"));
     }
+    message
 }
 
 extern "C" fn aof_rewrite(
@@ -168,11 +185,12 @@ extern "C" fn aof_rewrite(
     value: *mut c_void,
 ) {
     guard("aof_rewrite", (), || {
-        let filter = unsafe { filter_ref(value) };
+        let stored = unsafe { stored_ref(value) };
+        let filter = stored.filter();
         let emit = api!(RedisModule_EmitAOF);
         // A filter still being loaded is rewritten as the same partial load, which stays
         // incomplete (and refuses queries) until its remaining chunks arrive.
-        let loaded = filter.loading().unwrap_or_else(|| filter.bytes());
+        let loaded = stored.loaded_bytes();
         let header = (1, encode_transfer_header(filter));
         let chunks = pieces(loaded, CHUNK_BYTES)
             .map(|(offset, len)| (1 + offset + len, data_chunk(filter, offset, len)));
@@ -194,14 +212,14 @@ extern "C" fn aof_rewrite(
 
 extern "C" fn mem_usage(value: *const c_void) -> usize {
     guard("mem_usage", 0, || unsafe {
-        filter_ref(value.cast_mut()).memory_usage() as usize
+        stored_ref(value).filter().memory_usage() as usize
     })
 }
 
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     guard("digest", (), || {
         let add = api!(RedisModule_DigestAddStringBuffer);
-        each_rdb_string(unsafe { filter_ref(value) }, |bytes| unsafe {
+        each_rdb_string(unsafe { stored_ref(value) }, |bytes| unsafe {
             add(md, bytes.as_mut_ptr().cast(), bytes.len())
         });
         unsafe { api!(RedisModule_DigestEndSequence)(md) };
@@ -211,27 +229,81 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
 extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
-            let filter = unsafe { Box::from_raw(value.cast::<BloomFilter>()) };
-            stats::filter_freed(&filter);
+            let stored = unsafe { Box::from_raw(value.cast::<StoredFilter>()) };
+            stats::filter_freed(&stored);
         }
     })
 }
 
-/// Freeing costs one deallocation per layer.
+/// Bytes one unit of free effort stands for. Redis frees a value in the background when its
+/// effort exceeds its lazy-free threshold (64): with 64 KiB units, filters above 4 MiB, whose
+/// pages take the event loop a millisecond or more to hand back, go to the background thread
+/// (UNLINK, FLUSHALL ASYNC, lazyfree-lazy-* settings); smaller ones are freed at once, cheaper
+/// than the hand-off.
+const FREE_EFFORT_UNIT: u64 = 64 << 10;
+
 extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_void) -> usize {
     guard("free_effort", 1, || unsafe {
-        filter_ref(value.cast_mut()).layers().len()
+        let bytes = stored_ref(value).filter().allocated_bytes();
+        usize::try_from(bytes / FREE_EFFORT_UNIT + 1).unwrap_or(usize::MAX)
     })
 }
 
+/// COPY: a deep copy whose bytes the budget admits first, allocated fallibly; a refusal is
+/// logged and Redis answers the client an error. On a replica, or while loading, the primary
+/// already admitted it.
 extern "C" fn copy(
-    _from: *mut raw::RedisModuleString,
+    from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
     guard("copy", null_mut(), || {
-        let copy = unsafe { filter_ref(value.cast_mut()) }.clone();
-        stats::filter_added(&copy);
-        Box::into_raw(Box::new(copy)).cast()
+        let stored = unsafe { stored_ref(value) };
+        let mut budget = CommandBudget::new(null_mut(), admitted_elsewhere(null_mut()));
+        let copied = stored
+            .filter()
+            .try_clone(&mut budget)
+            .map(|filter| match stored {
+                StoredFilter::Ready(_) => StoredFilter::Ready(filter),
+                StoredFilter::Loading { loaded, .. } => StoredFilter::Loading {
+                    filter,
+                    loaded: *loaded,
+                },
+            });
+        match copied {
+            Ok(copy) => {
+                stats::filter_added(&copy);
+                Box::into_raw(Box::new(copy)).cast()
+            }
+            Err(limit) => {
+                let key = unsafe { key_name(from) };
+                if budget.is_replayed() {
+                    stop_server(&format!(
+                        "cannot copy key '{key}': {}",
+                        config::limit_message(limit)
+                    ));
+                }
+                stats::count(&stats::REFUSED_BY_LIMITS, 1);
+                log(
+                    null_mut(),
+                    "warning",
+                    &format!(
+                        "rustbloom: COPY of '{key}' refused: {}",
+                        config::limit_message(limit)
+                    ),
+                );
+                null_mut()
+            }
+        }
     })
+}
+
+/// The text of a key name (lossy), for log lines.
+unsafe fn key_name(name: *const raw::RedisModuleString) -> String {
+    if name.is_null() {
+        return String::from("?");
+    }
+    let mut len = 0usize;
+    let ptr = api!(RedisModule_StringPtrLen)(name, &mut len);
+    String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
 }

@@ -314,6 +314,19 @@ pub fn guard<T>(what: &str, fallback: T, callback: impl FnOnce() -> T) -> T {
     })
 }
 
+/// Stops the server after logging why: for a write the primary (or the AOF) accepted that this
+/// server cannot apply. Serving on would leave it with different data from its primary — items
+/// that answer 0 here and 1 there — which is worse than stopping loudly. Redis stops the same way
+/// when its own allocator fails.
+pub fn stop_server(message: &str) -> ! {
+    log(
+        std::ptr::null_mut(),
+        "warning",
+        &format!("rustbloom: {message}; stopping the server so it never serves less than its primary or AOF accepted"),
+    );
+    std::process::exit(1)
+}
+
 /// Logs `message` verbatim (passed as a `%s` argument: a `%` in it is never a format directive).
 pub fn log(ctx: *mut raw::RedisModuleCtx, level: &str, message: &str) {
     let (Ok(level), Ok(message)) = (

@@ -1,48 +1,156 @@
-//! How much memory a new filter may take: what `maxmemory` leaves, and what the machine has.
+//! The server's side of the memory budget: what one command may allocate under the per-filter
+//! cap, `maxmemory`, and the machine's memory.
 
 use std::ffi::c_int;
 
 use redis_module::raw;
+use rustbloom_core::scalable::LimitError;
+use rustbloom_core::MemoryBudget;
 
+use super::config;
 use super::ffi::api;
+use super::stats;
 
-/// Allocations below this are left to Redis' own check: a deny-oom command is refused once
-/// `used_memory` is over `maxmemory`. Reading the figures costs more than such a filter.
-pub const SMALL_ALLOCATION: u64 = 1 << 20;
+/// Below this many bytes in one command the figures are not read: Redis' own check (a deny-oom
+/// command is refused once `used_memory` is over `maxmemory`) covers such allocations, and
+/// reading INFO and /proc costs more than they do.
+const SMALL_ALLOCATION: u64 = 1 << 20;
 
-/// Bytes a new allocation may take: the least of what maxmemory leaves and what the kernel
-/// reports available. The second matters because a filter's bits are zeroed (touched) when
-/// allocated on Redis 7.0: a block bigger than the machine would be killed, not refused.
-/// Reads INFO and /proc: call it before a big allocation, not per item.
-pub fn headroom(ctx: *mut raw::RedisModuleCtx) -> u64 {
-    maxmemory_headroom(ctx).min(available_physical_memory())
+/// The budget of one command (or one RESTORE, COPY or chunk load), charged for everything it
+/// allocates: a command that grows a filter by several layers is checked against their sum.
+pub enum CommandBudget {
+    /// Work the primary already admitted (its replication stream, the AOF, loading the dataset):
+    /// never refused by policy. If the allocation itself fails the server stops (see
+    /// [`super::ffi::stop_server`]) rather than serve less than its primary accepted.
+    Replayed,
+    /// A client's command: the per-filter cap, and the headroom, read once when first needed.
+    Client {
+        ctx: *mut raw::RedisModuleCtx,
+        max_filter_bytes: u64,
+        headroom: Option<u64>,
+        charged: u64,
+    },
 }
 
-/// Bytes the server may still allocate under `maxmemory` (u64::MAX when maxmemory is off).
-fn maxmemory_headroom(ctx: *mut raw::RedisModuleCtx) -> u64 {
-    let info = unsafe { api!(RedisModule_GetServerInfo)(ctx, c"memory".as_ptr()) };
-    if info.is_null() {
-        return u64::MAX;
+impl CommandBudget {
+    /// The budget for a call in `ctx` (may be null, e.g. in COPY), replayed or from a client.
+    pub fn new(ctx: *mut raw::RedisModuleCtx, replayed: bool) -> CommandBudget {
+        if replayed {
+            CommandBudget::Replayed
+        } else {
+            CommandBudget::Client {
+                ctx,
+                max_filter_bytes: config::filter_limit(),
+                headroom: None,
+                charged: 0,
+            }
+        }
     }
-    let field = |name: &std::ffi::CStr| {
-        let mut err: c_int = 0;
-        let value =
-            unsafe { api!(RedisModule_ServerInfoGetFieldUnsigned)(info, name.as_ptr(), &mut err) };
-        (err == 0).then_some(value)
-    };
-    let (maxmemory, used) = (field(c"maxmemory"), field(c"used_memory"));
-    unsafe { api!(RedisModule_FreeServerInfo)(ctx, info) };
-    match (maxmemory, used) {
-        (Some(max), Some(used)) if max > 0 => max.saturating_sub(used),
-        _ => u64::MAX,
+
+    pub fn is_replayed(&self) -> bool {
+        matches!(self, CommandBudget::Replayed)
     }
 }
 
-/// MemAvailable plus free swap from /proc/meminfo, or u64::MAX where it cannot be read.
-fn available_physical_memory() -> u64 {
-    let Ok(meminfo) = std::fs::read_to_string("/proc/meminfo") else {
+impl MemoryBudget for CommandBudget {
+    fn charge(&mut self, filter_bytes: u64, bytes: u64) -> Result<(), LimitError> {
+        let CommandBudget::Client {
+            ctx,
+            max_filter_bytes,
+            headroom,
+            charged,
+        } = self
+        else {
+            return Ok(());
+        };
+        if filter_bytes > *max_filter_bytes {
+            return Err(LimitError::FilterBytes {
+                needed: filter_bytes,
+                limit: *max_filter_bytes,
+            });
+        }
+        let total = charged.saturating_add(bytes);
+        if total >= SMALL_ALLOCATION {
+            let headroom = *headroom.get_or_insert_with(|| server_headroom(*ctx));
+            if total > headroom {
+                return Err(LimitError::ServerMemory {
+                    needed: bytes,
+                    available: headroom.saturating_sub(*charged),
+                });
+            }
+        }
+        *charged = total;
+        Ok(())
+    }
+}
+
+/// What the server may still allocate: the least of what maxmemory leaves and what the machine
+/// has not already promised. The second matters because a filter's pages are zeroed lazily:
+/// reserving them does not lower MemAvailable until they are written, so forty 860 MB
+/// reservations on a 23 GiB machine all looked free until filling them got the server killed.
+fn server_headroom(ctx: *mut raw::RedisModuleCtx) -> u64 {
+    let memory = MemoryInfo::read(ctx);
+    let maxmemory_headroom = match memory.maxmemory {
+        0 => u64::MAX,
+        max => max.saturating_sub(memory.used_memory),
+    };
+    maxmemory_headroom.min(machine_headroom(&memory))
+}
+
+/// MemAvailable plus free swap, less the filter bytes reserved but not yet resident. Those are
+/// estimated from the process: what it has resident beyond its non-filter allocations is filter
+/// pages that have been touched; the rest of the filters' bytes are promised but not yet taken.
+fn machine_headroom(memory: &MemoryInfo) -> u64 {
+    let Some(available) = available_physical_memory() else {
         return u64::MAX;
     };
+    let filters = stats::filter_bytes();
+    let other_allocations = memory.used_memory.saturating_sub(filters);
+    let filters_resident = resident_bytes()
+        .unwrap_or(u64::MAX)
+        .saturating_sub(other_allocations)
+        .min(filters);
+    available.saturating_sub(filters - filters_resident)
+}
+
+/// The two fields of `INFO memory` the budget needs.
+struct MemoryInfo {
+    maxmemory: u64,
+    used_memory: u64,
+}
+
+impl MemoryInfo {
+    fn read(ctx: *mut raw::RedisModuleCtx) -> MemoryInfo {
+        let info = unsafe { api!(RedisModule_GetServerInfo)(ctx, c"memory".as_ptr()) };
+        if info.is_null() {
+            return MemoryInfo {
+                maxmemory: 0,
+                used_memory: 0,
+            };
+        }
+        let field = |name: &std::ffi::CStr| {
+            let mut err: c_int = 0;
+            let value = unsafe {
+                api!(RedisModule_ServerInfoGetFieldUnsigned)(info, name.as_ptr(), &mut err)
+            };
+            if err == 0 {
+                value
+            } else {
+                0
+            }
+        };
+        let memory = MemoryInfo {
+            maxmemory: field(c"maxmemory"),
+            used_memory: field(c"used_memory"),
+        };
+        unsafe { api!(RedisModule_FreeServerInfo)(ctx, info) };
+        memory
+    }
+}
+
+/// MemAvailable plus free swap from /proc/meminfo, None where it cannot be read.
+fn available_physical_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let field = |name: &str| {
         meminfo
             .lines()
@@ -56,8 +164,13 @@ fn available_physical_memory() -> u64 {
             })
             .map(|kib| kib.saturating_mul(1024))
     };
-    match field("MemAvailable:") {
-        Some(available) => available.saturating_add(field("SwapFree:").unwrap_or(0)),
-        None => u64::MAX,
-    }
+    Some(field("MemAvailable:")?.saturating_add(field("SwapFree:").unwrap_or(0)))
+}
+
+/// This process's resident bytes, from /proc/self/statm (pages).
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+    Some(pages.saturating_mul(page))
 }

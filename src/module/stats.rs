@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use redis_module::raw;
 
-use rustbloom_core::BloomFilter;
+use rustbloom_core::{BloomFilter, StoredFilter};
 
 use super::ffi::{api, guard};
 
@@ -33,22 +33,27 @@ impl Footprint {
         let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         Footprint {
             layers: gauge(filter.layers().len() as u64),
-            bytes: gauge(filter.bytes()),
+            bytes: gauge(filter.allocated_bytes()),
             items: gauge(filter.items()),
         }
     }
 }
 
 /// A filter came into being (created, loaded, restored, copied).
-pub fn filter_added(filter: &BloomFilter) {
+pub fn filter_added(stored: &StoredFilter) {
     FILTERS.fetch_add(1, Ordering::Relaxed);
-    changed(Footprint::default(), Footprint::of(filter));
+    changed(Footprint::default(), Footprint::of(stored.filter()));
 }
 
 /// A filter was freed.
-pub fn filter_freed(filter: &BloomFilter) {
+pub fn filter_freed(stored: &StoredFilter) {
     FILTERS.fetch_sub(1, Ordering::Relaxed);
-    changed(Footprint::of(filter), Footprint::default());
+    changed(Footprint::of(stored.filter()), Footprint::default());
+}
+
+/// Bytes the allocator handed out for the bits of every filter the server holds.
+pub fn filter_bytes() -> u64 {
+    BYTES.load(Ordering::Relaxed).max(0) as u64
 }
 
 /// A filter went from `before` to `after`.

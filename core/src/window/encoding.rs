@@ -26,7 +26,8 @@
 //! recomputed from the parameters, so a later change of the sizing rule cannot change how an old
 //! filter reads; the generation length ⌈W/3⌉ is not stored, it is part of the format. The decoder
 //! checks the checksum, every field and the total size before it allocates anything, and the
-//! allocation must pass the caller's [`Limits`].
+//! allocation (its allocation size, see [`crate::budget`]) must pass the caller's
+//! [`MemoryBudget`].
 //!
 //! Big filters move in pieces: [`encode_header`], then [`WindowFilter::read_bits`] over the ranges
 //! of [`crate::encoding::pieces`]; on the other side [`decode_header`] gives an all-zero filter
@@ -34,13 +35,13 @@
 //!
 //! ```
 //! use rustbloom_core::window::{encoding, WindowFilter, WindowParams};
-//! use rustbloom_core::Limits;
+//! use rustbloom_core::Unlimited;
 //!
 //! let params = WindowParams { error_rate: 0.01, capacity: 1000, window_ms: 60_000, seed: 7 };
-//! let mut filter = WindowFilter::new(params, 5_000, Limits::UNLIMITED).unwrap();
+//! let mut filter = WindowFilter::new(params, 5_000, &mut Unlimited).unwrap();
 //! filter.insert(b"alice", 5_000);
 //! let bytes = encoding::encode(&filter);
-//! let copy = encoding::decode(&bytes, Limits::UNLIMITED).unwrap();
+//! let copy = encoding::decode(&bytes, &mut Unlimited).unwrap();
 //! assert_eq!(copy, filter);
 //! // Restarted two windows later, the copy holds nothing from before.
 //! assert!(!copy.contains(b"alice", 5_000 + 2 * 60_000));
@@ -49,8 +50,9 @@
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::{WindowFilter, WindowParams, WindowShape, MAX_WINDOW_MS, MIN_WINDOW_MS, SLOTS};
+use crate::budget::MemoryBudget;
 use crate::encoding::DecodeError;
-use crate::scalable::{Limits, MAX_CAPACITY};
+use crate::scalable::MAX_CAPACITY;
 use crate::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
 
 const MAGIC: &[u8; 4] = b"RBLW";
@@ -74,6 +76,7 @@ pub fn encode_header(filter: &WindowFilter) -> Vec<u8> {
     out.push(match slot.layout {
         Layout::Classic => LAYOUT_CLASSIC,
         Layout::Blocked => LAYOUT_BLOCKED,
+        Layout::Lines(_) => unreachable!("{}", super::MULTI_LINE_SLOTS),
     });
     out.push(SLOTS as u8);
     // The decoder refuses more than 255 hashes, and sizing never makes more (MAX_HASHES).
@@ -179,12 +182,15 @@ pub fn parse_header(bytes: &[u8]) -> Result<WindowHeader, DecodeError> {
         window_ms,
         seed,
     };
+    let slot = LayerSize {
+        bits,
+        num_hashes: u32::from(num_hashes),
+        layout,
+    };
+    // Implied by the checks above; kept so that a slot passes what every decoded layer passes.
+    slot.check().map_err(DecodeError::Corrupt)?;
     let shape = WindowShape {
-        slot: LayerSize {
-            bits,
-            num_hashes: u32::from(num_hashes),
-            layout,
-        },
+        slot,
         generation_ms: window_ms.div_ceil(super::GENERATIONS_PER_WINDOW),
     };
     Ok(WindowHeader {
@@ -196,29 +202,38 @@ pub fn parse_header(bytes: &[u8]) -> Result<WindowHeader, DecodeError> {
 }
 
 /// Decodes a header into a filter whose bits are all zero, for the caller to fill with
-/// [`WindowFilter::write_bits`]; refused when invalid or when `limits` refuse its bytes.
-pub fn decode_header(bytes: &[u8], limits: Limits) -> Result<WindowFilter, DecodeError> {
-    allocate(parse_header(bytes)?, limits)
+/// [`WindowFilter::write_bits`]; refused when invalid or when `budget` refuses its bytes.
+pub fn decode_header<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<WindowFilter, DecodeError> {
+    allocate(parse_header(bytes)?, budget)
 }
 
-fn allocate(header: WindowHeader, limits: Limits) -> Result<WindowFilter, DecodeError> {
+fn allocate<B: MemoryBudget + ?Sized>(
+    header: WindowHeader,
+    budget: &mut B,
+) -> Result<WindowFilter, DecodeError> {
     WindowFilter::zeroed(
         header.params,
         header.shape,
         header.last_ms,
         header.slot_items,
-        limits,
+        budget,
     )
     .map_err(DecodeError::Limit)
 }
 
 /// Decodes [`encode`]'s output: the header, then exactly the bits it announces.
-pub fn decode(bytes: &[u8], limits: Limits) -> Result<WindowFilter, DecodeError> {
+pub fn decode<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<WindowFilter, DecodeError> {
     check(bytes.len() >= HEADER_BYTES, "header length")?;
     let (header, bits) = bytes.split_at(HEADER_BYTES);
     let header = parse_header(header)?;
     check(bits.len() as u64 == header.shape.bytes(), "bits length")?;
-    let mut filter = allocate(header, limits)?;
+    let mut filter = allocate(header, budget)?;
     filter
         .write_bits(0, bits)
         .map_err(|_| DecodeError::Corrupt("bits length"))?;

@@ -7,6 +7,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::encoding::{decode, decode_header, encode, encode_header, parse_header, HEADER_BYTES};
 use super::*;
+use crate::budget::{Budget, Unlimited};
 use crate::encoding::{pieces, DecodeError};
 
 /// Far from the epoch, like real Unix milliseconds (2026).
@@ -22,7 +23,7 @@ fn params(error_rate: f64, capacity: u64, window_ms: u64) -> WindowParams {
 }
 
 fn filter(params: WindowParams, now_ms: u64) -> WindowFilter {
-    WindowFilter::new(params, now_ms, Limits::UNLIMITED).unwrap()
+    WindowFilter::new(params, now_ms, &mut Unlimited).unwrap()
 }
 
 fn random_items(rng: &mut ChaCha8Rng, count: usize) -> Vec<[u8; 16]> {
@@ -120,7 +121,7 @@ fn items_are_forgotten_when_their_fourth_generation_begins() {
     // Reads before the writes caught up, and after: the same answer.
     let present =
         |filter: &WindowFilter, now| old.iter().filter(|i| filter.contains(&i[..], now)).count();
-    let mut reader = WindowFilter::new(*filter.params(), written, Limits::UNLIMITED).unwrap();
+    let mut reader = WindowFilter::new(*filter.params(), written, &mut Unlimited).unwrap();
     for item in &old {
         reader.insert(item, written);
     }
@@ -176,19 +177,21 @@ fn memory_is_known_before_allocating_and_within_budget() {
     for error_rate in [5e-2, 3e-2, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6] {
         let params = params(error_rate, 10_000_000, 60_000);
         let needed = bytes_needed(&params).unwrap();
-        let ratio = (needed * 8) as f64 / classic_bits(10_000_000, error_rate);
+        // The 2.1× of the contract is in bits; the allocator's size class comes on top.
+        let bits = params.shape().unwrap().bytes() * 8;
+        let ratio = bits as f64 / classic_bits(10_000_000, error_rate);
         assert!(ratio <= 2.1, "{error_rate}: {ratio}");
-        let limits = Limits {
-            max_filter_bytes: needed - 1,
-            max_new_bytes: u64::MAX,
-        };
+        let mut budget = Budget::new(needed - 1, u64::MAX);
         assert!(matches!(
-            WindowFilter::new(params, T0, limits),
+            WindowFilter::new(params, T0, &mut budget),
             Err(WindowError::Limit(LimitError::FilterBytes { .. }))
         ));
     }
     let small = params(1e-2, 1000, 60_000);
-    assert_eq!(filter(small, T0).bytes(), bytes_needed(&small).unwrap());
+    assert_eq!(
+        filter(small, T0).allocated_bytes(),
+        bytes_needed(&small).unwrap()
+    );
     for (bad, error) in [
         (params(0.0, 10, 1000), WindowError::ErrorRate),
         (params(f64::NAN, 10, 1000), WindowError::ErrorRate),
@@ -207,7 +210,7 @@ fn the_clock_going_backwards_is_treated_as_standing_still() {
     let mut filter = filter(params(1e-2, 1000, 60_000), T0);
     let later = T0 + 100_000;
     assert_eq!(filter.insert(b"a", later).at_ms, later);
-    let before = filter.clone();
+    let before = filter.try_clone(&mut Unlimited).unwrap();
     // A write from the past uses the last timestamp and moves nothing back.
     let inserted = filter.insert(b"b", T0);
     assert_eq!(
@@ -227,7 +230,7 @@ fn the_clock_going_backwards_is_treated_as_standing_still() {
     assert_eq!(filter.insert(b"c", u64::MAX).at_ms, u64::MAX);
     assert!(filter.contains(b"c", u64::MAX) && !filter.contains(b"a", u64::MAX));
     assert_eq!(filter.shape().forgotten_at(u64::MAX), u64::MAX);
-    let mut early = WindowFilter::new(params(1e-2, 1000, 4), 0, Limits::UNLIMITED).unwrap();
+    let mut early = WindowFilter::new(params(1e-2, 1000, 4), 0, &mut Unlimited).unwrap();
     assert!(early.insert(b"x", 0).new && early.contains(b"x", 4) && !early.contains(b"x", 8));
 }
 
@@ -235,7 +238,7 @@ fn the_clock_going_backwards_is_treated_as_standing_still() {
 fn writes_replayed_with_their_timestamps_give_identical_bits() {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let mut primary = filter(params(1e-2, 5_000, 10_000), T0);
-    let mut replica = primary.clone();
+    let mut replica = primary.try_clone(&mut Unlimited).unwrap();
     let mut now = T0;
     for _ in 0..2_000 {
         now += rng.random_range(0..40);
@@ -256,7 +259,7 @@ fn batches_answer_like_single_items() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let items = random_items(&mut rng, 3_000);
         let mut single = filter(params(1e-2, capacity, 60_000), T0);
-        let mut batch = single.clone();
+        let mut batch = single.try_clone(&mut Unlimited).unwrap();
         let mut answers = Vec::new();
         for (round, chunk) in items.chunks(1_000).enumerate() {
             let now = T0 + round as u64 * 25_000;
@@ -288,10 +291,10 @@ fn encode_decode_is_the_identity_and_a_late_restart_forgets_everything() {
         let added = steady_load(&mut original, &mut rng, capacity, T0, T0 + 100_000);
         let bytes = encode(&original);
         assert_eq!(bytes.len(), HEADER_BYTES + original.bytes() as usize);
-        let copy = decode(&bytes, Limits::UNLIMITED).unwrap();
+        let copy = decode(&bytes, &mut Unlimited).unwrap();
         assert_eq!(copy, original);
         // In pieces, as RDB and SCANDUMP move it.
-        let mut pieced = decode_header(&encode_header(&original), Limits::UNLIMITED).unwrap();
+        let mut pieced = decode_header(&encode_header(&original), &mut Unlimited).unwrap();
         for (offset, len) in pieces(original.bytes(), 4_099) {
             let mut piece = vec![0; len as usize];
             original.read_bits(offset, &mut piece).unwrap();
@@ -305,13 +308,13 @@ fn encode_decode_is_the_identity_and_a_late_restart_forgets_everything() {
         assert_eq!(pieced.read_bits(u64::MAX, &mut [0]), Err(OutOfRange));
         // Restarted much later: nothing answers, and the first write clears the old bits.
         let much_later = T0 + 1_000_000_000;
-        let mut restarted = decode(&bytes, Limits::UNLIMITED).unwrap();
+        let mut restarted = decode(&bytes, &mut Unlimited).unwrap();
         assert!(added
             .iter()
             .all(|(item, _)| !restarted.contains(item, much_later)));
         restarted.advance(much_later);
         assert_eq!(restarted.items(much_later), 0);
-        let empty = WindowFilter::new(*original.params(), much_later, Limits::UNLIMITED).unwrap();
+        let empty = WindowFilter::new(*original.params(), much_later, &mut Unlimited).unwrap();
         assert_eq!(
             encode(&restarted)[HEADER_BYTES..],
             encode(&empty)[HEADER_BYTES..]
@@ -370,35 +373,29 @@ fn the_decoder_refuses_forged_fields() {
     huge[48..56].copy_from_slice(&(1u64 << 60).to_le_bytes());
     reseal(&mut huge);
     assert!(matches!(
-        decode_header(
-            &huge,
-            Limits {
-                max_filter_bytes: 1 << 30,
-                max_new_bytes: u64::MAX
-            }
-        ),
+        decode_header(&huge, &mut Budget::new(1 << 30, u64::MAX)),
         Err(DecodeError::Limit(LimitError::FilterBytes { .. }))
     ));
     // Bits that do not match the header's size.
     let bytes = encode(&original);
     assert_eq!(
-        decode(&bytes[..bytes.len() - 1], Limits::UNLIMITED).err(),
+        decode(&bytes[..bytes.len() - 1], &mut Unlimited).err(),
         Some(DecodeError::Corrupt("bits length"))
     );
     let mut longer = bytes.clone();
     longer.push(0);
     assert_eq!(
-        decode(&longer, Limits::UNLIMITED).err(),
+        decode(&longer, &mut Unlimited).err(),
         Some(DecodeError::Corrupt("bits length"))
     );
     assert_eq!(
-        decode(&bytes[..10], Limits::UNLIMITED).err(),
+        decode(&bytes[..10], &mut Unlimited).err(),
         Some(DecodeError::Corrupt("header length"))
     );
     let mut flipped = bytes;
     flipped[20] ^= 1;
     assert_eq!(
-        decode(&flipped, Limits::UNLIMITED).err(),
+        decode(&flipped, &mut Unlimited).err(),
         Some(DecodeError::Corrupt("checksum"))
     );
 }
@@ -419,12 +416,13 @@ proptest! {
         let mut bytes = encode(&original);
         bytes[at] = value;
         reseal(&mut bytes[..HEADER_BYTES]);
-        let limits = Limits { max_filter_bytes: 1 << 24, max_new_bytes: 1 << 24 };
-        if let Ok(mut forged) = decode(&bytes, limits) {
+        // A fresh budget per operation: a budget is charged cumulatively.
+        let limits = Budget::new(1 << 24, 1 << 24);
+        if let Ok(mut forged) = decode(&bytes, &mut { limits }) {
             forged.contains(&item, now);
             forged.insert(&item, now);
             prop_assert!(forged.contains(&item, now));
-            let again = decode(&encode(&forged), limits).unwrap();
+            let again = decode(&encode(&forged), &mut { limits }).unwrap();
             prop_assert_eq!(again, forged);
         }
     }
@@ -441,7 +439,7 @@ proptest! {
             now += step;
             filter.insert(&item.to_le_bytes(), now);
         }
-        let mut copy = decode(&encode(&filter), Limits::UNLIMITED).unwrap();
+        let mut copy = decode(&encode(&filter), &mut Unlimited).unwrap();
         prop_assert_eq!(&copy, &filter);
         copy.insert(b"after", now + 1);
         filter.insert(b"after", now + 1);

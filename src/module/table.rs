@@ -1,6 +1,7 @@
-//! COMMAND DOCS and COMMAND INFO for every BF.* command: summary, complexity, arguments and key
-//! specs, set with `RedisModule_SetCommandInfo` (Redis 7.0+), so that cluster clients route by key
-//! specs and `COMMAND DOCS bf.add` tells users the grammar.
+//! The one command table: every BF.* command's name, handler, flags and docs. It drives both the
+//! registration and COMMAND DOCS / COMMAND INFO (summary, complexity, arguments and key specs, set
+//! with `RedisModule_SetCommandInfo`, Redis 7.0+), so that cluster clients route by key specs and
+//! `COMMAND DOCS bf.add` tells users the grammar.
 
 use std::ffi::{c_char, c_int, CStr};
 use std::mem::size_of;
@@ -8,7 +9,36 @@ use std::ptr::{null, null_mut};
 
 use redis_module::raw;
 
-use super::ffi::api;
+use super::commands;
+use super::ffi::{api, run_command};
+
+/// Declares the C entry point of a command handler.
+macro_rules! entry_point {
+    ($name:ident, $handler:path) => {
+        extern "C" fn $name(
+            ctx: *mut raw::RedisModuleCtx,
+            argv: *mut *mut raw::RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            run_command(ctx, argv, argc, $handler)
+        }
+    };
+}
+
+entry_point!(bf_reserve, commands::reserve);
+entry_point!(bf_add, commands::add);
+entry_point!(bf_madd, commands::madd);
+entry_point!(bf_insert, commands::insert);
+entry_point!(bf_exists, commands::exists);
+entry_point!(bf_mexists, commands::mexists);
+entry_point!(bf_info, commands::info);
+entry_point!(bf_card, commands::card);
+entry_point!(bf_scandump, commands::scandump);
+entry_point!(bf_loadchunk, commands::loadchunk);
+entry_point!(bf_grow, commands::grow);
+
+type EntryPoint =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
 /// How an argument is typed in the docs.
 #[derive(Clone, Copy)]
@@ -61,9 +91,12 @@ const fn items(name: &'static CStr) -> Arg {
     }
 }
 
-/// The docs of one command.
-struct Doc {
+/// One command: what registers it and what documents it. Each takes one key, at argument 1.
+struct CommandSpec {
     name: &'static CStr,
+    entry: EntryPoint,
+    /// Redis command flags.
+    flags: &'static CStr,
     summary: &'static CStr,
     complexity: &'static CStr,
     arity: c_int,
@@ -76,9 +109,11 @@ const SEED: Arg = option(c"seed", Kind::Integer, c"SEED");
 const EXPANSION: Arg = option(c"expansion", Kind::Integer, c"EXPANSION");
 const NONSCALING: Arg = option(c"nonscaling", Kind::Token, c"NONSCALING");
 
-static DOCS: [Doc; 10] = [
-    Doc {
-        name: c"BF.RESERVE",
+static COMMANDS: [CommandSpec; 11] = [
+    CommandSpec {
+        name: c"bf.reserve",
+        entry: bf_reserve,
+        flags: c"write deny-oom",
         summary: c"Creates an empty Bloom filter sized for a capacity at an error rate",
         complexity: c"O(1)",
         arity: -4,
@@ -90,26 +125,39 @@ static DOCS: [Doc; 10] = [
             EXPANSION,
             NONSCALING,
             SEED,
+            Arg {
+                name: c"shape",
+                kind: Kind::Integer,
+                token: Some(c"SHAPE"),
+                optional: true,
+                multiple: true,
+            },
         ],
     },
-    Doc {
-        name: c"BF.ADD",
+    CommandSpec {
+        name: c"bf.add",
+        entry: bf_add,
+        flags: c"write deny-oom fast",
         summary: c"Adds an item, creating the filter if missing; 1 if the item was new",
         complexity: c"O(k + layers)",
         arity: 3,
         writes: true,
         args: &[KEY, arg(c"item", Kind::Text)],
     },
-    Doc {
-        name: c"BF.MADD",
+    CommandSpec {
+        name: c"bf.madd",
+        entry: bf_madd,
+        flags: c"write deny-oom",
         summary: c"Adds items, creating the filter if missing; 1 per item that was new",
         complexity: c"O(n * (k + layers))",
         arity: -3,
         writes: true,
         args: &[KEY, items(c"item")],
     },
-    Doc {
-        name: c"BF.INSERT",
+    CommandSpec {
+        name: c"bf.insert",
+        entry: bf_insert,
+        flags: c"write deny-oom",
         summary: c"Adds items, creating the filter with the given parameters unless NOCREATE",
         complexity: c"O(n * (k + layers))",
         arity: -4,
@@ -132,24 +180,30 @@ static DOCS: [Doc; 10] = [
             items(c"item"),
         ],
     },
-    Doc {
-        name: c"BF.EXISTS",
+    CommandSpec {
+        name: c"bf.exists",
+        entry: bf_exists,
+        flags: c"readonly fast",
         summary: c"1 if the item may have been added, 0 if it certainly was not",
         complexity: c"O(k * layers)",
         arity: 3,
         writes: false,
         args: &[KEY, arg(c"item", Kind::Text)],
     },
-    Doc {
-        name: c"BF.MEXISTS",
+    CommandSpec {
+        name: c"bf.mexists",
+        entry: bf_mexists,
+        flags: c"readonly",
         summary: c"BF.EXISTS for several items",
         complexity: c"O(n * k * layers)",
         arity: -3,
         writes: false,
         args: &[KEY, items(c"item")],
     },
-    Doc {
-        name: c"BF.INFO",
+    CommandSpec {
+        name: c"bf.info",
+        entry: bf_info,
+        flags: c"readonly fast",
         summary: c"Capacity, size, layers, items and expansion of a filter",
         complexity: c"O(1)",
         arity: -2,
@@ -165,24 +219,30 @@ static DOCS: [Doc; 10] = [
             },
         ],
     },
-    Doc {
-        name: c"BF.CARD",
+    CommandSpec {
+        name: c"bf.card",
+        entry: bf_card,
+        flags: c"readonly fast",
         summary: c"Number of items added to a filter",
         complexity: c"O(1)",
         arity: 2,
         writes: false,
         args: &[KEY],
     },
-    Doc {
-        name: c"BF.SCANDUMP",
+    CommandSpec {
+        name: c"bf.scandump",
+        entry: bf_scandump,
+        flags: c"readonly",
         summary: c"Returns the next chunk of a filter's dump, for BF.LOADCHUNK",
         complexity: c"O(chunk size)",
         arity: 3,
         writes: false,
         args: &[KEY, arg(c"iterator", Kind::Integer)],
     },
-    Doc {
-        name: c"BF.LOADCHUNK",
+    CommandSpec {
+        name: c"bf.loadchunk",
+        entry: bf_loadchunk,
+        flags: c"write deny-oom",
         summary: c"Restores a filter from the chunks BF.SCANDUMP returned, in order",
         complexity: c"O(chunk size)",
         arity: 4,
@@ -191,6 +251,22 @@ static DOCS: [Doc; 10] = [
             KEY,
             arg(c"iterator", Kind::Integer),
             arg(c"data", Kind::Text),
+        ],
+    },
+    CommandSpec {
+        name: c"bf.grow",
+        entry: bf_grow,
+        flags: c"write deny-oom",
+        summary: c"Adds the next layer with an exact shape; what primaries send replicas and the AOF when a filter grows",
+        complexity: c"O(1)",
+        arity: 6,
+        writes: true,
+        args: &[
+            KEY,
+            arg(c"index", Kind::Integer),
+            arg(c"bits", Kind::Integer),
+            arg(c"hashes", Kind::Integer),
+            arg(c"layout", Kind::Integer),
         ],
     },
 ];
@@ -222,7 +298,7 @@ pub fn register_acl_category(ctx: *mut raw::RedisModuleCtx) -> Result<(), String
     if unsafe { add_category(ctx, c"bloom".as_ptr()) } != raw::REDISMODULE_OK as c_int {
         return Err("cannot add the ACL category bloom".to_string());
     }
-    for doc in &DOCS {
+    for doc in &COMMANDS {
         let command = unsafe { api!(RedisModule_GetCommand)(ctx, doc.name.as_ptr()) };
         if command.is_null()
             || unsafe { set_categories(command, c"bloom".as_ptr()) } != raw::REDISMODULE_OK as c_int
@@ -236,8 +312,8 @@ pub fn register_acl_category(ctx: *mut raw::RedisModuleCtx) -> Result<(), String
     Ok(())
 }
 
-/// Sets the docs of every command. Redis copies what it is given; the arrays built here are
-/// zero-terminated, as the API wants, and freed on return.
+/// Registers every command and sets its docs. Redis copies what it is given; the arrays built
+/// here are zero-terminated, as the API wants, and freed on return.
 pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
@@ -245,7 +321,21 @@ pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
         sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
         sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
     };
-    for doc in &DOCS {
+    for doc in &COMMANDS {
+        let created = unsafe {
+            api!(RedisModule_CreateCommand)(
+                ctx,
+                doc.name.as_ptr(),
+                Some(doc.entry),
+                doc.flags.as_ptr(),
+                1,
+                1,
+                1,
+            )
+        };
+        if created != raw::REDISMODULE_OK as c_int {
+            return Err(format!("cannot register {}", doc.name.to_string_lossy()));
+        }
         let flags = if doc.writes {
             raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE
         } else {
