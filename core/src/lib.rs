@@ -169,6 +169,16 @@
 //!
 //! Filters migrated from RedisBloom keep RedisBloom's own layout, hashes and growth rule, so they
 //! answer exactly as they did there; they are read from its RDB values and SCANDUMP streams.
+//!
+//! # Sliding windows ([`window`])
+//!
+//! A [`WindowFilter`] forgets: an item added at time t answers present through t + W whatever
+//! the load and is gone from the start of the fourth generation after its own (at most
+//! t + 4⌈W/3⌉ ≤ t + 2W). It is a ring of four slots, one per generation of ⌈W/3⌉ ms, each a layer
+//! sized for N/3 items at 0.9·ε/4; blocked slots are interleaved so one item's four blocks are
+//! adjacent cache lines. Time is always passed in by the caller (absolute Unix ms) and the ring
+//! advances lazily on writes, reproducibly; it has its own encoding ([`window::encoding`]). The
+//! module documentation compares it with Age-Partitioned Bloom Filters.
 
 pub mod budget;
 pub mod encoding;
@@ -179,6 +189,7 @@ pub mod redisbloom;
 pub mod scalable;
 pub mod sizing;
 pub mod stored;
+pub mod window;
 
 pub use budget::{Budget, MemoryBudget, Unlimited};
 pub use encoding::DecodeError;
@@ -187,6 +198,7 @@ pub use layer::Layer;
 pub use scalable::{AddOutcome, BloomFilter, FilterParams, GrownLayer, Growth, InsertError};
 pub use sizing::{LayerSize, SizingError};
 pub use stored::StoredFilter;
+pub use window::{WindowFilter, WindowParams};
 
 #[cfg(test)]
 mod tests;

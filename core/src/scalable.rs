@@ -31,7 +31,7 @@ pub const MAX_LAYERS: usize = 64;
 const BATCH: usize = 32;
 
 /// The hashes of `items` under `seed`, BATCH at a time: each group and how many of it are used.
-fn hash_groups<'a>(
+pub(crate) fn hash_groups<'a>(
     items: impl IntoIterator<Item = &'a [u8]>,
     seed: u64,
 ) -> impl Iterator<Item = ([ItemHash; BATCH], usize)> {
