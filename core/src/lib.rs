@@ -42,7 +42,7 @@
 //! log2(1/ε)/h, keeping the cheapest. The model's Poisson sum starts at its mode and walks
 //! outwards by ratios, so a whole layer is sized in tens of microseconds (the earlier blocked
 //! search took 10–30 ms). Layers are sized once, when created; every machine gets the same bits because only
-//! IEEE basic operations and [`math`]'s ln and exp are used.
+//! IEEE basic operations and the crate's own ln and exp (`math.rs`) are used.
 //!
 //! # Layouts: classic, or in h cache lines ([`layer`], [`sizing`])
 //!
