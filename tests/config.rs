@@ -210,7 +210,16 @@ fn load_time_arguments_ours_and_redisbloom_names() {
         "5000",
         "expansion",
         "3",
+        "CF_MAX_EXPANSIONS",
+        "64",
     ]);
+    // RedisBloom's argument for its cuckoo filters is accepted, and the log says it is ignored.
+    assert!(
+        s.log()
+            .contains("ignoring RedisBloom's load-time argument CF_MAX_EXPANSIONS 64"),
+        "{}",
+        s.log()
+    );
     let mut c = s.conn();
     assert_eq!(config_get(&mut c, "bf.error-rate"), "0.001");
     assert_eq!(config_get(&mut c, "bf.initial-capacity"), "5000");

@@ -176,8 +176,11 @@ pub fn register(ctx: &Context) -> Result<(), String> {
 
 /// Applies load-time arguments (`loadmodule librustbloom.so error-rate 0.001 ...`), our config
 /// names and RedisBloom's (`ERROR_RATE`, `INITIAL_SIZE`) so existing redis.conf lines keep working.
-/// Anything unknown or invalid refuses the load, with the reason.
-pub fn apply_module_args(args: &[&[u8]]) -> Result<(), String> {
+/// RedisBloom's arguments for its other structures (`CF_MAX_EXPANSIONS`, any `CF_*`) are accepted
+/// and ignored, so a redis.conf that loaded RedisBloom loads this module unchanged: the returned
+/// lines say so, for the log. Anything else unknown or invalid refuses the load, with the reason.
+pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
+    let mut ignored = Vec::new();
     for pair in args.chunks(2) {
         let name = String::from_utf8_lossy(pair[0]);
         let [_, value] = pair else {
@@ -208,6 +211,12 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<(), String> {
             if let Ok(mut current) = SEED_MODE.lock() {
                 *current = mode;
             }
+        } else if name.len() > 3 && name[..3].eq_ignore_ascii_case("CF_") {
+            ignored.push(format!(
+                "rustbloom: ignoring RedisBloom's load-time argument {name} {} (rustbloom has \
+                 Bloom filters only, no cuckoo filters)",
+                String::from_utf8_lossy(value)
+            ));
         } else {
             return Err(format!(
                 "unknown module argument {name} (expected error-rate, initial-capacity, \
@@ -215,5 +224,5 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(ignored)
 }

@@ -21,9 +21,12 @@ use ffi::{api, log};
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let raw_ctx = ctx.get_raw();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    if let Err(reason) = config::register(ctx).and_then(|()| config::apply_module_args(&args)) {
-        log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
-        return Status::Err;
+    match config::register(ctx).and_then(|()| config::apply_module_args(&args)) {
+        Ok(ignored) => ignored.iter().for_each(|line| log(raw_ctx, "notice", line)),
+        Err(reason) => {
+            log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
+            return Status::Err;
+        }
     }
     unsafe { api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(stats::info)) };
     unsafe {
