@@ -126,28 +126,36 @@ fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
     out
 }
 
-/// Little-endian reader over a header that was already checked for length.
-struct Fields<'a> {
+/// Little-endian reader over a header that was already checked for length (shared by the
+/// decoders of every header format in the crate).
+pub(crate) struct Fields<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
-impl Fields<'_> {
-    fn take<const N: usize>(&mut self) -> [u8; N] {
+impl<'a> Fields<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Fields<'a> {
+        Fields { bytes, at: 0 }
+    }
+    pub(crate) fn take<const N: usize>(&mut self) -> [u8; N] {
         let mut out = [0; N];
         out.copy_from_slice(&self.bytes[self.at..self.at + N]);
         self.at += N;
         out
     }
-    fn u32(&mut self) -> u32 {
+    pub(crate) fn u32(&mut self) -> u32 {
         u32::from_le_bytes(self.take())
     }
-    fn u64(&mut self) -> u64 {
+    pub(crate) fn u64(&mut self) -> u64 {
         u64::from_le_bytes(self.take())
+    }
+    pub(crate) fn f64(&mut self) -> f64 {
+        f64::from_le_bytes(self.take())
     }
 }
 
-fn check(ok: bool, what: &'static str) -> Result<(), DecodeError> {
+/// Ok when `ok`, else the decode error naming `what`.
+pub(crate) fn check(ok: bool, what: &'static str) -> Result<(), DecodeError> {
     if ok {
         Ok(())
     } else {
@@ -228,7 +236,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     let stored_checksum = u64::from_le_bytes(bytes[body_len..].try_into().expect("8 bytes"));
     check(xxh3_64(&bytes[..body_len]) == stored_checksum, "checksum")?;
 
-    let mut fields = Fields { bytes, at: 0 };
+    let mut fields = Fields::new(bytes);
     check(&fields.take::<4>() == MAGIC, "magic")?;
     let [version, flags] = fields.take::<2>();
     check(
@@ -238,7 +246,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     check(flags & !FLAG_NON_SCALING == 0, "flags")?;
     check(fields.take::<2>() == [0, 0], "reserved")?;
     let seed = fields.u64();
-    let error_rate = f64::from_le_bytes(fields.take());
+    let error_rate = fields.f64();
     check(error_rate > 0.0 && error_rate < 1.0, "error rate")?;
     let capacity = fields.u64();
     check((1..=MAX_CAPACITY).contains(&capacity), "capacity")?;

@@ -48,7 +48,7 @@ use std::borrow::Cow;
 
 use super::murmur::{murmur2, murmur64a, M64};
 use crate::budget::{allocation_size, MemoryBudget};
-use crate::encoding::{ChunkError, DecodeError};
+use crate::encoding::{check, ChunkError, DecodeError};
 use crate::layer::zeroed_words;
 use crate::scalable::{InsertError, LimitError};
 
@@ -205,14 +205,6 @@ impl LinkShape {
 
 fn corrupt(what: &'static str) -> DecodeError {
     DecodeError::Corrupt(what)
-}
-
-pub(crate) fn check(ok: bool, what: &'static str) -> Result<(), DecodeError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(corrupt(what))
-    }
 }
 
 /// The filter-wide fields, as RedisBloom's chain stores them.

@@ -33,11 +33,9 @@
 //! [`MemoryBudget`], charged link by link as the arrays are allocated (one
 //! budget for the whole value, so it sees their sum).
 
-use super::chain::{
-    check, Arithmetic, ChainHeader, ChainShape, Link, LinkShape, RbFilter, MAX_LINKS,
-};
+use super::chain::{Arithmetic, ChainHeader, ChainShape, Link, LinkShape, RbFilter, MAX_LINKS};
 use crate::budget::MemoryBudget;
-use crate::encoding::DecodeError;
+use crate::encoding::{check, DecodeError};
 
 /// The encoding version RedisBloom writes; it reads every version up to this one.
 pub const ENCODING_VERSION: i32 = 4;

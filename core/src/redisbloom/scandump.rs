@@ -20,9 +20,9 @@
 //! with it, and writes it at byte `iterator − len − 1`. This layout is RedisBloom 2.4 and later
 //! (v2.2.0 had a u32 `entries`, v2.0 and older no growth); RedisBloom 2.8.2 writes it as above.
 
-use super::chain::{check, Arithmetic, ChainHeader, ChainShape, LinkShape, RbFilter, MAX_LINKS};
+use super::chain::{Arithmetic, ChainHeader, ChainShape, LinkShape, RbFilter, MAX_LINKS};
 use crate::budget::MemoryBudget;
-use crate::encoding::{ChunkError, DecodeError};
+use crate::encoding::{check, ChunkError, DecodeError, Fields};
 
 /// Bytes of the fixed part of the header.
 pub const HEADER_BYTES: usize = 20;
@@ -31,34 +31,10 @@ pub const LINK_BYTES: usize = 53;
 /// Most bytes of bits in one data chunk (RedisBloom's bound).
 pub const CHUNK_BYTES: u64 = 16 << 20;
 
-/// Little-endian reader over a header whose length was already checked.
-struct Fields<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Fields<'_> {
-    fn take<const N: usize>(&mut self) -> [u8; N] {
-        let mut out = [0; N];
-        out.copy_from_slice(&self.bytes[self.at..self.at + N]);
-        self.at += N;
-        out
-    }
-    fn u64(&mut self) -> u64 {
-        u64::from_le_bytes(self.take())
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.take())
-    }
-    fn f64(&mut self) -> f64 {
-        f64::from_le_bytes(self.take())
-    }
-}
-
 /// Reads and validates a header without allocating the bit arrays.
 pub fn parse_header(bytes: &[u8]) -> Result<ChainShape, DecodeError> {
     check(bytes.len() >= HEADER_BYTES, "header too short")?;
-    let mut fields = Fields { bytes, at: 0 };
+    let mut fields = Fields::new(bytes);
     let items = fields.u64();
     let count = fields.u32() as usize;
     let options = fields.u32();

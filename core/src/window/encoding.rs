@@ -51,7 +51,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::{WindowFilter, WindowParams, WindowShape, MAX_WINDOW_MS, MIN_WINDOW_MS, SLOTS};
 use crate::budget::MemoryBudget;
-use crate::encoding::DecodeError;
+use crate::encoding::{check, DecodeError};
 use crate::scalable::MAX_CAPACITY;
 use crate::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
 
@@ -113,14 +113,6 @@ pub struct WindowHeader {
     pub shape: WindowShape,
     pub last_ms: u64,
     pub slot_items: [u64; SLOTS],
-}
-
-fn check(ok: bool, what: &'static str) -> Result<(), DecodeError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(DecodeError::Corrupt(what))
-    }
 }
 
 /// The `N` bytes at `at` of a header already checked to be [`HEADER_BYTES`] long.
