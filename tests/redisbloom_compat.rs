@@ -234,3 +234,94 @@ fn scandump_of_migrated_filter_is_redisbloom_stream() {
     }
     assert_no_diffs("SCANDUMP of filters RESTOREd from RedisBloom", &diffs);
 }
+
+/// The core's RedisBloom reader (`rustbloom_core::redisbloom`, which the module serves migrated
+/// filters with) fed RedisBloom's SCANDUMP streams of the corpus predicts everything RedisBloom
+/// answered: BF.INFO, every non-member, the growth replies item by item (refusals included) and
+/// the answers after growth. This needs no server of ours: it checks the corpus and the recording
+/// against the reader, so that a failure of the tests above points at the module's wiring.
+#[test]
+fn core_reader_predicts_redisbloom_on_the_corpus() {
+    use rustbloom_core::redisbloom::scandump::{decode_header, load_chunk};
+    use rustbloom_core::redisbloom::RbFilter;
+    use rustbloom_core::{InsertError, Unlimited};
+
+    let Some(module) = redisbloom_module("core_reader_predicts_redisbloom_on_the_corpus") else {
+        return;
+    };
+    let corpus = corpus(&module);
+    let info = |f: &RbFilter| -> Vec<(String, String)> {
+        vec![
+            ("Capacity".into(), f.capacity().to_string()),
+            ("Size".into(), f.info_size().to_string()),
+            ("Number of filters".into(), f.links().len().to_string()),
+            ("Number of items inserted".into(), f.items().to_string()),
+            (
+                "Expansion rate".into(),
+                if f.is_scaling() {
+                    f.header().growth.to_string()
+                } else {
+                    "nil".into()
+                },
+            ),
+        ]
+    };
+    let answers = |f: &RbFilter, items: &[Vec<u8>]| -> Vec<u8> {
+        items.iter().map(|i| u8::from(f.contains(i))).collect()
+    };
+    let mut diffs = Vec::new();
+    for (i, case) in corpus.cases.iter().enumerate() {
+        let k = &case.key;
+        let chunks = &corpus.scandumps[i];
+        let mut f = decode_header(&chunks[0].1, &mut Unlimited)
+            .unwrap_or_else(|e| panic!("{k}: header: {e:?}"));
+        for (it, data) in &chunks[1..] {
+            load_chunk(&mut f, *it as u64, data).unwrap_or_else(|e| panic!("{k}: chunk: {e:?}"));
+        }
+        let before = &corpus.before[i];
+        if info(&f) != before.info {
+            diffs.push(format!(
+                "{k}: info {:?}, RedisBloom {:?}",
+                info(&f),
+                before.info
+            ));
+        }
+        if answers(&f, &corpus.probes) != before.probes {
+            diffs.push(format!("{k}: probes differ before growth"));
+        }
+        // Growth as RedisBloom replies: BF.ADD one reply; BF.MADD / BF.INSERT one per item up to
+        // and including the first refusal.
+        let mut replies = Vec::new();
+        for g in &case.grow {
+            let mut parts = Vec::new();
+            for item in &g.items {
+                match f.insert(item, &mut Unlimited) {
+                    Ok(new) => parts.push(u8::from(new).to_string()),
+                    Err(InsertError::NonScalingFull) => {
+                        parts.push("error(ERR non scaling filter is full)".into());
+                        break;
+                    }
+                    Err(e) => panic!("{k}: insert: {e:?}"),
+                }
+            }
+            replies.push(if g.single {
+                parts.remove(0)
+            } else {
+                format!("[{}]", parts.join(","))
+            });
+        }
+        diffs.extend(reply_diffs(case, &replies, &corpus.grow_replies[i]));
+        let after = &corpus.after[i];
+        if info(&f) != after.info {
+            diffs.push(format!(
+                "{k}: info after growth {:?}, RedisBloom {:?}",
+                info(&f),
+                after.info
+            ));
+        }
+        if answers(&f, &corpus.probes) != after.probes {
+            diffs.push(format!("{k}: probes differ after growth"));
+        }
+    }
+    assert_no_diffs("core reader on RedisBloom's streams", &diffs);
+}

@@ -45,7 +45,11 @@ pub fn redisbloom_module(test: &str) -> Option<PathBuf> {
             Some(p)
         }
         _ => {
-            eprintln!(
+            // Straight to the process's stderr: libtest's capture would hide an eprintln! of a
+            // passing test.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
                 "\n**********************************************************************\n\
                  SKIPPED {test}: {REDISBLOOM_ENV} is not set, so the real RedisBloom\n\
                  cannot be run. `make test` installs it and sets the variable; by hand:\n\
