@@ -96,14 +96,27 @@ fn redisbloom_reference_is_consistent() {
         run_all(&mut c, &case.build);
     }
     let diffs = compare(&mut c, corpus, Phase::Before);
-    let probe_diffs = diffs
-        .iter()
-        .filter(|d| d.contains("non-members answered differently"))
-        .count();
+    // Wherever RedisBloom's answers hold enough false positives, other hashing must show.
+    let mut told_apart = 0;
+    for (i, case) in corpus.cases.iter().enumerate() {
+        let positives = corpus.before[i].probes.iter().filter(|&&x| x == 1).count();
+        if positives >= 20 {
+            let needle = format!("{}: ", case.key);
+            assert!(
+                diffs
+                    .iter()
+                    .any(|d| d.starts_with(&needle)
+                        && d.contains("non-members answered differently")),
+                "{}: a natively built filter should answer RedisBloom's {positives} false \
+                 positives differently: {diffs:#?}",
+                case.key
+            );
+            told_apart += 1;
+        }
+    }
     assert!(
-        probe_diffs >= corpus.cases.len() - 3,
-        "natively built filters should answer non-members differently from RedisBloom's \
-         (all but the empty ones): {diffs:#?}"
+        told_apart >= 8,
+        "only {told_apart} filters with enough false positives"
     );
 }
 
