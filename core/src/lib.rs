@@ -182,6 +182,7 @@
 
 pub mod budget;
 pub mod encoding;
+pub mod filter;
 pub mod hash;
 pub mod layer;
 mod math;
@@ -193,6 +194,7 @@ pub mod window;
 
 pub use budget::{Budget, MemoryBudget, Unlimited};
 pub use encoding::DecodeError;
+pub use filter::{Filter, Outcome};
 pub use hash::ItemHash;
 pub use layer::Layer;
 pub use scalable::{AddOutcome, BloomFilter, FilterParams, GrownLayer, Growth, InsertError};

@@ -318,6 +318,7 @@ impl DumpSource<'_> {
 
 impl RdbSource for DumpSource<'_> {
     type Error = Truncated;
+    type Bytes = Vec<u8>;
     fn unsigned(&mut self) -> Result<u64, Truncated> {
         self.opcode(2)?;
         self.length()

@@ -671,13 +671,40 @@ impl RbFilter {
 
     /// Writes a SCANDUMP data chunk at byte `offset` of all arrays laid end to end. RedisBloom
     /// refuses a chunk that does not lie within one link, and so does this.
-    pub fn write_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), ChunkError> {
+    pub fn write_bits(&mut self, offset: u64, data: &[u8]) -> Result<(), ChunkError> {
         let (link, start) = self.locate(offset).ok_or(ChunkError::Offset)?;
         let link = &mut self.links[link];
         if data.len() > link.shape.bytes as usize - start {
             return Err(ChunkError::TooBig);
         }
         link.write_bytes(start, data);
+        Ok(())
+    }
+
+    /// The byte ranges `(offset, length)` of all arrays end to end, each within one link and at
+    /// most `piece` long: how the arrays are saved and sent.
+    pub fn pieces(&self, piece: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for link in &self.links {
+            out.extend(
+                crate::encoding::pieces(link.shape.bytes, piece)
+                    .map(|(offset, len)| (start + offset, len)),
+            );
+            start += link.shape.bytes;
+        }
+        out
+    }
+
+    /// Copies `out.len()` bytes of the arrays end to end from byte `offset`; the range must lie
+    /// within one link (see [`pieces`](Self::pieces)).
+    pub fn read_bits(&self, offset: u64, out: &mut [u8]) -> Result<(), ChunkError> {
+        let (link, start) = self.locate(offset).ok_or(ChunkError::Offset)?;
+        let link = &self.links[link];
+        if out.len() > link.shape.bytes as usize - start {
+            return Err(ChunkError::TooBig);
+        }
+        link.read_bytes(start, out);
         Ok(())
     }
 
