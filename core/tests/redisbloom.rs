@@ -388,15 +388,26 @@ fn check_our_encoding(filter: &RbFilter, what: &str) {
     let mut loading = stored::decode_load_header(&stream[0], &mut Unlimited).expect("header");
     let mut iterator = 1u64;
     for (n, chunk) in stream[1..].iter().enumerate() {
-        assert!(loading.ready().is_none(), "{what}: ready before its last chunk");
+        assert!(
+            loading.ready().is_none(),
+            "{what}: ready before its last chunk"
+        );
         iterator += chunk.len() as u64;
         stored::load_chunk(&mut loading, iterator, chunk).expect("chunk");
         if n == 0 {
             // Saved half-way, restored half-way: still waiting for the same chunks.
-            assert_eq!(reencode(&loading), loading, "{what}: partial load round trip");
+            assert_eq!(
+                reencode(&loading),
+                loading,
+                "{what}: partial load round trip"
+            );
         }
     }
-    assert_eq!(loading.ready(), Some(&Filter::RedisBloom(load_stream(&stream))), "{what}");
+    assert_eq!(
+        loading.ready(),
+        Some(&Filter::RedisBloom(load_stream(&stream))),
+        "{what}"
+    );
 }
 
 /// `value` saved as RDB saves it and loaded back.
@@ -439,6 +450,50 @@ fn load_dump(payload: &[u8]) -> (RbFilter, i32) {
     assert_eq!(source.length(), Ok(0), "EOF opcode");
     assert_eq!(source.at + 10, payload.len(), "trailer");
     (filter, encver)
+}
+
+/// A filter created here as RedisBloom creates one (a replica of a RedisBloom primary, or its
+/// AOF replayed, creates filters from BF.RESERVE and BF.INSERT) holds, once fed the same items,
+/// RedisBloom's very SCANDUMP stream.
+#[test]
+fn filters_created_as_redisbloom_does_hold_its_bits() {
+    let mut checked = 0;
+    for path in case_files("") {
+        let what = path.file_name().unwrap().to_string_lossy().to_string();
+        let text = fs::read_to_string(&path).unwrap();
+        let create: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+        let (capacity, error, growth) = match create[1..] {
+            ["BF.RESERVE", error, capacity, ref options @ ..] => {
+                let growth = match options {
+                    [] => Some(2),
+                    ["NONSCALING"] => None,
+                    ["EXPANSION", x] => Some(x.parse().unwrap()),
+                    _ => panic!("{what}: {options:?}"),
+                };
+                (capacity.parse().unwrap(), error.parse().unwrap(), growth)
+            }
+            // BF.ADD to a missing key: RedisBloom's defaults.
+            ["BF.ADD"] => (100, 0.01, Some(2)),
+            _ => continue,
+        };
+        let fields = fields(&path);
+        let members: usize = value(&fields, "members").parse().unwrap();
+        let mut items: Vec<Vec<u8>> = (0..members).map(member).collect();
+        items.extend(values(&fields, "extra").into_iter().map(unhex));
+        let mut filter = RbFilter::new(capacity, error, growth, &mut Unlimited)
+            .unwrap()
+            .expect("a shape RedisBloom creates");
+        let mut outcome = RbAddOutcome::default();
+        filter.insert_many(
+            items.iter().map(Vec::as_slice),
+            &mut Unlimited,
+            &mut outcome,
+        );
+        let stream: Vec<Vec<u8>> = values(&fields, "scandump").into_iter().map(unhex).collect();
+        assert_eq!(dump_stream(&filter), stream, "{what}");
+        checked += 1;
+    }
+    assert!(checked >= 11, "{checked}");
 }
 
 #[test]

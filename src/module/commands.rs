@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::encoding::ChunkError;
 use rustbloom_core::filter::WindowOutcome;
+use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::scalable::{CreateError, LimitError, PushError};
 use rustbloom_core::stored::{decode_load_header, load_chunk, scandump_step};
 use rustbloom_core::window::WindowError;
@@ -146,10 +147,25 @@ fn create(
                 WindowError::Limit(limit) => limit_error(command, budget, limit),
             });
     }
+    let growth = options.growth.unwrap_or(defaults.growth);
+    if command.is_replayed() && options.seed.is_none() && options.shape.is_none() {
+        // Our primaries and AOF always name the seed and shape of what they create; a creation
+        // without them comes from a RedisBloom primary or a RedisBloom AOF, and is created as
+        // RedisBloom creates it, so that it holds RedisBloom's very bits.
+        let expansion = match growth {
+            Growth::Scaling { expansion } => Some(expansion),
+            Growth::NonScaling => None,
+        };
+        return match RbFilter::new(capacity, error_rate, expansion, budget) {
+            Ok(Some(filter)) => Ok(Filter::RedisBloom(filter)),
+            Ok(None) => replay_mismatch(command, "a RedisBloom filter it cannot size"),
+            Err(limit) => Err(limit_error(command, budget, limit)),
+        };
+    }
     let params = FilterParams {
         capacity,
         error_rate,
-        growth: options.growth.unwrap_or(defaults.growth),
+        growth,
         seed,
     };
     let created = match options.shape {
@@ -220,8 +236,10 @@ fn replicate_creation(command: &Command, filter: &Filter) {
                 ],
             );
         }
-        // Never created by a command: they arrive by RDB, RESTORE or BF.LOADCHUNK.
-        Filter::RedisBloom(_) => {}
+        // Created by a command only on a replica of a RedisBloom primary or from a RedisBloom
+        // AOF; they arrive otherwise by RDB, RESTORE or BF.LOADCHUNK. A sub-replica creates it
+        // the same way from the command as received.
+        Filter::RedisBloom(_) => command.replicate_verbatim(),
     }
 }
 
@@ -257,23 +275,25 @@ fn replicate_adds(
     created: Option<&Filter>,
     complete: bool,
 ) {
-    if let Some(filter) = created {
-        replicate_creation(command, filter);
-    }
     match outcome {
         Outcome::Scalable(outcome) => {
+            if let Some(filter) = created {
+                replicate_creation(command, filter);
+            }
             replicate_scalable_adds(command, first_item, outcome, created.is_some(), complete)
         }
-        Outcome::Window(outcome) => replicate_window_adds(command, first_item, outcome),
-        // RedisBloom's growth rule depends on nothing but the items (and a replayed write is
-        // never refused), so a replica fed the same new items pushes the same links.
+        Outcome::Window(outcome) => {
+            if let Some(filter) = created {
+                replicate_creation(command, filter);
+            }
+            replicate_window_adds(command, first_item, outcome)
+        }
+        // RedisBloom's rules depend on nothing but the command (a replayed write is never
+        // refused, and stops where the primary's stopped), so a replica fed the same command
+        // creates and grows the same filter.
         Outcome::RedisBloom(outcome) => {
-            if complete && created.is_none() {
-                if outcome.added.contains(&true) {
-                    command.replicate_verbatim();
-                }
-            } else {
-                replicate_madd(command, first_item, outcome.added_positions(), usize::MAX);
+            if created.is_some() || outcome.added.contains(&true) {
+                command.replicate_verbatim();
             }
         }
     }
