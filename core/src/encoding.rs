@@ -43,15 +43,14 @@
 //! so a chunk from another filter or from another place is refused. RDB writes the bits in pieces
 //! of at most [`RDB_PIECE_BYTES`] (RDB has its own CRC).
 
-use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::budget::{allocation_size, MemoryBudget};
 use super::layer::Layer;
 use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, MAX_CAPACITY, MAX_LAYERS};
 use super::sizing::{LayerSize, Layout};
-use super::stored::StoredFilter;
 
-const MAGIC: &[u8; 4] = b"RBLM";
+pub(crate) const MAGIC: &[u8; 4] = b"RBLM";
 /// Layouts 0 (classic) and 1 (blocked) only.
 const FORMAT_VERSION_1: u8 = 1;
 /// Adds layouts 2..=4: an item's probes in 2 to 4 cache lines.
@@ -87,14 +86,8 @@ pub enum DecodeError {
     Limit(LimitError),
 }
 
-/// Encodes the header of a stored filter, complete or still loading (the bits follow
-/// separately, see [`BloomFilter::read_bits`]).
-pub fn encode_header(stored: &StoredFilter) -> Vec<u8> {
-    encode_header_as(stored.filter(), stored.loaded_bytes())
-}
-
 /// The header with a given loaded-bytes field.
-fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
+pub(crate) fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
     let params = filter.params();
     let layers = filter.layers();
     let mut out = Vec::with_capacity(FIXED_HEADER_BYTES + LAYER_BYTES * layers.len() + 8);
@@ -190,14 +183,13 @@ impl FilterShape {
     }
 }
 
-/// Decodes a header into a stored filter whose bits are all zero, validating everything first
-/// and allocating only what `budget` admits; the caller then fills the bits
-/// ([`BloomFilter::write_bits`]). A header that recorded an incomplete load gives a
-/// [`StoredFilter::Loading`].
-pub fn decode_header<B: MemoryBudget + ?Sized>(
+/// Decodes a header into a filter whose bits are all zero, and its loaded-bytes count,
+/// validating everything first and allocating only what `budget` admits; the caller then fills
+/// the bits ([`BloomFilter::write_bits`]). See [`crate::stored::decode_header`] for any kind.
+pub(crate) fn decode_scalable_header<B: MemoryBudget + ?Sized>(
     bytes: &[u8],
     budget: &mut B,
-) -> Result<StoredFilter, DecodeError> {
+) -> Result<(BloomFilter, u64), DecodeError> {
     let shape = parse_header(bytes)?;
     let allocation = shape
         .layers
@@ -213,16 +205,10 @@ pub fn decode_header<B: MemoryBudget + ?Sized>(
         .map(|layer| Layer::with_size(layer.size, layer.capacity, layer.error_rate, layer.items))
         .collect::<Result<Vec<_>, _>>()
         .map_err(DecodeError::Limit)?;
-    let total_bytes = shape.total_bytes();
-    let filter = BloomFilter::from_parts(shape.params, layers);
-    Ok(if shape.loaded_bytes < total_bytes {
-        StoredFilter::Loading {
-            filter,
-            loaded: shape.loaded_bytes,
-        }
-    } else {
-        StoredFilter::Ready(filter)
-    })
+    Ok((
+        BloomFilter::from_parts(shape.params, layers),
+        shape.loaded_bytes,
+    ))
 }
 
 /// Reads and validates a header (checksum, every field, their consistency) without allocating
@@ -336,48 +322,6 @@ pub fn pieces(total: u64, piece: u64) -> impl Iterator<Item = (u64, u64)> {
     })
 }
 
-fn chunk_checksum(header_checksum: u64, offset: u64, bits: &[u8]) -> u64 {
-    xxh3_64_with_seed(bits, header_checksum.wrapping_add(offset))
-}
-
-/// The header BF.LOADCHUNK starts a load with: the filter's header as if complete. Its checksum
-/// names the filter a chunk belongs to, the same before, during and after a load.
-pub fn encode_transfer_header(filter: &BloomFilter) -> Vec<u8> {
-    encode_header_as(filter, filter.bytes())
-}
-
-fn header_checksum(filter: &BloomFilter) -> u64 {
-    let header = encode_transfer_header(filter);
-    u64::from_le_bytes(header[header.len() - 8..].try_into().expect("8 bytes"))
-}
-
-/// One step of BF.SCANDUMP: for `iterator` 0 the header with next iterator 1; for iterator
-/// `1 + offset` the chunk of bits starting at `offset` with the iterator that follows it (which is
-/// also the one BF.LOADCHUNK wants with this chunk); past the end `(0, [])`.
-pub fn scandump_step(filter: &BloomFilter, iterator: u64) -> (u64, Vec<u8>) {
-    if iterator == 0 {
-        return (1, encode_transfer_header(filter));
-    }
-    let offset = iterator - 1;
-    let total = filter.bytes();
-    if offset >= total {
-        return (0, Vec::new());
-    }
-    let len = CHUNK_BYTES.min(total - offset);
-    (iterator + len, data_chunk(filter, offset, len))
-}
-
-/// The BF.LOADCHUNK data chunk of `len` bytes of bits at `offset` (its iterator is
-/// `1 + offset + len`). Panics when the range passes the end of the filter.
-pub fn data_chunk(filter: &BloomFilter, offset: u64, len: u64) -> Vec<u8> {
-    let mut chunk = vec![0u8; len as usize + CHECKSUM_BYTES];
-    let (bits, trailer) = chunk.split_at_mut(len as usize);
-    filter.read_bits(offset, bits);
-    let checksum = chunk_checksum(header_checksum(filter), offset, bits);
-    trailer.copy_from_slice(&checksum.to_le_bytes());
-    chunk
-}
-
 /// Why a BF.LOADCHUNK data chunk was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChunkError {
@@ -387,55 +331,4 @@ pub enum ChunkError {
     TooBig,
     /// Too short or its checksum does not match.
     BadData,
-}
-
-/// Applies a BF.LOADCHUNK data chunk (`iterator` ≥ 2, as returned by [`scandump_step`]) to a
-/// filter that is being loaded. Chunks must arrive in order; the last one completes the load,
-/// turning the value into a [`StoredFilter::Ready`] filter.
-pub fn load_chunk(
-    stored: &mut StoredFilter,
-    iterator: u64,
-    chunk: &[u8],
-) -> Result<(), ChunkError> {
-    let StoredFilter::Loading { filter, loaded } = stored else {
-        return Err(ChunkError::Offset);
-    };
-    let bits_len = chunk
-        .len()
-        .checked_sub(CHECKSUM_BYTES)
-        .filter(|&len| len > 0)
-        .ok_or(ChunkError::BadData)? as u64;
-    let (bits, trailer) = chunk.split_at(bits_len as usize);
-    let offset = iterator
-        .checked_sub(1 + bits_len)
-        .ok_or(ChunkError::Offset)?;
-    if offset != *loaded {
-        return Err(ChunkError::Offset);
-    }
-    let end = offset + bits_len;
-    if end > filter.bytes() {
-        return Err(ChunkError::TooBig);
-    }
-    let stored_checksum = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
-    if chunk_checksum(header_checksum(filter), offset, bits) != stored_checksum {
-        return Err(ChunkError::BadData);
-    }
-    filter.write_bits(offset, bits);
-    *loaded = end;
-    if end == filter.bytes() {
-        stored.finish_loading();
-    }
-    Ok(())
-}
-
-/// Decodes a BF.LOADCHUNK header: a complete filter's header, giving an all-zero filter that
-/// waits for its chunks.
-pub fn decode_load_header<B: MemoryBudget + ?Sized>(
-    bytes: &[u8],
-    budget: &mut B,
-) -> Result<StoredFilter, DecodeError> {
-    match decode_header(bytes, budget)? {
-        StoredFilter::Ready(filter) => Ok(StoredFilter::Loading { filter, loaded: 0 }),
-        StoredFilter::Loading { .. } => Err(DecodeError::Corrupt("header of an incomplete filter")),
-    }
 }

@@ -153,8 +153,11 @@
 //!     error    -> outcome.error, stop
 //! ```
 //!
-//! A key holds a [`StoredFilter`]: a ready filter, or one whose bits are still arriving by
-//! BF.LOADCHUNK, which answers nothing until complete.
+//! A key holds a [`StoredFilter`]: a [`Filter`] of one of three kinds (this scalable filter, a
+//! sliding-window filter, or a filter migrated from RedisBloom), ready, or with its bits still
+//! arriving by BF.LOADCHUNK, when it answers nothing until complete. [`Filter`] gives the
+//! commands one interface; only creation and the replication of adds ([`Outcome`]) differ by
+//! kind.
 //!
 //! # Encoding ([`encoding`])
 //!
@@ -168,7 +171,16 @@
 //! # RedisBloom's filters ([`redisbloom`])
 //!
 //! Filters migrated from RedisBloom keep RedisBloom's own layout, hashes and growth rule, so they
-//! answer exactly as they did there; they are read from its RDB values and SCANDUMP streams.
+//! answer exactly as they did there; they are read from its RDB values (encodings 0–4) and
+//! SCANDUMP streams, created as RedisBloom creates them when a replica of a RedisBloom primary
+//! or a RedisBloom AOF asks ([`redisbloom::RbFilter::new`]), saved in our encoding inside an
+//! envelope that keeps what RedisBloom's own header cannot say ([`redisbloom::envelope`]), and
+//! SCANDUMPed in RedisBloom's format, so that their stream loads back into RedisBloom.
+//!
+//! ```text
+//!   first 4 bytes of a saved header:  "RBLM" scalable   "RBLW" window   "RBLR" RedisBloom
+//!   BF.LOADCHUNK header (iterator 1): one of ours, else RedisBloom's SCANDUMP header
+//! ```
 //!
 //! # Sliding windows ([`window`])
 //!
@@ -182,6 +194,7 @@
 
 pub mod budget;
 pub mod encoding;
+pub mod filter;
 pub mod hash;
 pub mod layer;
 mod math;
@@ -193,6 +206,7 @@ pub mod window;
 
 pub use budget::{Budget, MemoryBudget, Unlimited};
 pub use encoding::DecodeError;
+pub use filter::{Filter, Outcome};
 pub use hash::ItemHash;
 pub use layer::Layer;
 pub use scalable::{AddOutcome, BloomFilter, FilterParams, GrownLayer, Growth, InsertError};

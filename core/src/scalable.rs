@@ -291,17 +291,6 @@ impl BloomFilter {
         }
     }
 
-    /// Moves this filter out, leaving a shell without layers in its place, which the caller
-    /// overwrites at once (a filter is never observed without a layer).
-    pub(crate) fn take(&mut self) -> BloomFilter {
-        let shell = BloomFilter {
-            params: self.params,
-            layers: Vec::new(),
-            next_shape: NextShape::default(),
-        };
-        std::mem::replace(self, shell)
-    }
-
     /// A copy of this filter, its bits allocated after `budget` admits them (COPY).
     pub fn try_clone<B: MemoryBudget + ?Sized>(
         &self,

@@ -1,57 +1,305 @@
-//! What a key holds: a filter that answers, or one still arriving by BF.LOADCHUNK.
+//! What a key holds: a filter that answers, or one still arriving by BF.LOADCHUNK; and the one
+//! encoding of each, which RDB, DUMP/RESTORE, AOF rewrite, SCANDUMP/LOADCHUNK and the digest
+//! share.
+//!
+//! Each kind of filter has its own header, told apart by its first four bytes: "RBLM" for a
+//! scalable filter ([`crate::encoding`]), "RBLW" for a window filter
+//! ([`crate::window::encoding`]), "RBLR" for a RedisBloom filter kept here
+//! ([`crate::redisbloom::envelope`]). The encoded bits follow, in the pieces of
+//! [`Filter::pieces`]. Every header records how many bytes of bits are valid, so that a key
+//! saved in the middle of a BF.LOADCHUNK load is restored in the middle of it.
+//!
+//! SCANDUMP and BF.LOADCHUNK move our kinds as the header followed by checksummed chunks (see
+//! [`crate::encoding`]); a RedisBloom filter moves in RedisBloom's own SCANDUMP format, so that
+//! its stream loads back into RedisBloom, and BF.LOADCHUNK recognises that format's header.
 
-use crate::scalable::BloomFilter;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-/// The value stored at a key. A filter whose bits are still arriving is its own state, so no
+use crate::budget::MemoryBudget;
+use crate::encoding::{self, ChunkError, DecodeError, CHUNK_BYTES};
+use crate::filter::Filter;
+use crate::redisbloom::{envelope, scandump as rb_scandump};
+use crate::window::encoding as window_encoding;
+
+/// The value stored at a key. A filter whose bits are still arriving is marked as such, so no
 /// command can forget that it must not answer from it: only [`ready`](Self::ready) gives a
 /// filter to query or add to.
 #[derive(Debug, PartialEq)]
-pub enum StoredFilter {
-    Ready(BloomFilter),
-    /// Being loaded by BF.LOADCHUNK: the first `loaded` bytes of its bits have arrived, in order;
-    /// the rest are zero.
-    Loading {
-        filter: BloomFilter,
-        loaded: u64,
-    },
+pub struct StoredFilter {
+    filter: Filter,
+    /// While being loaded by BF.LOADCHUNK: the first `n` bytes of its bits have arrived, in
+    /// order; the rest are zero.
+    loading: Option<u64>,
 }
 
+/// Bytes of the checksum that ends a data chunk of our kinds.
+const CHECKSUM_BYTES: usize = 8;
+
 impl StoredFilter {
+    /// A complete filter.
+    pub fn ready_filter(filter: Filter) -> StoredFilter {
+        StoredFilter {
+            filter,
+            loading: None,
+        }
+    }
+
+    /// A filter whose first `loaded` bytes of bits are valid: ready when that is all of them.
+    pub fn partly_loaded(filter: Filter, loaded: u64) -> StoredFilter {
+        let loading = (loaded < filter.bytes()).then_some(loaded);
+        StoredFilter { filter, loading }
+    }
+
     /// The filter, complete or not: for what is about its shape and bytes (saving, digest,
     /// memory usage), never for answers.
-    pub fn filter(&self) -> &BloomFilter {
-        match self {
-            StoredFilter::Ready(filter) | StoredFilter::Loading { filter, .. } => filter,
-        }
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+
+    /// The filter, complete or not, moved out.
+    pub fn into_filter(self) -> Filter {
+        self.filter
     }
 
     /// The filter when it is complete.
-    pub fn ready(&self) -> Option<&BloomFilter> {
-        match self {
-            StoredFilter::Ready(filter) => Some(filter),
-            StoredFilter::Loading { .. } => None,
-        }
+    pub fn ready(&self) -> Option<&Filter> {
+        self.loading.is_none().then_some(&self.filter)
     }
 
-    pub fn ready_mut(&mut self) -> Option<&mut BloomFilter> {
-        match self {
-            StoredFilter::Ready(filter) => Some(filter),
-            StoredFilter::Loading { .. } => None,
-        }
+    pub fn ready_mut(&mut self) -> Option<&mut Filter> {
+        self.loading.is_none().then_some(&mut self.filter)
     }
 
-    /// Turns a filter whose last chunk arrived into a ready one.
-    pub(crate) fn finish_loading(&mut self) {
-        if let StoredFilter::Loading { filter, .. } = self {
-            *self = StoredFilter::Ready(filter.take());
-        }
+    /// True while BF.LOADCHUNK chunks are still expected.
+    pub fn is_loading(&self) -> bool {
+        self.loading.is_some()
     }
 
     /// Bytes of bits that are valid: all of them once complete.
     pub fn loaded_bytes(&self) -> u64 {
-        match self {
-            StoredFilter::Ready(filter) => filter.bytes(),
-            StoredFilter::Loading { loaded, .. } => *loaded,
-        }
+        self.loading.unwrap_or_else(|| self.filter.bytes())
     }
+
+    /// A copy whose bits `budget` admits first (COPY), in the same loading state.
+    pub fn try_clone<B: MemoryBudget + ?Sized>(
+        &self,
+        budget: &mut B,
+    ) -> Result<StoredFilter, crate::scalable::LimitError> {
+        Ok(StoredFilter {
+            filter: self.filter.try_clone(budget)?,
+            loading: self.loading,
+        })
+    }
+
+    /// The header of this value as saved (RDB, DUMP, digest); its bits follow in the pieces
+    /// [`Filter::pieces`] gives up to [`loaded_bytes`](Self::loaded_bytes) (zero beyond).
+    pub fn encode_header(&self) -> Vec<u8> {
+        header_with(&self.filter, self.loaded_bytes())
+    }
+
+    /// The byte ranges of bits to save after the header: all of them (a partial load's missing
+    /// bytes are zero, and saved as such, so the pieces are those of a complete filter).
+    pub fn pieces(&self, piece: u64) -> Vec<(u64, u64)> {
+        self.filter.pieces(self.filter.bytes(), piece)
+    }
+}
+
+/// The saved header of `filter` with a loaded-bytes count.
+fn header_with(filter: &Filter, loaded: u64) -> Vec<u8> {
+    match filter {
+        Filter::Scalable(filter) => encoding::encode_header_as(filter, loaded),
+        Filter::Window(filter) => window_encoding::encode_header_as(filter, loaded),
+        Filter::RedisBloom(filter) => envelope::encode_header(filter, loaded),
+    }
+}
+
+/// Decodes a saved header (any kind) into a value whose bits are all zero, validating
+/// everything first and allocating only what `budget` admits; the caller then fills the bits in
+/// the pieces of [`StoredFilter::pieces`] ([`StoredFilter::write_bits`]).
+pub fn decode_header<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<StoredFilter, DecodeError> {
+    let (filter, loaded) = match bytes.get(..4) {
+        Some(magic) if magic == window_encoding::MAGIC.as_slice() => {
+            let header = window_encoding::parse_header(bytes)?;
+            let loaded = header.loaded_bytes;
+            (
+                Filter::Window(window_encoding::allocate(header, budget)?),
+                loaded,
+            )
+        }
+        Some(magic) if magic == envelope::MAGIC.as_slice() => {
+            let (filter, loaded) = envelope::decode_header(bytes, budget)?;
+            (Filter::RedisBloom(filter), loaded)
+        }
+        _ => {
+            let (filter, loaded) = encoding::decode_scalable_header(bytes, budget)?;
+            (Filter::Scalable(filter), loaded)
+        }
+    };
+    Ok(StoredFilter::partly_loaded(filter, loaded))
+}
+
+impl StoredFilter {
+    /// Fills bits right after [`decode_header`] (RDB, RESTORE): `offset` and `data` one of the
+    /// ranges of [`pieces`](Self::pieces). Panics outside the bits.
+    pub fn write_bits(&mut self, offset: u64, data: &[u8]) {
+        self.filter.write_bits(offset, data);
+    }
+}
+
+/// The header BF.LOADCHUNK starts a load of one of our kinds with: the filter's header as if
+/// complete. Its checksum names the filter a chunk belongs to, the same before, during and
+/// after a load.
+fn transfer_header(filter: &Filter) -> Vec<u8> {
+    header_with(filter, filter.bytes())
+}
+
+fn header_checksum(filter: &Filter) -> u64 {
+    let header = transfer_header(filter);
+    u64::from_le_bytes(header[header.len() - 8..].try_into().expect("8 bytes"))
+}
+
+fn chunk_checksum(header_checksum: u64, offset: u64, bits: &[u8]) -> u64 {
+    xxh3_64_with_seed(bits, header_checksum.wrapping_add(offset))
+}
+
+/// One step of BF.SCANDUMP: for `iterator` 0 the header with next iterator 1; for iterator
+/// `1 + offset` the chunk of bits starting at `offset` with the iterator that follows it (which
+/// is also the one BF.LOADCHUNK wants with this chunk); past the end `(0, [])`. A RedisBloom
+/// filter answers in RedisBloom's own format.
+pub fn scandump_step(filter: &Filter, iterator: u64) -> (u64, Vec<u8>) {
+    if let Filter::RedisBloom(filter) = filter {
+        return rb_scandump::scandump_step(filter, iterator);
+    }
+    if iterator == 0 {
+        return (1, transfer_header(filter));
+    }
+    let offset = iterator - 1;
+    let total = filter.bytes();
+    if offset >= total {
+        return (0, Vec::new());
+    }
+    let len = CHUNK_BYTES.min(total - offset);
+    (iterator + len, data_chunk(filter, offset, len))
+}
+
+/// The BF.LOADCHUNK commands that recreate `stored` as it is (AOF rewrite): the header, then
+/// the chunks of the bits that have arrived, each with its iterator. A partial load stays
+/// partial until its remaining chunks arrive.
+pub fn load_commands(stored: &StoredFilter) -> impl Iterator<Item = (u64, Vec<u8>)> + '_ {
+    let filter = &stored.filter;
+    let loaded = stored.loaded_bytes();
+    let header = match filter {
+        Filter::RedisBloom(filter) => rb_scandump::encode_header(filter),
+        _ => transfer_header(filter),
+    };
+    let chunk_bytes = match filter {
+        Filter::RedisBloom(_) => rb_scandump::CHUNK_BYTES,
+        _ => CHUNK_BYTES,
+    };
+    let header_checksum = header_checksum(filter);
+    std::iter::once((1, header)).chain(filter.pieces(loaded, chunk_bytes).into_iter().map(
+        move |(offset, len)| {
+            let chunk = match filter {
+                Filter::RedisBloom(_) => {
+                    let mut bits = vec![0; len as usize];
+                    filter.read_bits(offset, &mut bits);
+                    bits
+                }
+                _ => checksummed_chunk(filter, header_checksum, offset, len),
+            };
+            (1 + offset + len, chunk)
+        },
+    ))
+}
+
+/// The data chunk of `len` bytes of bits at `offset` of one of our kinds.
+fn data_chunk(filter: &Filter, offset: u64, len: u64) -> Vec<u8> {
+    checksummed_chunk(filter, header_checksum(filter), offset, len)
+}
+
+fn checksummed_chunk(filter: &Filter, header_checksum: u64, offset: u64, len: u64) -> Vec<u8> {
+    let mut chunk = vec![0u8; len as usize + CHECKSUM_BYTES];
+    let (bits, trailer) = chunk.split_at_mut(len as usize);
+    filter.read_bits(offset, bits);
+    let checksum = chunk_checksum(header_checksum, offset, bits);
+    trailer.copy_from_slice(&checksum.to_le_bytes());
+    chunk
+}
+
+/// Decodes a BF.LOADCHUNK header: one of our kinds' complete headers, or a RedisBloom SCANDUMP
+/// header (recognised when it is not ours), giving an all-zero filter that waits for its chunks.
+pub fn decode_load_header<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<StoredFilter, DecodeError> {
+    let ours = bytes.get(..4).is_some_and(|magic| {
+        [encoding::MAGIC, window_encoding::MAGIC, envelope::MAGIC]
+            .iter()
+            .any(|ours| ours.as_slice() == magic)
+    });
+    let filter = if ours {
+        let stored = decode_header(bytes, budget)?;
+        if stored.is_loading() || matches!(stored.filter, Filter::RedisBloom(_)) {
+            return Err(DecodeError::Corrupt("not the header of a complete filter"));
+        }
+        stored.filter
+    } else {
+        Filter::RedisBloom(rb_scandump::decode_header(bytes, budget)?)
+    };
+    Ok(StoredFilter {
+        filter,
+        loading: Some(0),
+    })
+}
+
+/// Applies a BF.LOADCHUNK data chunk (`iterator` ≥ 2, as SCANDUMP returned it) to a value that
+/// is being loaded. Chunks must arrive in order; the last one completes the load.
+pub fn load_chunk(
+    stored: &mut StoredFilter,
+    iterator: u64,
+    chunk: &[u8],
+) -> Result<(), ChunkError> {
+    let Some(loaded) = stored.loading else {
+        return Err(ChunkError::Offset);
+    };
+    let filter = &mut stored.filter;
+    let (bits, trailer) = match filter {
+        Filter::RedisBloom(_) => (chunk, None),
+        _ => {
+            let len = chunk
+                .len()
+                .checked_sub(CHECKSUM_BYTES)
+                .ok_or(ChunkError::BadData)?;
+            let (bits, trailer) = chunk.split_at(len);
+            (bits, Some(trailer))
+        }
+    };
+    if bits.is_empty() {
+        return Err(ChunkError::BadData);
+    }
+    let len = bits.len() as u64;
+    let offset = iterator.checked_sub(1 + len).ok_or(ChunkError::Offset)?;
+    if offset != loaded {
+        return Err(ChunkError::Offset);
+    }
+    let end = offset + len;
+    if end > filter.bytes() {
+        return Err(ChunkError::TooBig);
+    }
+    match (&mut *filter, trailer) {
+        (Filter::RedisBloom(rb), _) => rb.write_bits(offset, bits)?,
+        (_, Some(trailer)) => {
+            let stored_checksum = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
+            if chunk_checksum(header_checksum(filter), offset, bits) != stored_checksum {
+                return Err(ChunkError::BadData);
+            }
+            filter.write_bits(offset, bits);
+        }
+        (_, None) => unreachable!("our kinds' chunks carry a checksum"),
+    }
+    stored.loading = (end < stored.filter.bytes()).then_some(end);
+    Ok(())
 }

@@ -4,15 +4,19 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::encoding::{
-    decode_header, decode_load_header, encode_header, encode_transfer_header, load_chunk,
-    scandump_step, ChunkError, CHUNK_BYTES,
-};
+use super::encoding::{encode_header_as, ChunkError, CHUNK_BYTES};
 use super::sizing::{layer_size, lines_size, Layout};
+use super::stored::{decode_header, decode_load_header, load_chunk, scandump_step};
 use super::{
     AddOutcome, BloomFilter, Budget, FilterParams, Growth, InsertError, StoredFilter, Unlimited,
 };
-use super::{ItemHash, Layer};
+use super::{Filter, ItemHash, Layer};
+
+/// The filter of a complete value.
+fn ready_filter(stored: StoredFilter) -> Option<Filter> {
+    stored.ready()?;
+    Some(stored.into_filter())
+}
 
 fn random_items(rng: &mut ChaCha8Rng, count: usize) -> Vec<[u8; 16]> {
     (0..count).map(|_| rng.random()).collect()
@@ -266,6 +270,11 @@ fn grown_filter(seed: u64) -> BloomFilter {
     f
 }
 
+/// The header of a complete filter, as SCANDUMP sends it.
+fn encode_transfer_header(f: &BloomFilter) -> Vec<u8> {
+    encode_header_as(f, f.bytes())
+}
+
 fn encode_whole(f: &BloomFilter) -> Vec<u8> {
     let mut bytes = encode_transfer_header(f);
     let mut bits = vec![0; f.bytes() as usize];
@@ -278,8 +287,8 @@ fn decode_whole(bytes: &[u8]) -> Option<BloomFilter> {
     // The header length follows from the layer count at offset 36.
     let layers = u32::from_le_bytes(bytes.get(36..40)?.try_into().ok()?) as usize;
     let header_len = 48 + 24 * layers.min(1000) + 8;
-    let StoredFilter::Ready(mut f) =
-        decode_header(bytes.get(..header_len)?, &mut Unlimited).ok()?
+    let Filter::Scalable(mut f) =
+        ready_filter(decode_header(bytes.get(..header_len)?, &mut Unlimited).ok()?)?
     else {
         return None;
     };
@@ -305,7 +314,7 @@ fn encode_then_decode_is_the_identity() {
 
 #[test]
 fn scandump_then_loadchunk_rebuilds_the_filter() {
-    let f = grown_filter(5);
+    let f = Filter::Scalable(grown_filter(5));
     let (mut iterator, header) = scandump_step(&f, 0);
     let mut copy = decode_load_header(&header, &mut Unlimited).unwrap();
     assert!(copy.ready().is_none());
@@ -325,8 +334,8 @@ fn scandump_then_loadchunk_rebuilds_the_filter() {
 
 #[test]
 fn chunks_are_tied_to_their_place_and_filter() {
-    let f = grown_filter(6);
-    let other = grown_filter(7);
+    let f = Filter::Scalable(grown_filter(6));
+    let other = Filter::Scalable(grown_filter(7));
     let (_, header) = scandump_step(&f, 0);
     let (next, chunk) = scandump_step(&f, 1);
     let (other_next, other_chunk) = scandump_step(&other, 1);
@@ -400,13 +409,13 @@ proptest! {
         let checksum = xxhash_rust::xxh3::xxh3_64(&header[..body]);
         header[body..].copy_from_slice(&checksum.to_le_bytes());
         if let Ok(stored) = decode_header(&header, &mut Budget::new(1 << 24, 1 << 24)) {
-            let f = stored.filter();
+            let Filter::Scalable(f) = stored.filter() else { panic!("an RBLM header decoded as another kind") };
             prop_assert!(f.bytes() <= 1 << 24);
             prop_assert!(f.items() <= f.capacity());
             for (index, layer) in f.layers().iter().enumerate() {
                 prop_assert!(f.params().check_layer(index, layer.size()).is_ok());
             }
-            let re = encode_header(&stored);
+            let re = stored.encode_header();
             prop_assert_eq!(re, header);
         }
     }

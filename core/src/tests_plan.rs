@@ -3,8 +3,9 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::encoding::{decode_header, encode_transfer_header, DecodeError};
+use super::encoding::{encode_header_as, DecodeError};
 use super::scalable::{LimitError, PushError};
+use super::stored::decode_header;
 use super::{AddOutcome, BloomFilter, Budget, FilterParams, Growth, InsertError, Unlimited};
 
 fn params(capacity: u64, expansion: u32) -> FilterParams {
@@ -138,7 +139,7 @@ fn forge_layer(header: &mut [u8], index: usize, items: u64, bits: u64, hashes: u
 #[test]
 fn forged_headers_cannot_claim_more_than_their_bits_hold() {
     let filter = BloomFilter::new(params(1 << 30, 2), &mut Unlimited).unwrap();
-    let honest = encode_transfer_header(&filter);
+    let honest = encode_header_as(&filter, filter.bytes());
     let size = filter.layers()[0].size();
 
     // 2^30 items in 64 bits.
@@ -161,7 +162,7 @@ fn forged_headers_cannot_claim_more_than_their_bits_hold() {
 fn forged_counts_that_would_overflow_are_refused() {
     // 35 full layers of expansion 2 from 2^30 would sum past 2^64 items.
     let mut filter = BloomFilter::new(params(1 << 30, 2), &mut Unlimited).unwrap();
-    let honest = encode_transfer_header(&filter);
+    let honest = encode_header_as(&filter, filter.bytes());
     let layers = 35usize;
     let mut header = honest[..48].to_vec();
     header[36..40].copy_from_slice(&(layers as u32).to_le_bytes());

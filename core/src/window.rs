@@ -440,6 +440,11 @@ impl WindowFilter {
     }
 
     fn clear_slot(&mut self, slot: usize) {
+        // A slot no add changed is all zero already: leaving it alone keeps a new filter's pages
+        // untouched (unmapped) until items arrive.
+        if self.items[slot] == 0 {
+            return;
+        }
         self.items[slot] = 0;
         match self.shape.slot.layout {
             Layout::Classic => self.slot_words_mut(slot).fill(0),

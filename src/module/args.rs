@@ -3,6 +3,7 @@
 use rustbloom_core::encoding::MAX_EXPANSION;
 use rustbloom_core::scalable::{MAX_CAPACITY, MAX_LAYERS};
 use rustbloom_core::sizing::Layout;
+use rustbloom_core::window::{MAX_WINDOW_MS, MIN_WINDOW_MS};
 use rustbloom_core::{Growth, LayerSize};
 
 use super::ffi::{Command, CommandError};
@@ -25,6 +26,14 @@ const BAD_INFO_FIELD: CommandError = CommandError::Static("ERR Invalid informati
 const BAD_SHAPE: CommandError =
     CommandError::Static("ERR bad layer shape (expected bits, hashes and a layout code)");
 const BAD_LAYER_INDEX: CommandError = CommandError::Static("ERR bad layer index");
+const BAD_WINDOW: CommandError = CommandError::Static("ERR bad window");
+const WINDOW_RANGE: CommandError = CommandError::Static(
+    "ERR window must be a whole number of milliseconds in the range [4, 1099511627776]",
+);
+const WINDOW_EXPANSION: CommandError = CommandError::Static(
+    "ERR window filters do not expand: WINDOW excludes EXPANSION and NONSCALING",
+);
+const BAD_TIMESTAMP: CommandError = CommandError::Static("ERR bad timestamp");
 
 /// Creation parameters a command gave explicitly; the rest come from the configured defaults.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -36,6 +45,8 @@ pub struct CreateOptions {
     /// The exact shape of the first layer (BF.RESERVE ... SHAPE, as a primary replicates a
     /// creation); None to size it here.
     pub shape: Option<LayerSize>,
+    /// A sliding window in milliseconds: a window filter instead of a scalable one.
+    pub window_ms: Option<u64>,
 }
 
 /// BF.INSERT's options and where its items start.
@@ -168,6 +179,9 @@ impl<'a> OptionReader<'a> {
         } else if is("SEED") {
             once(self.options.seed.is_some(), "SEED")?;
             self.options.seed = Some(parse_seed(self.value()?)?);
+        } else if is("WINDOW") {
+            once(self.options.window_ms.is_some(), "WINDOW")?;
+            self.options.window_ms = Some(parse_window(self.value()?)?);
         } else {
             return Ok(false);
         }
@@ -184,6 +198,31 @@ impl<'a> OptionReader<'a> {
             }
         }
     }
+}
+
+/// WINDOW's value: whole milliseconds.
+pub fn parse_window(bytes: &[u8]) -> Result<u64, CommandError> {
+    let window = parse_i64(bytes).ok_or(BAD_WINDOW)?;
+    u64::try_from(window)
+        .ok()
+        .filter(|w| (MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(w))
+        .ok_or(WINDOW_RANGE)
+}
+
+/// A window excludes growth options and an explicit layer shape (its slots are sized from its
+/// parameters alone).
+fn check_window(options: &CreateOptions) -> Result<(), CommandError> {
+    if options.window_ms.is_some() {
+        if options.growth.is_some() {
+            return Err(WINDOW_EXPANSION);
+        }
+        if options.shape.is_some() {
+            return Err(CommandError::Static(
+                "ERR SHAPE does not apply to window filters",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn once(already: bool, name: &str) -> Result<(), CommandError> {
@@ -213,7 +252,7 @@ fn parse_shape(bits: &[u8], hashes: &[u8], layout: &[u8]) -> Result<LayerSize, C
     })
 }
 
-/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [SEED s] [SHAPE bits hashes layout]`
+/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`
 pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
     if command.argc() < 4 {
         return Err(CommandError::WrongArity);
@@ -231,6 +270,7 @@ pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
             return Err(UNKNOWN_ARGUMENT);
         }
     }
+    check_window(&reader.options)?;
     Ok(CreateOptions {
         error_rate: Some(error_rate),
         capacity: Some(capacity),
@@ -238,7 +278,7 @@ pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
     })
 }
 
-/// `BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION n] [NOCREATE] [NONSCALING] [SEED s] ITEMS item...`
+/// `BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION n] [NOCREATE] [NONSCALING] [WINDOW ms] [SEED s] ITEMS item...`
 pub fn parse_insert(command: &Command) -> Result<InsertArgs, CommandError> {
     let mut reader = OptionReader::new(command, 2);
     let mut nocreate = false;
@@ -263,6 +303,7 @@ pub fn parse_insert(command: &Command) -> Result<InsertArgs, CommandError> {
     if reader.at >= command.argc() {
         return Err(CommandError::WrongArity);
     }
+    check_window(&reader.options)?;
     Ok(InsertArgs {
         create: reader.options,
         nocreate,
@@ -281,6 +322,14 @@ pub fn parse_grow(command: &Command) -> Result<(usize, LayerSize), CommandError>
         .ok_or(BAD_LAYER_INDEX)?;
     let shape = parse_shape(command.arg(3), command.arg(4), command.arg(5))?;
     Ok((index, shape))
+}
+
+/// `BF.ADDAT key timestamp_ms item [item ...]`: the timestamp (its items start at argument 3).
+pub fn parse_addat(command: &Command) -> Result<u64, CommandError> {
+    if command.argc() < 4 {
+        return Err(CommandError::WrongArity);
+    }
+    parse_u64(command.arg(2)).ok_or(BAD_TIMESTAMP)
 }
 
 /// `BF.INFO key [field]`: None for the whole record.

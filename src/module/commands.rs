@@ -18,11 +18,15 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustbloom_core::encoding::{decode_load_header, load_chunk, scandump_step, ChunkError};
+use rustbloom_core::encoding::ChunkError;
+use rustbloom_core::filter::WindowOutcome;
+use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::scalable::{CreateError, LimitError, PushError};
+use rustbloom_core::stored::{decode_load_header, load_chunk, scandump_step};
+use rustbloom_core::window::WindowError;
 use rustbloom_core::{
-    AddOutcome, BloomFilter, DecodeError, FilterParams, Growth, InsertError, LayerSize,
-    SizingError, StoredFilter,
+    AddOutcome, BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, LayerSize,
+    Outcome, SizingError, StoredFilter, WindowFilter, WindowParams,
 };
 
 use super::args::{self, CreateOptions, InfoField};
@@ -41,6 +45,14 @@ const BAD_OFFSET: CommandError = CommandError::Static("ERR invalid offset - no l
 const TOO_BIG: CommandError =
     CommandError::Static("ERR invalid chunk - Too big for current filter");
 const INTERNAL: CommandError = CommandError::Static("ERR internal error in rustbloom");
+const ERROR_RATE_TOO_SMALL: CommandError =
+    CommandError::Static("ERR error rate too small for a Bloom filter");
+const CAPACITY_TOO_LARGE: CommandError =
+    CommandError::Static("ERR capacity too large for a Bloom filter");
+const NOT_SCALABLE: CommandError =
+    CommandError::Static("ERR BF.GROW applies to rustbloom's scalable filters only");
+const NOT_WINDOW: CommandError =
+    CommandError::Static("ERR BF.ADDAT applies to window filters only");
 
 /// The budget of this call: unlimited when it replays what a primary or the AOF accepted.
 fn budget(command: &Command) -> CommandBudget {
@@ -77,7 +89,7 @@ fn store(key: &Key, stored: StoredFilter) {
 }
 
 /// The complete filter at `key` for reading: Ok(None) when the key is missing.
-fn ready(key: &Key) -> Result<Option<&BloomFilter>, CommandError> {
+fn ready(key: &Key) -> Result<Option<&Filter>, CommandError> {
     match key.value::<StoredFilter>(bloom_type())? {
         Some(stored) => stored.ready().map(Some).ok_or(LOADING),
         None => Ok(None),
@@ -85,7 +97,7 @@ fn ready(key: &Key) -> Result<Option<&BloomFilter>, CommandError> {
 }
 
 /// The complete filter at `key` for writing: Ok(None) when the key is missing.
-fn ready_mut(key: &Key) -> Result<Option<&mut BloomFilter>, CommandError> {
+fn ready_mut(key: &Key) -> Result<Option<&mut Filter>, CommandError> {
     match key.value::<StoredFilter>(bloom_type())? {
         Some(stored) => stored.ready_mut().map(Some).ok_or(LOADING),
         None => Ok(None),
@@ -106,30 +118,63 @@ fn random_seed() -> u64 {
     hasher.finish()
 }
 
-/// Creates a filter from explicit options and the configured defaults.
+/// Creates a filter from explicit options and the configured defaults: a window filter when
+/// the options give a window, else a scalable one.
 fn create(
     command: &Command,
     options: CreateOptions,
     budget: &mut CommandBudget,
-) -> Result<BloomFilter, CommandError> {
+) -> Result<Filter, CommandError> {
     let defaults = config::defaults();
+    let error_rate = options.error_rate.unwrap_or(defaults.error_rate);
+    let capacity = options.capacity.unwrap_or(defaults.capacity);
+    let seed = options.seed.or(defaults.seed).unwrap_or_else(random_seed);
+    if let Some(window_ms) = options.window_ms {
+        let params = WindowParams {
+            error_rate,
+            capacity,
+            window_ms,
+            seed,
+        };
+        // The ring starts before any generation: creation does not depend on the clock, so a
+        // replica creating it later holds the same value.
+        return WindowFilter::new(params, 0, budget)
+            .map(Filter::Window)
+            .map_err(|error| match error {
+                WindowError::ErrorRate => ERROR_RATE_TOO_SMALL,
+                WindowError::Capacity => CAPACITY_TOO_LARGE,
+                WindowError::Window => CommandError::Static("ERR bad window"),
+                WindowError::Limit(limit) => limit_error(command, budget, limit),
+            });
+    }
+    let growth = options.growth.unwrap_or(defaults.growth);
+    if command.is_replayed() && options.seed.is_none() && options.shape.is_none() {
+        // Our primaries and AOF always name the seed and shape of what they create; a creation
+        // without them comes from a RedisBloom primary or a RedisBloom AOF, and is created as
+        // RedisBloom creates it, so that it holds RedisBloom's very bits.
+        let expansion = match growth {
+            Growth::Scaling { expansion } => Some(expansion),
+            Growth::NonScaling => None,
+        };
+        return match RbFilter::new(capacity, error_rate, expansion, budget) {
+            Ok(Some(filter)) => Ok(Filter::RedisBloom(filter)),
+            Ok(None) => replay_mismatch(command, "a RedisBloom filter it cannot size"),
+            Err(limit) => Err(limit_error(command, budget, limit)),
+        };
+    }
     let params = FilterParams {
-        capacity: options.capacity.unwrap_or(defaults.capacity),
-        error_rate: options.error_rate.unwrap_or(defaults.error_rate),
-        growth: options.growth.unwrap_or(defaults.growth),
-        seed: options.seed.or(defaults.seed).unwrap_or_else(random_seed),
+        capacity,
+        error_rate,
+        growth,
+        seed,
     };
     let created = match options.shape {
         Some(shape) => BloomFilter::with_first_layer(params, shape, budget),
         None => BloomFilter::new(params, budget),
     };
-    created.map_err(|error| match error {
-        CreateError::Sizing(SizingError::ErrorRate) => {
-            CommandError::Static("ERR error rate too small for a Bloom filter")
-        }
-        CreateError::Sizing(SizingError::Capacity) => {
-            CommandError::Static("ERR capacity too large for a Bloom filter")
-        }
+    created.map(Filter::Scalable).map_err(|error| match error {
+        CreateError::Sizing(SizingError::ErrorRate) => ERROR_RATE_TOO_SMALL,
+        CreateError::Sizing(SizingError::Capacity) => CAPACITY_TOO_LARGE,
         CreateError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
         CreateError::Shape(why) => CommandError::Owned(format!("ERR bad layer shape: {why}")),
         CreateError::Limit(limit) => limit_error(command, budget, limit),
@@ -145,27 +190,57 @@ fn shape_args(size: LayerSize) -> [String; 3] {
     ]
 }
 
-/// Replicates the creation of `filter` with every parameter explicit and its first layer's exact
-/// shape, so that a replica depends on neither its own defaults, its own random seed, nor its
-/// own sizing code.
-fn replicate_creation(command: &Command, filter: &BloomFilter) {
-    let params = filter.params();
-    let error_rate = params.error_rate.to_string();
-    let capacity = params.capacity.to_string();
-    let seed = params.seed.to_string();
-    let shape = shape_args(filter.layers()[0].size());
-    let expansion;
-    let mut argv: Vec<&[u8]> = vec![command.arg(1), error_rate.as_bytes(), capacity.as_bytes()];
-    match params.growth {
-        Growth::NonScaling => argv.push(b"NONSCALING"),
-        Growth::Scaling { expansion: x } => {
-            expansion = x.to_string();
-            argv.extend([b"EXPANSION".as_slice(), expansion.as_bytes()]);
+/// Replicates the creation of `filter` with every parameter explicit (and a scalable filter's
+/// first layer's exact shape), so that a replica depends on neither its own defaults, its own
+/// random seed, nor its own sizing code.
+fn replicate_creation(command: &Command, filter: &Filter) {
+    let key = command.arg(1);
+    match filter {
+        Filter::Scalable(filter) => {
+            let params = filter.params();
+            let error_rate = params.error_rate.to_string();
+            let capacity = params.capacity.to_string();
+            let seed = params.seed.to_string();
+            let shape = shape_args(filter.layers()[0].size());
+            let expansion;
+            let mut argv: Vec<&[u8]> = vec![key, error_rate.as_bytes(), capacity.as_bytes()];
+            match params.growth {
+                Growth::NonScaling => argv.push(b"NONSCALING"),
+                Growth::Scaling { expansion: x } => {
+                    expansion = x.to_string();
+                    argv.extend([b"EXPANSION".as_slice(), expansion.as_bytes()]);
+                }
+            }
+            argv.extend([b"SEED".as_slice(), seed.as_bytes(), b"SHAPE"]);
+            argv.extend(shape.iter().map(String::as_bytes));
+            command.replicate("BF.RESERVE", argv);
         }
+        Filter::Window(filter) => {
+            let params = filter.params();
+            let [error_rate, capacity, window, seed] = [
+                params.error_rate.to_string(),
+                params.capacity.to_string(),
+                params.window_ms.to_string(),
+                params.seed.to_string(),
+            ];
+            command.replicate(
+                "BF.RESERVE",
+                [
+                    key,
+                    error_rate.as_bytes(),
+                    capacity.as_bytes(),
+                    b"WINDOW",
+                    window.as_bytes(),
+                    b"SEED",
+                    seed.as_bytes(),
+                ],
+            );
+        }
+        // Created by a command only on a replica of a RedisBloom primary or from a RedisBloom
+        // AOF; they arrive otherwise by RDB, RESTORE or BF.LOADCHUNK. A sub-replica creates it
+        // the same way from the command as received.
+        Filter::RedisBloom(_) => command.replicate_verbatim(),
     }
-    argv.extend([b"SEED".as_slice(), seed.as_bytes(), b"SHAPE"]);
-    argv.extend(shape.iter().map(String::as_bytes));
-    command.replicate("BF.RESERVE", argv);
 }
 
 /// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [SEED s] [SHAPE bits hashes layout]`
@@ -177,7 +252,7 @@ pub fn reserve(command: &Command) -> CommandResult {
     }
     let filter = create(command, options, &mut budget(command))?;
     replicate_creation(command, &filter);
-    store(&key, StoredFilter::Ready(filter));
+    store(&key, StoredFilter::ready_filter(filter));
     command.notify(c"bf.reserve");
     command.reply_ok();
     Ok(())
@@ -192,21 +267,67 @@ enum AddReply {
     Array,
 }
 
-/// Replicates what an add changed. When it neither created, grew nor stopped early, the command
-/// as received (a replica reaches the same bits from the same items); otherwise the exact
-/// sequence: the creation, then `BF.MADD` of the items added before each new layer, `BF.GROW`
-/// with that layer's shape, and so on.
+/// Replicates what an add changed: the creation first, if it created the filter, then by kind.
 fn replicate_adds(
     command: &Command,
     first_item: usize,
-    outcome: &AddOutcome,
-    created: Option<&BloomFilter>,
+    outcome: &Outcome,
+    created: Option<&Filter>,
     complete: bool,
 ) {
-    if let Some(filter) = created {
-        replicate_creation(command, filter);
+    match outcome {
+        Outcome::Scalable(outcome) => {
+            if let Some(filter) = created {
+                replicate_creation(command, filter);
+            }
+            replicate_scalable_adds(command, first_item, outcome, created.is_some(), complete)
+        }
+        Outcome::Window(outcome) => {
+            if let Some(filter) = created {
+                replicate_creation(command, filter);
+            }
+            replicate_window_adds(command, first_item, outcome)
+        }
+        // RedisBloom's rules depend on nothing but the command (a replayed write is never
+        // refused, and stops where the primary's stopped), so a replica fed the same command
+        // creates and grows the same filter.
+        Outcome::RedisBloom(outcome) => {
+            if created.is_some() || outcome.added.contains(&true) {
+                command.replicate_verbatim();
+            }
+        }
     }
-    if created.is_none() && complete && outcome.grown.is_empty() {
+}
+
+/// Replicates `BF.MADD key` of the items at the batch positions below `end` that `positions`
+/// yields (consumed up to there), when there is any.
+fn replicate_madd(
+    command: &Command,
+    first_item: usize,
+    positions: impl IntoIterator<Item = usize>,
+    end: usize,
+) {
+    let mut argv: Vec<&[u8]> = vec![command.arg(1)];
+    for position in positions.into_iter().take_while(|&position| position < end) {
+        argv.push(command.arg(first_item + position));
+    }
+    if argv.len() > 1 {
+        command.replicate("BF.MADD", argv);
+    }
+}
+
+/// A scalable filter: when the add neither created, grew nor stopped early, the command as
+/// received (a replica reaches the same bits from the same items); otherwise the exact
+/// sequence: `BF.MADD` of the items added before each new layer, `BF.GROW` with that layer's
+/// shape, and so on.
+fn replicate_scalable_adds(
+    command: &Command,
+    first_item: usize,
+    outcome: &AddOutcome,
+    created: bool,
+    complete: bool,
+) {
+    if !created && complete && outcome.grown.is_empty() {
         if outcome.added.contains(&true) {
             command.replicate_verbatim();
         }
@@ -214,24 +335,30 @@ fn replicate_adds(
     }
     let key = command.arg(1);
     let mut positions = outcome.added_positions().peekable();
-    let mut madd_until = |end: usize| {
-        let mut argv: Vec<&[u8]> = vec![key];
-        while let Some(position) = positions.next_if(|&position| position < end) {
-            argv.push(command.arg(first_item + position));
-        }
-        if argv.len() > 1 {
-            command.replicate("BF.MADD", argv);
-        }
-    };
     for grown in &outcome.grown {
-        madd_until(grown.first_item);
+        let before: Vec<usize> =
+            std::iter::from_fn(|| positions.next_if(|&p| p < grown.first_item)).collect();
+        replicate_madd(command, first_item, before, usize::MAX);
         let index = grown.index.to_string();
         let shape = shape_args(grown.size);
         let mut argv: Vec<&[u8]> = vec![key, index.as_bytes()];
         argv.extend(shape.iter().map(String::as_bytes));
         command.replicate("BF.GROW", argv);
     }
-    madd_until(usize::MAX);
+    replicate_madd(command, first_item, positions, usize::MAX);
+}
+
+/// A window filter: every processed item with the timestamp the write used, `BF.ADDAT key ms
+/// item ...`, whatever it changed (it may have advanced the ring, or refreshed an item), so
+/// that a replica or an AOF replay reaches the same bits whatever its clock.
+fn replicate_window_adds(command: &Command, first_item: usize, outcome: &WindowOutcome) {
+    if outcome.added.is_empty() {
+        return;
+    }
+    let at = outcome.at_ms.to_string();
+    let mut argv: Vec<&[u8]> = vec![command.arg(1), at.as_bytes()];
+    argv.extend(command.args_from(first_item).take(outcome.added.len()));
+    command.replicate("BF.ADDAT", argv);
 }
 
 /// The error an add stopped at, as users see it.
@@ -246,12 +373,13 @@ fn insert_error(command: &Command, budget: &CommandBudget, error: InsertError) -
     }
 }
 
-/// Adds `command`'s arguments from `first_item` to the key's filter, creating it from
-/// `create_options` when missing (None: the key must exist).
+/// Adds `command`'s arguments from `first_item` to the key's filter at `now_ms`, creating it
+/// from `create_options` when missing (None: the key must exist).
 fn add_items(
     command: &Command,
     first_item: usize,
     create_options: Option<CreateOptions>,
+    now_ms: u64,
     reply: AddReply,
 ) -> CommandResult {
     // Phase 1: the key, and the filter to add to.
@@ -271,7 +399,7 @@ fn add_items(
 
     // Phase 2: one core operation; its outcome survives a panic half-way.
     let before = Footprint::of(filter);
-    let mut outcome = AddOutcome::default();
+    let mut outcome = filter.new_outcome(now_ms);
     let items = command.args_from(first_item);
     let panicked = catch_unwind(AssertUnwindSafe(|| {
         filter.insert_many(items, &mut budget, &mut outcome)
@@ -281,16 +409,21 @@ fn add_items(
         // A created filter is counted whole when it is stored below.
         stats::changed(before, Footprint::of(filter));
     }
-    stats::count(&stats::ADDS, outcome.added.len());
+    let added = outcome.added();
+    stats::count(&stats::ADDS, added.len());
 
     // Phase 3: replicate and store what changed, then answer.
-    let complete = !panicked && outcome.error.is_none();
+    let complete = !panicked && outcome.error().is_none();
     replicate_adds(command, first_item, &outcome, created.as_ref(), complete);
     if let Some(filter) = created {
-        store(&key, StoredFilter::Ready(filter));
+        store(&key, StoredFilter::ready_filter(filter));
     }
-    if outcome.added.contains(&true) {
+    // A window write changes the filter's time even when it adds nothing new.
+    let windowed = matches!(outcome, Outcome::Window(_));
+    if added.contains(&true) || (windowed && !added.is_empty()) {
         key.signal_modified();
+    }
+    if added.contains(&true) {
         command.notify(c"bf.add");
     }
     if panicked {
@@ -302,19 +435,19 @@ fn add_items(
         return Err(INTERNAL);
     }
     let error = outcome
-        .error
+        .error()
         .map(|error| insert_error(command, &budget, error));
     match reply {
         AddReply::Single => match error {
             Some(error) => Err(error),
             None => {
-                command.reply_bool(outcome.added.first() == Some(&true));
+                command.reply_bool(added.first() == Some(&true));
                 Ok(())
             }
         },
         AddReply::Array => {
-            command.reply_array(outcome.added.len() + usize::from(error.is_some()));
-            for &new in &outcome.added {
+            command.reply_array(added.len() + usize::from(error.is_some()));
+            for &new in added {
                 command.reply_bool(new);
             }
             if let Some(error) = &error {
@@ -330,7 +463,13 @@ pub fn add(command: &Command) -> CommandResult {
     if command.argc() != 3 {
         return Err(CommandError::WrongArity);
     }
-    add_items(command, 2, Some(CreateOptions::default()), AddReply::Single)
+    add_items(
+        command,
+        2,
+        Some(CreateOptions::default()),
+        command.now_ms(),
+        AddReply::Single,
+    )
 }
 
 /// `BF.MADD key item [item ...]`
@@ -338,14 +477,46 @@ pub fn madd(command: &Command) -> CommandResult {
     if command.argc() < 3 {
         return Err(CommandError::WrongArity);
     }
-    add_items(command, 2, Some(CreateOptions::default()), AddReply::Array)
+    add_items(
+        command,
+        2,
+        Some(CreateOptions::default()),
+        command.now_ms(),
+        AddReply::Array,
+    )
 }
 
 /// `BF.INSERT key [options] ITEMS item [item ...]`
 pub fn insert(command: &Command) -> CommandResult {
     let parsed = args::parse_insert(command)?;
     let create = (!parsed.nocreate).then_some(parsed.create);
-    add_items(command, parsed.first_item, create, AddReply::Array)
+    add_items(
+        command,
+        parsed.first_item,
+        create,
+        command.now_ms(),
+        AddReply::Array,
+    )
+}
+
+/// `BF.ADDAT key timestamp_ms item [item ...]`: adds to a window filter at a given time. Sent
+/// by primaries to replicas and written to the AOF for every write to a window filter, so that
+/// they apply it at the primary's time; from a client, a write like BF.MADD (the filter's time
+/// never goes back: an earlier timestamp counts as its latest one).
+pub fn addat(command: &Command) -> CommandResult {
+    let at_ms = args::parse_addat(command)?;
+    {
+        let key = command.open_key(false);
+        match ready(&key)? {
+            Some(Filter::Window(_)) => {}
+            Some(_) => return Err(NOT_WINDOW),
+            None if command.is_replayed() => {
+                replay_mismatch(command, "BF.ADDAT of a missing filter")
+            }
+            None => return Err(NOT_FOUND),
+        }
+    }
+    add_items(command, 3, None, at_ms, AddReply::Array)
 }
 
 /// `BF.GROW key index bits hashes layout`: pushes the layer a primary pushed, with its shape.
@@ -355,13 +526,14 @@ pub fn grow(command: &Command) -> CommandResult {
     let (index, shape) = args::parse_grow(command)?;
     let key = command.open_key(true);
     let mut budget = budget(command);
-    let Some(filter) = ready_mut(&key)? else {
-        if budget.is_replayed() {
-            replay_mismatch(command, "BF.GROW of a missing filter");
-        }
-        return Err(NOT_FOUND);
+    let filter = match ready_mut(&key)? {
+        Some(Filter::Scalable(filter)) => filter,
+        Some(_) if budget.is_replayed() => replay_mismatch(command, "BF.GROW of another kind"),
+        Some(_) => return Err(NOT_SCALABLE),
+        None if budget.is_replayed() => replay_mismatch(command, "BF.GROW of a missing filter"),
+        None => return Err(NOT_FOUND),
     };
-    let before = Footprint::of(filter);
+    let before = Footprint::of_scalable(filter);
     filter
         .push_layer(index, shape, &mut budget)
         .map_err(|error| match error {
@@ -369,7 +541,7 @@ pub fn grow(command: &Command) -> CommandResult {
             PushError::Shape(why) => CommandError::Owned(format!("ERR cannot grow: {why}")),
             PushError::Limit(limit) => limit_error(command, &budget, limit),
         })?;
-    stats::changed(before, Footprint::of(filter));
+    stats::changed(before, Footprint::of_scalable(filter));
     command.replicate_verbatim();
     key.signal_modified();
     command.notify(c"bf.grow");
@@ -383,7 +555,8 @@ pub fn exists(command: &Command) -> CommandResult {
         return Err(CommandError::WrongArity);
     }
     let key = command.open_key(false);
-    let found = ready(&key)?.is_some_and(|filter| filter.contains(command.arg(2)));
+    let found =
+        ready(&key)?.is_some_and(|filter| filter.contains(command.arg(2), command.now_ms()));
     stats::count(&stats::LOOKUPS, 1);
     command.reply_bool(found);
     Ok(())
@@ -398,7 +571,7 @@ pub fn mexists(command: &Command) -> CommandResult {
     let items = command.args_from(2);
     let mut found = Vec::with_capacity(items.len());
     match ready(&key)? {
-        Some(filter) => filter.contains_many(items, |answer| found.push(answer)),
+        Some(filter) => filter.contains_many(items, command.now_ms(), |answer| found.push(answer)),
         None => found.resize(items.len(), false),
     }
     stats::count(&stats::LOOKUPS, found.len());
@@ -415,7 +588,7 @@ pub fn card(command: &Command) -> CommandResult {
         return Err(CommandError::WrongArity);
     }
     let key = command.open_key(false);
-    let items = ready(&key)?.map_or(0, BloomFilter::items);
+    let items = ready(&key)?.map_or(0, |filter| filter.items(command.now_ms()));
     command.reply_count(items);
     Ok(())
 }
@@ -424,50 +597,81 @@ pub fn card(command: &Command) -> CommandResult {
 enum InfoValue {
     Count(u64),
     Integer(i64),
+    Double(f64),
     Null,
 }
 
-/// `BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION]`
+/// The name BF.INFO gives a field.
+fn info_name(field: InfoField) -> &'static str {
+    match field {
+        InfoField::Capacity => "Capacity",
+        InfoField::Size => "Size",
+        InfoField::Filters => "Number of filters",
+        InfoField::Items => "Number of items inserted",
+        InfoField::Expansion => "Expansion rate",
+    }
+}
+
+/// `BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION]`: RedisBloom's five fields, in
+/// its order; a window filter adds its own after them, so that clients that read the five keep
+/// working. One field: a one-element array in RESP2 and, as RedisBloom 2.6 and later, a
+/// one-entry map in RESP3.
 pub fn info(command: &Command) -> CommandResult {
     let field = args::parse_info(command)?;
     let key = command.open_key(false);
     let filter = ready(&key)?.ok_or(NOT_FOUND)?;
+    let now_ms = command.now_ms();
     let value = |field: InfoField| match field {
         InfoField::Capacity => InfoValue::Count(filter.capacity()),
-        InfoField::Size => InfoValue::Count(filter.memory_usage()),
-        InfoField::Filters => InfoValue::Count(filter.layers().len() as u64),
-        InfoField::Items => InfoValue::Count(filter.items()),
-        InfoField::Expansion => match filter.params().growth {
-            Growth::Scaling { expansion } => InfoValue::Integer(i64::from(expansion)),
-            Growth::NonScaling => InfoValue::Null,
+        InfoField::Size => InfoValue::Count(filter.info_size()),
+        InfoField::Filters => InfoValue::Count(filter.layer_count()),
+        InfoField::Items => InfoValue::Count(filter.items(now_ms)),
+        InfoField::Expansion => match filter.expansion() {
+            Some(expansion) => InfoValue::Integer(i64::from(expansion)),
+            None => InfoValue::Null,
         },
     };
     let reply_value = |value: InfoValue| match value {
         InfoValue::Count(count) => command.reply_count(count),
         InfoValue::Integer(integer) => command.reply_integer(integer),
+        InfoValue::Double(double) => command.reply_double(double),
         InfoValue::Null => command.reply_null(),
     };
-    match field {
-        Some(field) => {
-            let answer = value(field);
+    if let Some(field) = field {
+        let answer = value(field);
+        if command.is_resp3() {
+            command.reply_map(1);
+            command.reply_simple(info_name(field));
+        } else {
             command.reply_array(1);
-            reply_value(answer);
         }
-        None => {
-            let fields = [
-                ("Capacity", InfoField::Capacity),
-                ("Size", InfoField::Size),
-                ("Number of filters", InfoField::Filters),
-                ("Number of items inserted", InfoField::Items),
-                ("Expansion rate", InfoField::Expansion),
-            ]
-            .map(|(name, field)| (name, value(field)));
-            command.reply_map(fields.len());
-            for (name, answer) in fields {
-                command.reply_simple(name);
-                reply_value(answer);
-            }
-        }
+        reply_value(answer);
+        return Ok(());
+    }
+    let mut fields: Vec<(&str, InfoValue)> = [
+        InfoField::Capacity,
+        InfoField::Size,
+        InfoField::Filters,
+        InfoField::Items,
+        InfoField::Expansion,
+    ]
+    .into_iter()
+    .map(|field| (info_name(field), value(field)))
+    .collect();
+    if let Filter::Window(window) = filter {
+        let shape = window.shape();
+        let params = window.params();
+        fields.extend([
+            ("Window (ms)", InfoValue::Count(params.window_ms)),
+            ("Generation (ms)", InfoValue::Count(shape.generation_ms)),
+            ("Last write (ms)", InfoValue::Count(window.last_ms())),
+            ("Error rate", InfoValue::Double(params.error_rate)),
+        ]);
+    }
+    command.reply_map(fields.len());
+    for (name, answer) in fields {
+        command.reply_simple(name);
+        reply_value(answer);
     }
     Ok(())
 }
@@ -496,9 +700,10 @@ pub fn loadchunk(command: &Command) -> CommandResult {
     let data = command.arg(3);
     let key = command.open_key(true);
     let existing = key.value::<StoredFilter>(bloom_type())?;
+    // As RedisBloom: a header (iterator 1) needs a missing key, and a data chunk an existing one.
     if iterator == 1 {
         if existing.is_some() {
-            return Err(ITEM_EXISTS);
+            return Err(BAD_DATA);
         }
         let mut budget = budget(command);
         let stored = decode_load_header(data, &mut budget).map_err(|error| match error {
@@ -507,7 +712,7 @@ pub fn loadchunk(command: &Command) -> CommandResult {
         })?;
         store(&key, stored);
     } else {
-        let stored = existing.ok_or(BAD_OFFSET)?;
+        let stored = existing.ok_or(NOT_FOUND)?;
         load_chunk(stored, iterator, data).map_err(|error| match error {
             ChunkError::Offset => BAD_OFFSET,
             ChunkError::TooBig => TOO_BIG,

@@ -1,28 +1,32 @@
 //! The `MBbloom--` native type: persistence and introspection callbacks.
 //!
-//! Every path writes the one encoding of [`rustbloom_core::encoding`]: RDB (and so DUMP/RESTORE,
+//! Every path writes the one encoding of [`rustbloom_core::stored`]: RDB (and so DUMP/RESTORE,
 //! MIGRATE and full sync) stores the header and then the bits in pieces; AOF rewrite emits the
 //! BF.LOADCHUNK commands a SCANDUMP would produce; the digest covers the same bytes.
+//!
+//! RedisBloom registers the same type name, so its RDB values (encoding versions 0–4) arrive
+//! here too: at start-up on its data directory, in a full sync from a RedisBloom primary, and in
+//! RESTORE of its DUMP payloads. They load as RedisBloom filters
+//! ([`rustbloom_core::redisbloom`]) and are saved in our encoding from then on.
 
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
 use redis_module::{native_types::RedisType, raw};
 
-use rustbloom_core::encoding::{
-    data_chunk, decode_header, encode_header, encode_transfer_header, pieces, CHUNK_BYTES,
-    RDB_PIECE_BYTES,
-};
+use rustbloom_core::encoding::RDB_PIECE_BYTES;
+use rustbloom_core::redisbloom::{rdb as rb_rdb, RdbError, RdbSource};
 use rustbloom_core::scalable::LimitError;
-use rustbloom_core::{DecodeError, StoredFilter};
+use rustbloom_core::stored::{decode_header, load_commands};
+use rustbloom_core::{DecodeError, Filter, StoredFilter};
 
 use super::config;
 use super::ffi::{api, guard, log, stop_server, RedisBuffer};
 use super::memory::CommandBudget;
 use super::stats;
 
-/// Name shared with RedisBloom, so one day RDB files of either module can be read by the other.
-pub const TYPE_NAME: &str = "MBbloom--";
+/// Name shared with RedisBloom, so that its RDB files load here.
+pub const TYPE_NAME: &str = rb_rdb::TYPE_NAME;
 /// Our encodings start at 100; 0–4 are RedisBloom's.
 pub const ENCODING_VERSION: i32 = 100;
 
@@ -65,10 +69,10 @@ unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredFilter {
 /// then the bits in pieces of at most RDB_PIECE_BYTES (one reused buffer, never a second copy
 /// of a big filter).
 fn each_rdb_string(stored: &StoredFilter, mut out: impl FnMut(&mut [u8])) {
-    out(&mut encode_header(stored));
+    out(&mut stored.encode_header());
     let filter = stored.filter();
     let mut piece = Vec::new();
-    for (offset, len) in pieces(filter.bytes(), RDB_PIECE_BYTES) {
+    for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
         piece.resize(len as usize, 0);
         filter.read_bits(offset, &mut piece);
         out(&mut piece);
@@ -94,23 +98,18 @@ fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Option<RedisBuffer> {
 
 extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard("rdb_load", null_mut(), || {
-        if encver != ENCODING_VERSION {
-            let writer = if encver < ENCODING_VERSION {
-                "RedisBloom's format"
-            } else {
-                "written by a newer rustbloom"
-            };
-            log(
-                null_mut(),
-                "warning",
-                &format!(
-                    "rustbloom: cannot read {TYPE_NAME} encoding version {encver} ({writer}); \
-                     this release reads only version {ENCODING_VERSION}"
-                ),
-            );
-            return null_mut();
-        }
-        match load_filter(rdb) {
+        let loaded = if encver == ENCODING_VERSION {
+            load_filter(rdb)
+        } else if (0..=rb_rdb::ENCODING_VERSION).contains(&encver) {
+            load_redisbloom(rdb, encver)
+        } else {
+            Err(format!(
+                "cannot read {TYPE_NAME} encoding version {encver} (written by a newer \
+                 rustbloom); this release reads {ENCODING_VERSION} and RedisBloom's 0 to {}",
+                rb_rdb::ENCODING_VERSION
+            ))
+        };
+        match loaded {
             Ok(filter) => {
                 stats::filter_added(&filter);
                 Box::into_raw(Box::new(filter)).cast()
@@ -136,10 +135,7 @@ fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
             DecodeError::Limit(limit) => refused_load(rdb, &budget, limit),
         },
     )?;
-    let filter = match &mut stored {
-        StoredFilter::Ready(filter) | StoredFilter::Loading { filter, .. } => filter,
-    };
-    for (offset, len) in pieces(filter.bytes(), RDB_PIECE_BYTES) {
+    for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
         let piece = load_buffer(rdb).ok_or("short read")?;
         let bytes = piece.bytes().unwrap_or_default();
         if bytes.len() as u64 != len {
@@ -148,9 +144,53 @@ fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
                 bytes.len()
             ));
         }
-        filter.write_bits(offset, bytes);
+        stored.write_bits(offset, bytes);
     }
     Ok(stored)
+}
+
+/// The fields of a RedisBloom RDB value, read from Redis' RDB stream.
+struct RdbFields(*mut raw::RedisModuleIO);
+
+/// A field Redis could not read (truncated or corrupt stream).
+struct ShortRead;
+
+impl RdbFields {
+    fn checked<T>(&self, value: T) -> Result<T, ShortRead> {
+        if unsafe { api!(RedisModule_IsIOError)(self.0) } != 0 {
+            Err(ShortRead)
+        } else {
+            Ok(value)
+        }
+    }
+}
+
+impl RdbSource for RdbFields {
+    type Error = ShortRead;
+    type Bytes = RedisBuffer;
+    fn unsigned(&mut self) -> Result<u64, ShortRead> {
+        self.checked(unsafe { api!(RedisModule_LoadUnsigned)(self.0) })
+    }
+    fn double(&mut self) -> Result<f64, ShortRead> {
+        self.checked(unsafe { api!(RedisModule_LoadDouble)(self.0) })
+    }
+    fn string(&mut self) -> Result<RedisBuffer, ShortRead> {
+        load_buffer(self.0).ok_or(ShortRead)
+    }
+}
+
+/// A value RedisBloom wrote (encoding 0 to 4): loaded as a RedisBloom filter, ready.
+fn load_redisbloom(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<StoredFilter, String> {
+    let mut budget = load_budget(rdb);
+    let filter =
+        rb_rdb::load(&mut RdbFields(rdb), encver, &mut budget).map_err(|error| match error {
+            RdbError::Source(ShortRead) => String::from("short read"),
+            RdbError::Decode(DecodeError::Corrupt(what)) => {
+                format!("corrupt RedisBloom value, encoding {encver} ({what})")
+            }
+            RdbError::Decode(DecodeError::Limit(limit)) => refused_load(rdb, &budget, limit),
+        })?;
+    Ok(StoredFilter::ready_filter(Filter::RedisBloom(filter)))
 }
 
 /// Loading the dataset (start-up, full sync) restores what the server already held and admitted,
@@ -186,15 +226,10 @@ extern "C" fn aof_rewrite(
 ) {
     guard("aof_rewrite", (), || {
         let stored = unsafe { stored_ref(value) };
-        let filter = stored.filter();
         let emit = api!(RedisModule_EmitAOF);
         // A filter still being loaded is rewritten as the same partial load, which stays
         // incomplete (and refuses queries) until its remaining chunks arrive.
-        let loaded = stored.loaded_bytes();
-        let header = (1, encode_transfer_header(filter));
-        let chunks = pieces(loaded, CHUNK_BYTES)
-            .map(|(offset, len)| (1 + offset + len, data_chunk(filter, offset, len)));
-        for (iterator, data) in std::iter::once(header).chain(chunks) {
+        for (iterator, data) in load_commands(stored) {
             unsafe {
                 emit(
                     aof,
@@ -260,17 +295,7 @@ extern "C" fn copy(
     guard("copy", null_mut(), || {
         let stored = unsafe { stored_ref(value) };
         let mut budget = CommandBudget::new(null_mut(), admitted_elsewhere(null_mut()));
-        let copied = stored
-            .filter()
-            .try_clone(&mut budget)
-            .map(|filter| match stored {
-                StoredFilter::Ready(_) => StoredFilter::Ready(filter),
-                StoredFilter::Loading { loaded, .. } => StoredFilter::Loading {
-                    filter,
-                    loaded: *loaded,
-                },
-            });
-        match copied {
+        match stored.try_clone(&mut budget) {
             Ok(copy) => {
                 stats::filter_added(&copy);
                 Box::into_raw(Box::new(copy)).cast()

@@ -77,6 +77,16 @@ impl Command {
         unsafe { api!(RedisModule_GetContextFlags)(self.ctx) as u32 }
     }
 
+    /// True when the client speaks RESP3.
+    pub fn is_resp3(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_RESP3 != 0
+    }
+
+    /// The server's clock, Unix milliseconds (0 for a clock before 1970).
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(unsafe { api!(RedisModule_Milliseconds)() }).unwrap_or(0)
+    }
+
     /// True when this call comes from the primary's replication stream or from AOF loading:
     /// its effects were admitted where it first ran and must be applied as they are.
     pub fn is_replayed(&self) -> bool {
@@ -121,6 +131,11 @@ impl Command {
     pub fn reply_simple(&self, text: &str) {
         let text = CString::new(text).unwrap_or_default();
         unsafe { api!(RedisModule_ReplyWithSimpleString)(self.ctx, text.as_ptr()) };
+    }
+
+    /// A double in RESP3, its text as a bulk string in RESP2.
+    pub fn reply_double(&self, value: f64) {
+        unsafe { api!(RedisModule_ReplyWithDouble)(self.ctx, value) };
     }
 
     pub fn reply_null(&self) {
@@ -344,6 +359,12 @@ pub fn log(ctx: *mut raw::RedisModuleCtx, level: &str, message: &str) {
 pub struct RedisBuffer {
     ptr: *mut c_char,
     len: usize,
+}
+
+impl AsRef<[u8]> for RedisBuffer {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes().unwrap_or_default()
+    }
 }
 
 impl RedisBuffer {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use redis_module::raw;
 
-use rustbloom_core::{BloomFilter, StoredFilter};
+use rustbloom_core::{BloomFilter, Filter, StoredFilter};
 
 use super::ffi::{api, guard};
 
@@ -29,12 +29,28 @@ pub struct Footprint {
 }
 
 impl Footprint {
-    pub fn of(filter: &BloomFilter) -> Footprint {
+    pub fn of(filter: &Filter) -> Footprint {
+        Footprint::new(
+            filter.layer_count(),
+            filter.allocated_bytes(),
+            filter.counted_items(),
+        )
+    }
+
+    pub fn of_scalable(filter: &BloomFilter) -> Footprint {
+        Footprint::new(
+            filter.layers().len() as u64,
+            filter.allocated_bytes(),
+            filter.items(),
+        )
+    }
+
+    fn new(layers: u64, bytes: u64, items: u64) -> Footprint {
         let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         Footprint {
-            layers: gauge(filter.layers().len() as u64),
-            bytes: gauge(filter.allocated_bytes()),
-            items: gauge(filter.items()),
+            layers: gauge(layers),
+            bytes: gauge(bytes),
+            items: gauge(items),
         }
     }
 }

@@ -36,6 +36,7 @@ entry_point!(bf_card, commands::card);
 entry_point!(bf_scandump, commands::scandump);
 entry_point!(bf_loadchunk, commands::loadchunk);
 entry_point!(bf_grow, commands::grow);
+entry_point!(bf_addat, commands::addat);
 
 type EntryPoint =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
@@ -108,8 +109,9 @@ const KEY: Arg = arg(c"key", Kind::Key);
 const SEED: Arg = option(c"seed", Kind::Integer, c"SEED");
 const EXPANSION: Arg = option(c"expansion", Kind::Integer, c"EXPANSION");
 const NONSCALING: Arg = option(c"nonscaling", Kind::Token, c"NONSCALING");
+const WINDOW: Arg = option(c"window", Kind::Integer, c"WINDOW");
 
-static COMMANDS: [CommandSpec; 11] = [
+static COMMANDS: [CommandSpec; 12] = [
     CommandSpec {
         name: c"bf.reserve",
         entry: bf_reserve,
@@ -124,6 +126,7 @@ static COMMANDS: [CommandSpec; 11] = [
             arg(c"capacity", Kind::Integer),
             EXPANSION,
             NONSCALING,
+            WINDOW,
             SEED,
             Arg {
                 name: c"shape",
@@ -169,6 +172,7 @@ static COMMANDS: [CommandSpec; 11] = [
             EXPANSION,
             option(c"nocreate", Kind::Token, c"NOCREATE"),
             NONSCALING,
+            WINDOW,
             SEED,
             Arg {
                 name: c"items",
@@ -268,6 +272,16 @@ static COMMANDS: [CommandSpec; 11] = [
             arg(c"hashes", Kind::Integer),
             arg(c"layout", Kind::Integer),
         ],
+    },
+    CommandSpec {
+        name: c"bf.addat",
+        entry: bf_addat,
+        flags: c"write deny-oom",
+        summary: c"Adds items to a window filter at a given time; what primaries send replicas and the AOF for every write to a window filter",
+        complexity: c"O(k * n), n the number of items",
+        arity: -4,
+        writes: true,
+        args: &[KEY, arg(c"timestamp", Kind::Integer), items(c"item")],
     },
 ];
 

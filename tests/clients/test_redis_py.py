@@ -111,8 +111,13 @@ def test_info(r, server):
         assert isinstance(info, BFInfo)
     # single fields through the raw command (on a client without r.bf()'s BF.INFO callback)
     raw = server.client(protocol=2 if not is_resp3(r) else 3)
-    assert raw.execute_command("BF.INFO", "k", "CAPACITY") == [700]
-    assert raw.execute_command("BF.INFO", "k", "filters") == [3]
+    # RESP2: a one-element array; RESP3: a one-entry map, as RedisBloom 2.6 and later
+    if is_resp3(r):
+        assert raw.execute_command("BF.INFO", "k", "CAPACITY") == {b"Capacity": 700}
+        assert raw.execute_command("BF.INFO", "k", "filters") == {b"Number of filters": 3}
+    else:
+        assert raw.execute_command("BF.INFO", "k", "CAPACITY") == [700]
+        assert raw.execute_command("BF.INFO", "k", "filters") == [3]
     with pytest.raises(redis.ResponseError, match="Invalid information value"):
         raw.execute_command("BF.INFO", "k", "BOGUS")
     with pytest.raises(redis.ResponseError, match="^not found$"):

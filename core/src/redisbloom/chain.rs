@@ -431,6 +431,42 @@ impl RbFilter {
         RbFilter { header, links }
     }
 
+    /// A new, empty filter as RedisBloom 2.8.2 creates one (BF.RESERVE, BF.INSERT, or an add to
+    /// a missing key): options NOROUND and FORCE64 (and NO_SCALING when `growth` is None), one
+    /// link of `capacity` entries at `error_rate`, halved when the filter scales (RedisBloom
+    /// tightens every link's error, the first included, so that the sum over links stays under
+    /// the rate), after `budget` admits its array. None when RedisBloom could not size it
+    /// either.
+    pub fn new<B: MemoryBudget + ?Sized>(
+        capacity: u64,
+        error_rate: f64,
+        growth: Option<u32>,
+        budget: &mut B,
+    ) -> Result<Option<RbFilter>, LimitError> {
+        let options = NOROUND | FORCE64 | if growth.is_none() { NO_SCALING } else { 0 };
+        let tightening = if growth.is_some() { 0.5 } else { 1.0 };
+        let Some(link) = link_shape(capacity, error_rate * tightening, true) else {
+            return Ok(None);
+        };
+        let shape = ChainShape {
+            header: ChainHeader {
+                items: 0,
+                options,
+                growth: growth.unwrap_or(2),
+                arithmetic: Arithmetic::Wide,
+            },
+            links: vec![link],
+        };
+        if link.validate().is_err() || shape.validate().is_err() {
+            return Ok(None);
+        }
+        match RbFilter::zeroed(&shape, budget) {
+            Ok(filter) => Ok(Some(filter)),
+            Err(DecodeError::Limit(limit)) => Err(limit),
+            Err(DecodeError::Corrupt(_)) => Ok(None),
+        }
+    }
+
     /// A filter of a validated `shape` with all-zero bit arrays, after `budget` admits their
     /// allocation sizes (charged once, for all links).
     pub(crate) fn zeroed<B: MemoryBudget + ?Sized>(
@@ -671,13 +707,40 @@ impl RbFilter {
 
     /// Writes a SCANDUMP data chunk at byte `offset` of all arrays laid end to end. RedisBloom
     /// refuses a chunk that does not lie within one link, and so does this.
-    pub fn write_chunk(&mut self, offset: u64, data: &[u8]) -> Result<(), ChunkError> {
+    pub fn write_bits(&mut self, offset: u64, data: &[u8]) -> Result<(), ChunkError> {
         let (link, start) = self.locate(offset).ok_or(ChunkError::Offset)?;
         let link = &mut self.links[link];
         if data.len() > link.shape.bytes as usize - start {
             return Err(ChunkError::TooBig);
         }
         link.write_bytes(start, data);
+        Ok(())
+    }
+
+    /// The byte ranges `(offset, length)` of all arrays end to end, each within one link and at
+    /// most `piece` long: how the arrays are saved and sent.
+    pub fn pieces(&self, piece: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for link in &self.links {
+            out.extend(
+                crate::encoding::pieces(link.shape.bytes, piece)
+                    .map(|(offset, len)| (start + offset, len)),
+            );
+            start += link.shape.bytes;
+        }
+        out
+    }
+
+    /// Copies `out.len()` bytes of the arrays end to end from byte `offset`; the range must lie
+    /// within one link (see [`pieces`](Self::pieces)).
+    pub fn read_bits(&self, offset: u64, out: &mut [u8]) -> Result<(), ChunkError> {
+        let (link, start) = self.locate(offset).ok_or(ChunkError::Offset)?;
+        let link = &self.links[link];
+        if out.len() > link.shape.bytes as usize - start {
+            return Err(ChunkError::TooBig);
+        }
+        link.read_bytes(start, out);
         Ok(())
     }
 

@@ -34,6 +34,7 @@
 //! payloads and BF.EXISTS answers recorded from it, and the script that recorded them.
 
 pub mod chain;
+pub mod envelope;
 pub mod murmur;
 pub mod rdb;
 pub mod scandump;

@@ -46,9 +46,11 @@ pub const TYPE_NAME: &str = "MBbloom--";
 pub trait RdbSource {
     /// How the source reports a failed read.
     type Error;
+    /// A string as the source holds it (so that a link of gigabytes is not copied once more).
+    type Bytes: AsRef<[u8]>;
     fn unsigned(&mut self) -> Result<u64, Self::Error>;
     fn double(&mut self) -> Result<f64, Self::Error>;
-    fn string(&mut self) -> Result<Vec<u8>, Self::Error>;
+    fn string(&mut self) -> Result<Self::Bytes, Self::Error>;
 }
 
 /// Where an RDB value's fields go (the Redis glue writes them with `RedisModule_SaveUnsigned`,
@@ -149,6 +151,7 @@ pub fn load<S: RdbSource, B: MemoryBudget + ?Sized>(
         };
         shape.validate_fields()?;
         let array = source.string().map_err(RdbError::Source)?;
+        let array = array.as_ref();
         shape.bytes = array.len() as u64;
         shape.items = source.unsigned().map_err(RdbError::Source)?;
         shape.validate()?;
@@ -162,7 +165,7 @@ pub fn load<S: RdbSource, B: MemoryBudget + ?Sized>(
             .map_err(DecodeError::Limit)?;
         // The string moves into words one link at a time: at most one link is held twice.
         let mut link = Link::zeroed(shape).map_err(DecodeError::Limit)?;
-        link.write_bytes(0, &array);
+        link.write_bytes(0, array);
         links.push(link);
     }
     ChainShape {

@@ -99,7 +99,7 @@ pub fn load_chunk(filter: &mut RbFilter, iterator: u64, data: &[u8]) -> Result<(
         .checked_sub(data.len() as u64)
         .and_then(|rest| rest.checked_sub(1))
         .ok_or(ChunkError::Offset)?;
-    filter.write_chunk(offset, data)
+    filter.write_bits(offset, data)
 }
 
 /// The header chunk of `filter`.

@@ -347,14 +347,14 @@ fn chunks_write_within_odd_sized_links() {
     let mut filter =
         decode_header(&header(0, OPTIONS, 2, &[odd, link(0)]), &mut Unlimited).unwrap();
     let data: Vec<u8> = (1..=20).collect();
-    filter.write_chunk(3, &data).unwrap();
+    filter.write_bits(3, &data).unwrap();
     let (next, chunk) = scandump_step(&filter, 1);
     assert_eq!(next, 28);
     let mut expected = vec![0u8; 27];
     expected[3..23].copy_from_slice(&data);
     assert_eq!(chunk, expected);
-    assert_eq!(filter.write_chunk(20, &[0; 8]), Err(ChunkError::TooBig));
-    filter.write_chunk(27 + 5, &[0xff; 139]).unwrap();
+    assert_eq!(filter.write_bits(20, &[0; 8]), Err(ChunkError::TooBig));
+    filter.write_bits(27 + 5, &[0xff; 139]).unwrap();
     assert_eq!(scandump_step(&filter, 28).1[5..], [0xff; 139]);
 }
 
@@ -372,6 +372,7 @@ struct Fields(std::vec::IntoIter<Field>);
 
 impl RdbSource for Fields {
     type Error = Exhausted;
+    type Bytes = Vec<u8>;
     fn unsigned(&mut self) -> Result<u64, Exhausted> {
         match self.0.next() {
             Some(Field::U(value)) => Ok(value),
@@ -547,7 +548,7 @@ mod hostile {
             filter.contains(item);
             let _ = filter.insert(item, &mut small());
         }
-        let _ = filter.write_chunk(chunk.len() as u64, chunk);
+        let _ = filter.write_bits(chunk.len() as u64, chunk);
         let mut iterator = 0;
         for _ in 0..4 {
             iterator = scandump_step(&filter, iterator).0;

@@ -18,8 +18,10 @@
 //!  48      8     bits per slot: a positive multiple of 64 (512 blocked), at most 2^60
 //!  56      32    per slot 0..3: adds counted, each at most the slot's bits (every counted add
 //!                set at least one bit)
-//!  88      8     xxh3-64 of bytes 0..88
-//!  96      ...   4 × bits-per-slot / 8 bytes of bits
+//!  88      8     loaded bytes: how many bytes of bits are valid (less than the total only while
+//!                a BF.LOADCHUNK load is incomplete)
+//!  96      8     xxh3-64 of bytes 0..96
+//!  104     ...   4 × bits-per-slot / 8 bytes of bits
 //! ```
 //!
 //! As in the scalable filter's encoding, the slot's bits and hashes are stored rather than
@@ -55,19 +57,25 @@ use crate::encoding::{check, DecodeError};
 use crate::scalable::MAX_CAPACITY;
 use crate::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
 
-const MAGIC: &[u8; 4] = b"RBLW";
+pub(crate) const MAGIC: &[u8; 4] = b"RBLW";
 const FORMAT_VERSION: u8 = 1;
 const LAYOUT_CLASSIC: u8 = 0;
 const LAYOUT_BLOCKED: u8 = 1;
 /// Bytes before the checksum.
-const BODY_BYTES: usize = 56 + 8 * SLOTS;
+const BODY_BYTES: usize = 64 + 8 * SLOTS;
 /// Bytes of the header, checksum included.
 pub const HEADER_BYTES: usize = BODY_BYTES + 8;
 /// The most bits one slot may have, as for a layer.
 const MAX_SLOT_BITS: u64 = 1 << 60;
 
-/// The header of `filter` (its bits follow separately, see [`WindowFilter::read_bits`]).
+/// The header of a complete `filter` (its bits follow separately, see
+/// [`WindowFilter::read_bits`]).
 pub fn encode_header(filter: &WindowFilter) -> Vec<u8> {
+    encode_header_as(filter, filter.bytes())
+}
+
+/// The header with a given loaded-bytes field.
+pub(crate) fn encode_header_as(filter: &WindowFilter, loaded: u64) -> Vec<u8> {
     let params = filter.params();
     let slot = filter.shape().slot;
     let mut out = Vec::with_capacity(HEADER_BYTES);
@@ -90,6 +98,7 @@ pub fn encode_header(filter: &WindowFilter) -> Vec<u8> {
     for items in filter.slot_items() {
         out.extend_from_slice(&items.to_le_bytes());
     }
+    out.extend_from_slice(&loaded.to_le_bytes());
     let checksum = xxh3_64(&out);
     out.extend_from_slice(&checksum.to_le_bytes());
     out
@@ -113,6 +122,8 @@ pub struct WindowHeader {
     pub shape: WindowShape,
     pub last_ms: u64,
     pub slot_items: [u64; SLOTS],
+    /// Bytes of bits that are valid: less than the total only while a load is incomplete.
+    pub loaded_bytes: u64,
 }
 
 /// The `N` bytes at `at` of a header already checked to be [`HEADER_BYTES`] long.
@@ -168,6 +179,9 @@ pub fn parse_header(bytes: &[u8]) -> Result<WindowHeader, DecodeError> {
         *items = u64_at(bytes, 56 + 8 * slot);
         check(*items <= bits, "items over the slot's bits")?;
     }
+    let loaded_bytes = u64_at(bytes, 56 + 8 * SLOTS);
+    // SLOTS × bits / 8 cannot overflow: bits ≤ 2^60.
+    check(loaded_bytes <= bits / 8 * SLOTS as u64, "loaded bytes")?;
     let params = WindowParams {
         error_rate,
         capacity,
@@ -190,6 +204,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<WindowHeader, DecodeError> {
         shape,
         last_ms,
         slot_items,
+        loaded_bytes,
     })
 }
 
@@ -202,7 +217,7 @@ pub fn decode_header<B: MemoryBudget + ?Sized>(
     allocate(parse_header(bytes)?, budget)
 }
 
-fn allocate<B: MemoryBudget + ?Sized>(
+pub(crate) fn allocate<B: MemoryBudget + ?Sized>(
     header: WindowHeader,
     budget: &mut B,
 ) -> Result<WindowFilter, DecodeError> {
@@ -225,6 +240,10 @@ pub fn decode<B: MemoryBudget + ?Sized>(
     let (header, bits) = bytes.split_at(HEADER_BYTES);
     let header = parse_header(header)?;
     check(bits.len() as u64 == header.shape.bytes(), "bits length")?;
+    check(
+        header.loaded_bytes == header.shape.bytes(),
+        "incomplete filter",
+    )?;
     let mut filter = allocate(header, budget)?;
     filter
         .write_bits(0, bits)

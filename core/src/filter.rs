@@ -1,0 +1,268 @@
+//! The three kinds of filter a key can hold, behind one interface for the commands, the
+//! encodings and the accounting.
+//!
+//! - [`BloomFilter`]: rustbloom's scalable filter, what BF.RESERVE and BF.ADD create;
+//! - [`WindowFilter`]: a sliding-window filter (BF.RESERVE ... WINDOW ms), whose operations
+//!   take the time;
+//! - [`RbFilter`]: a filter migrated from RedisBloom, kept in RedisBloom's layout and rules so
+//!   that it answers and grows exactly as it did there.
+//!
+//! Only the commands that create filters and the replication of adds differ by kind; everything
+//! else goes through [`Filter`].
+
+use crate::budget::MemoryBudget;
+use crate::redisbloom::{RbAddOutcome, RbFilter};
+use crate::scalable::{AddOutcome, BloomFilter, Growth, InsertError, LimitError};
+use crate::window::WindowFilter;
+
+/// A filter of any kind.
+#[derive(Debug, PartialEq)]
+pub enum Filter {
+    Scalable(BloomFilter),
+    Window(WindowFilter),
+    RedisBloom(RbFilter),
+}
+
+/// What one add operation did, by kind; filled as the operation goes, so that a caller that
+/// catches a panic half-way still knows exactly what changed.
+#[derive(Debug)]
+pub enum Outcome {
+    Scalable(AddOutcome),
+    Window(WindowOutcome),
+    RedisBloom(RbAddOutcome),
+}
+
+/// What an add to a window filter did.
+#[derive(Debug)]
+pub struct WindowOutcome {
+    /// One entry per processed item: true when it was absent from the window before.
+    pub added: Vec<bool>,
+    /// The timestamp the write used (what replication and the AOF must carry).
+    pub at_ms: u64,
+}
+
+impl Outcome {
+    /// One entry per processed item, in order: true when it was new (and counted).
+    pub fn added(&self) -> &[bool] {
+        match self {
+            Outcome::Scalable(outcome) => &outcome.added,
+            Outcome::Window(outcome) => &outcome.added,
+            Outcome::RedisBloom(outcome) => &outcome.added,
+        }
+    }
+
+    /// What stopped the operation, if anything did (a window filter never refuses an item).
+    pub fn error(&self) -> Option<InsertError> {
+        match self {
+            Outcome::Scalable(outcome) => outcome.error,
+            Outcome::Window(_) => None,
+            Outcome::RedisBloom(outcome) => outcome.error,
+        }
+    }
+}
+
+impl Filter {
+    /// A copy whose bits `budget` admits first, allocated fallibly (COPY).
+    pub fn try_clone<B: MemoryBudget + ?Sized>(
+        &self,
+        budget: &mut B,
+    ) -> Result<Filter, LimitError> {
+        Ok(match self {
+            Filter::Scalable(filter) => Filter::Scalable(filter.try_clone(budget)?),
+            Filter::Window(filter) => Filter::Window(filter.try_clone(budget)?),
+            Filter::RedisBloom(filter) => Filter::RedisBloom(filter.try_clone(budget)?),
+        })
+    }
+
+    /// True when `item` may have been added (within the window at `now_ms`, for a window).
+    pub fn contains(&self, item: &[u8], now_ms: u64) -> bool {
+        match self {
+            Filter::Scalable(filter) => filter.contains(item),
+            Filter::Window(filter) => filter.contains(item, now_ms),
+            Filter::RedisBloom(filter) => filter.contains(item),
+        }
+    }
+
+    /// Looks up a batch, calling `found` with each answer in order.
+    pub fn contains_many<'a>(
+        &self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        now_ms: u64,
+        found: impl FnMut(bool),
+    ) {
+        match self {
+            Filter::Scalable(filter) => filter.contains_many(items, found),
+            Filter::Window(filter) => filter.contains_many(items, now_ms, found),
+            Filter::RedisBloom(filter) => filter.contains_many(items, found),
+        }
+    }
+
+    /// An empty outcome for an add at `now_ms` (the time matters to window filters only).
+    pub fn new_outcome(&self, now_ms: u64) -> Outcome {
+        match self {
+            Filter::Scalable(_) => Outcome::Scalable(AddOutcome::default()),
+            Filter::Window(filter) => Outcome::Window(WindowOutcome {
+                added: Vec::new(),
+                at_ms: filter.write_time(now_ms),
+            }),
+            Filter::RedisBloom(_) => Outcome::RedisBloom(RbAddOutcome::default()),
+        }
+    }
+
+    /// Adds a batch in order, recording each result in `outcome` (from
+    /// [`new_outcome`](Self::new_outcome) of this filter) as it goes; stops at the first error.
+    /// Layers or links pushed are charged to `budget`.
+    pub fn insert_many<'a, B: MemoryBudget + ?Sized>(
+        &mut self,
+        items: impl IntoIterator<Item = &'a [u8]>,
+        budget: &mut B,
+        outcome: &mut Outcome,
+    ) {
+        match (self, outcome) {
+            (Filter::Scalable(filter), Outcome::Scalable(outcome)) => {
+                filter.insert_many(items, budget, outcome)
+            }
+            (Filter::Window(filter), Outcome::Window(outcome)) => {
+                let added = &mut outcome.added;
+                filter.insert_many(items, outcome.at_ms, |new| added.push(new));
+            }
+            (Filter::RedisBloom(filter), Outcome::RedisBloom(outcome)) => {
+                filter.insert_many(items, budget, outcome)
+            }
+            _ => panic!("an add outcome of another kind of filter"),
+        }
+    }
+
+    /// Items counted (BF.CARD): for a window, those of the generations inside it at `now_ms`.
+    pub fn items(&self, now_ms: u64) -> u64 {
+        match self {
+            Filter::Scalable(filter) => filter.items(),
+            Filter::Window(filter) => filter.items(now_ms),
+            Filter::RedisBloom(filter) => filter.items(),
+        }
+    }
+
+    /// Items counted in all of the filter's bits, for gauges that must not change without a
+    /// write: for a window, including generations that expired but are not cleared yet.
+    pub fn counted_items(&self) -> u64 {
+        match self {
+            Filter::Window(filter) => filter
+                .slot_items()
+                .iter()
+                .fold(0u64, |sum, &items| sum.saturating_add(items)),
+            _ => self.items(0),
+        }
+    }
+
+    /// BF.INFO "Capacity": items the filter holds at its error rate before it grows (for a
+    /// window, per window).
+    pub fn capacity(&self) -> u64 {
+        match self {
+            Filter::Scalable(filter) => filter.capacity(),
+            Filter::Window(filter) => filter.params().capacity,
+            Filter::RedisBloom(filter) => filter.capacity(),
+        }
+    }
+
+    /// BF.INFO "Number of filters": layers, links, or the window's slots.
+    pub fn layer_count(&self) -> u64 {
+        match self {
+            Filter::Scalable(filter) => filter.layers().len() as u64,
+            Filter::Window(_) => crate::window::SLOTS as u64,
+            Filter::RedisBloom(filter) => filter.links().len() as u64,
+        }
+    }
+
+    /// BF.INFO "Expansion rate": None for a filter that does not grow.
+    pub fn expansion(&self) -> Option<u32> {
+        match self {
+            Filter::Scalable(filter) => match filter.params().growth {
+                Growth::Scaling { expansion } => Some(expansion),
+                Growth::NonScaling => None,
+            },
+            Filter::Window(_) => None,
+            Filter::RedisBloom(filter) => filter.is_scaling().then_some(filter.header().growth),
+        }
+    }
+
+    /// BF.INFO "Size": bytes in memory as the allocator counts them; for a RedisBloom filter,
+    /// what RedisBloom reports for it, so that BF.INFO answers as before the migration.
+    pub fn info_size(&self) -> u64 {
+        match self {
+            Filter::RedisBloom(filter) => filter.info_size(),
+            _ => self.memory_usage(),
+        }
+    }
+
+    /// Bytes this filter occupies in memory, bits and bookkeeping (MEMORY USAGE).
+    pub fn memory_usage(&self) -> u64 {
+        match self {
+            Filter::Scalable(filter) => filter.memory_usage(),
+            Filter::Window(filter) => filter.memory_usage(),
+            Filter::RedisBloom(filter) => {
+                let bookkeeping = std::mem::size_of::<RbFilter>()
+                    + filter.links().len() * std::mem::size_of::<crate::redisbloom::Link>();
+                crate::budget::allocation_size(bookkeeping as u64) + filter.allocated_bytes()
+            }
+        }
+    }
+
+    /// Bytes of bits, as encoded (all layers, slots or links end to end).
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Filter::Scalable(filter) => filter.bytes(),
+            Filter::Window(filter) => filter.bytes(),
+            Filter::RedisBloom(filter) => filter.bytes(),
+        }
+    }
+
+    /// Bytes the allocator hands out for the bits.
+    pub fn allocated_bytes(&self) -> u64 {
+        match self {
+            Filter::Scalable(filter) => filter.allocated_bytes(),
+            Filter::Window(filter) => filter.allocated_bytes(),
+            Filter::RedisBloom(filter) => filter.allocated_bytes(),
+        }
+    }
+
+    /// The byte ranges `(offset, len)` of the encoded bits up to `end`, in pieces of at most
+    /// `piece` bytes that [`read_bits`](Self::read_bits) and [`write_bits`](Self::write_bits)
+    /// accept (a RedisBloom filter's never cross a link).
+    pub fn pieces(&self, end: u64, piece: u64) -> Vec<(u64, u64)> {
+        match self {
+            Filter::RedisBloom(filter) => filter
+                .pieces(piece)
+                .into_iter()
+                .filter(|&(offset, _)| offset < end)
+                .map(|(offset, len)| (offset, len.min(end - offset)))
+                .collect(),
+            _ => crate::encoding::pieces(end, piece).collect(),
+        }
+    }
+
+    /// Copies bytes of the encoded bits from `offset`, a range from [`pieces`](Self::pieces).
+    /// Panics outside the bits.
+    pub fn read_bits(&self, offset: u64, out: &mut [u8]) {
+        match self {
+            Filter::Scalable(filter) => filter.read_bits(offset, out),
+            Filter::Window(filter) => filter.read_bits(offset, out).expect("a range of the bits"),
+            Filter::RedisBloom(filter) => {
+                filter.read_bits(offset, out).expect("a range of one link")
+            }
+        }
+    }
+
+    /// Overwrites bytes of the encoded bits from `offset`, a range from
+    /// [`pieces`](Self::pieces). Panics outside the bits.
+    pub fn write_bits(&mut self, offset: u64, data: &[u8]) {
+        match self {
+            Filter::Scalable(filter) => filter.write_bits(offset, data),
+            Filter::Window(filter) => filter
+                .write_bits(offset, data)
+                .expect("a range of the bits"),
+            Filter::RedisBloom(filter) => filter
+                .write_bits(offset, data)
+                .expect("a range of one link"),
+        }
+    }
+}
