@@ -553,6 +553,46 @@ fn bad_windows_answer_an_error_and_create_nothing() {
     );
 }
 
+/// BF.ADDAT from a client: a time from the past counts as the filter's latest (its time never
+/// goes back); a time more than a window ahead of the server's clock is refused, since it would
+/// become the filter's time and stop it forgetting until the clock caught up.
+#[test]
+fn a_client_timestamp_far_ahead_is_refused_so_the_filter_keeps_forgetting() {
+    const W: u64 = 1000;
+    let server = Server::start();
+    let mut c = server.conn();
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "w", "0.01", "100", "WINDOW", "1000"],
+    );
+    let day_ahead = (now_ms() + 86_400_000).to_string();
+    for at in ["18446744073709551615", day_ahead.as_str()] {
+        let err = raw_err(&mut c, &["BF.ADDAT", "w", at, "x"]);
+        assert!(err.starts_with("ERR"), "{at}: {err}");
+    }
+    assert_eq!(
+        last_write(&mut c, "w"),
+        0,
+        "a refused write moved the filter's time"
+    );
+    assert_eq!(card(&mut c, "w"), 0);
+    // Half a window ahead is a client clock running a little fast: accepted as given.
+    let ahead = now_ms() + W / 2;
+    let reply = as_ints(raw_ok(&mut c, &["BF.ADDAT", "w", &ahead.to_string(), "x"]));
+    assert_eq!(reply, [1]);
+    assert_eq!(last_write(&mut c, "w"), ahead);
+    // From the past: the filter's latest time is used.
+    let past = (now_ms() - 100_000).to_string();
+    assert_eq!(as_ints(raw_ok(&mut c, &["BF.ADDAT", "w", &past, "y"])), [1]);
+    assert_eq!(last_write(&mut c, "w"), ahead);
+    // And both are forgotten as if written then.
+    sleep_until(forgotten_at(ahead, W));
+    assert_eq!(
+        mexists(&mut c, "w", &["x".into(), "y".into()]),
+        [false, false]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // (c) Replication
 // ---------------------------------------------------------------------------------------------
