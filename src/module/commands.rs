@@ -53,6 +53,8 @@ const NOT_SCALABLE: CommandError =
     CommandError::Static("ERR BF.GROW applies to rustbloom's scalable filters only");
 const NOT_WINDOW: CommandError =
     CommandError::Static("ERR BF.ADDAT applies to window filters only");
+const TIMESTAMP_AHEAD: CommandError =
+    CommandError::Static("ERR timestamp more than one window ahead of the server's clock");
 
 /// The budget of this call: unlimited when it replays what a primary or the AOF accepted.
 fn budget(command: &Command) -> CommandBudget {
@@ -502,12 +504,23 @@ pub fn insert(command: &Command) -> CommandResult {
 /// `BF.ADDAT key timestamp_ms item [item ...]`: adds to a window filter at a given time. Sent
 /// by primaries to replicas and written to the AOF for every write to a window filter, so that
 /// they apply it at the primary's time; from a client, a write like BF.MADD (the filter's time
-/// never goes back: an earlier timestamp counts as its latest one).
+/// never goes back: an earlier timestamp counts as its latest one; one more than a window ahead
+/// of the server's clock is refused).
 pub fn addat(command: &Command) -> CommandResult {
     let at_ms = args::parse_addat(command)?;
     {
         let key = command.open_key(false);
         match ready(&key)? {
+            // A client's time far ahead of the clock would become the filter's time, which never
+            // goes back: nothing would be forgotten until the clock caught up (never, at 2^64 − 1).
+            // A window ahead is allowed for clients whose clocks run a little ahead. Replicas and
+            // the AOF apply whatever time the primary used.
+            Some(Filter::Window(filter))
+                if !command.is_replayed()
+                    && at_ms > command.now_ms().saturating_add(filter.params().window_ms) =>
+            {
+                return Err(TIMESTAMP_AHEAD)
+            }
             Some(Filter::Window(_)) => {}
             Some(_) => return Err(NOT_WINDOW),
             None if command.is_replayed() => {
