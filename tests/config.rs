@@ -174,7 +174,7 @@ fn config_rewrite_persists_bf_settings() {
         ),
     )
     .unwrap();
-    let child = Command::new("redis-server")
+    let child = Command::new(server_binary())
         .arg(&conf)
         .stdout(std::process::Stdio::null())
         .spawn()

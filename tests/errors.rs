@@ -105,16 +105,17 @@ fn bad_error_rate() {
         assert_err_nokey(
             &mut c,
             &["BF.INSERT", "k", "ERROR", bad, "ITEMS", "a"],
-            "ERR bad error rate",
+            "ERR Bad error rate",
         );
     }
     let range = "ERR error rate must be in the range (0.000000, 1.000000)";
     for bad in ["0", "1", "-0.5", "1.5", "-1", "0.0", "1.0", "100", "-0"] {
         assert_err_nokey(&mut c, &["BF.RESERVE", "k", bad, "100"], range);
+        // BF.INSERT answers as RedisBloom's does, naming the option whatever is wrong.
         assert_err_nokey(
             &mut c,
             &["BF.INSERT", "k", "ERROR", bad, "ITEMS", "a"],
-            range,
+            "ERR Bad error rate",
         );
     }
 }
@@ -145,17 +146,20 @@ fn bad_capacity() {
         assert_err_nokey(
             &mut c,
             &["BF.INSERT", "k", "CAPACITY", bad, "ITEMS", "a"],
-            "ERR bad capacity",
+            "ERR Bad capacity",
         );
     }
     let range = "ERR capacity must be in the range [1, 1073741824]";
-    for bad in [
-        "0",
-        "-1",
-        "1073741825",
-        "9223372036854775807",
-        "-9223372036854775808",
-    ] {
+    for bad in ["0", "-1", "-9223372036854775808"] {
+        assert_err_nokey(&mut c, &["BF.RESERVE", "k", "0.01", bad], range);
+        assert_err_nokey(
+            &mut c,
+            &["BF.INSERT", "k", "CAPACITY", bad, "ITEMS", "a"],
+            "ERR Bad capacity",
+        );
+    }
+    // Above the cap RedisBloom's BF.INSERT has no reply of its own (it takes the value): the range.
+    for bad in ["1073741825", "9223372036854775807"] {
         assert_err_nokey(&mut c, &["BF.RESERVE", "k", "0.01", bad], range);
         assert_err_nokey(
             &mut c,
@@ -178,7 +182,7 @@ fn bad_expansion() {
         assert_err_nokey(
             &mut c,
             &["BF.INSERT", "k", "EXPANSION", bad, "ITEMS", "a"],
-            "ERR bad expansion",
+            "ERR Bad expansion",
         );
     }
     let range = "ERR expansion must be in the range [1, 32768]";
@@ -189,13 +193,36 @@ fn bad_expansion() {
             range,
         );
     }
-    for bad in ["32769", "-1", "100000"] {
+    for bad in ["-1", "-9223372036854775808"] {
+        assert_err_nokey(
+            &mut c,
+            &["BF.INSERT", "k", "EXPANSION", bad, "ITEMS", "a"],
+            "ERR Bad expansion",
+        );
+    }
+    for bad in ["32769", "100000"] {
         assert_err_nokey(
             &mut c,
             &["BF.INSERT", "k", "EXPANSION", bad, "ITEMS", "a"],
             range,
         );
     }
+    // EXPANSION last, with no value: RedisBloom's own reply (BF.INSERT's is an arity error).
+    assert_err_nokey(
+        &mut c,
+        &["BF.RESERVE", "k", "0.01", "100", "EXPANSION"],
+        "ERR no expansion",
+    );
+    assert_err_nokey(
+        &mut c,
+        &["BF.RESERVE", "k", "0.01", "100", "NONSCALING", "expansion"],
+        "ERR no expansion",
+    );
+    assert_err_nokey(
+        &mut c,
+        &["BF.INSERT", "k", "EXPANSION"],
+        &arity("bf.insert"),
+    );
 }
 
 #[test]

@@ -142,14 +142,15 @@ fn data_chunk_into_complete_filter_is_refused() {
         "data chunk into a foreign complete filter must fail"
     );
     assert_eq!(d3, digest(&mut c, "other"));
-    // Into a missing key: refused, no key.
+    // Into a missing key: refused as RedisBloom does, no key.
     assert_eq!(
         loadchunk(&mut c, "missing", *it, data),
-        Err("ERR invalid offset - no link found".to_string())
+        Err("ERR not found".to_string())
     );
     assert_no_key(&mut c, "missing");
 }
 
+/// Iterator 1 (a header) onto a key that exists, complete or being loaded: RedisBloom's reply.
 #[test]
 fn header_onto_existing_key() {
     let s = Server::start();
@@ -160,12 +161,12 @@ fn header_onto_existing_key() {
     let d = digest(&mut c, "existing");
     assert_eq!(
         loadchunk(&mut c, "existing", chunks[0].0, &chunks[0].1),
-        Err("ERR item exists".to_string())
+        Err("ERR received bad data".to_string())
     );
     assert_eq!(d, digest(&mut c, "existing"));
     assert_eq!(
         loadchunk(&mut c, "src", chunks[0].0, &chunks[0].1),
-        Err("ERR item exists".to_string())
+        Err("ERR received bad data".to_string())
     );
     // Header onto a key whose own load is in progress.
     assert_eq!(
@@ -174,7 +175,7 @@ fn header_onto_existing_key() {
     );
     assert_eq!(
         loadchunk(&mut c, "loading", chunks[0].0, &chunks[0].1),
-        Err("ERR item exists".to_string())
+        Err("ERR received bad data".to_string())
     );
 }
 

@@ -6,7 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const REDIS_SERVER: &str = "/usr/bin/redis-server";
+/// The server binary: `$RUSTBLOOM_SERVER` (as the module's integration tests), else Debian's.
+fn server_binary() -> PathBuf {
+    match std::env::var_os("RUSTBLOOM_SERVER") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from("/usr/bin/redis-server"),
+    }
+}
 const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
 
 fn module_path() -> PathBuf {
@@ -48,7 +54,7 @@ impl Server {
     fn start_inner(with_module: bool) -> Server {
         let dir = tempfile::Builder::new().prefix("bfctl").tempdir().unwrap();
         let sock = dir.path().join("redis.sock");
-        let mut cmd = Command::new(REDIS_SERVER);
+        let mut cmd = Command::new(server_binary());
         cmd.args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
             .args([
                 "--unixsocket",

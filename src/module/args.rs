@@ -8,6 +8,9 @@ use rustbloom_core::{Growth, LayerSize};
 
 use super::ffi::{Command, CommandError};
 
+// RedisBloom's replies, word for word, with the `ERR ` prefix added where RedisBloom has none:
+// BF.RESERVE's (the range texts are those of RedisBloom 8, bundled with Redis 8), and BF.INSERT's
+// own, which name the option (`Bad capacity`) whatever is wrong with its value.
 const BAD_ERROR_RATE: CommandError = CommandError::Static("ERR bad error rate");
 const ERROR_RATE_RANGE: CommandError =
     CommandError::Static("ERR error rate must be in the range (0.000000, 1.000000)");
@@ -15,6 +18,11 @@ const BAD_CAPACITY: CommandError = CommandError::Static("ERR bad capacity");
 const CAPACITY_RANGE: CommandError =
     CommandError::Static("ERR capacity must be in the range [1, 1073741824]");
 const BAD_EXPANSION: CommandError = CommandError::Static("ERR bad expansion");
+/// BF.RESERVE's EXPANSION with no value after it.
+const NO_EXPANSION: CommandError = CommandError::Static("ERR no expansion");
+const INSERT_BAD_ERROR_RATE: CommandError = CommandError::Static("ERR Bad error rate");
+const INSERT_BAD_CAPACITY: CommandError = CommandError::Static("ERR Bad capacity");
+const INSERT_BAD_EXPANSION: CommandError = CommandError::Static("ERR Bad expansion");
 const EXPANSION_RANGE: CommandError =
     CommandError::Static("ERR expansion must be in the range [1, 32768]");
 const NONSCALING_EXPANSION: CommandError =
@@ -108,17 +116,42 @@ pub fn parse_capacity(bytes: &[u8]) -> Result<u64, CommandError> {
         .ok_or(CAPACITY_RANGE)
 }
 
-/// An expansion; `zero_is_nonscaling` for BF.INSERT, where EXPANSION 0 means non-scaling.
-fn parse_growth(bytes: &[u8], zero_is_nonscaling: bool) -> Result<Growth, CommandError> {
-    let expansion = parse_i64(bytes).ok_or(BAD_EXPANSION)?;
-    if expansion == 0 && zero_is_nonscaling {
-        return Ok(Growth::NonScaling);
+/// An expansion. For BF.INSERT (`insert`) EXPANSION 0 means non-scaling, and a value that is
+/// not an integer or is negative gets RedisBloom's BF.INSERT reply; above the cap, both commands
+/// give the range (RedisBloom accepts it and has no reply for the case).
+fn parse_growth(bytes: &[u8], insert: bool) -> Result<Growth, CommandError> {
+    let bad = if insert {
+        INSERT_BAD_EXPANSION
+    } else {
+        BAD_EXPANSION
+    };
+    let expansion = parse_i64(bytes).ok_or(bad)?;
+    if insert {
+        match expansion {
+            0 => return Ok(Growth::NonScaling),
+            e if e < 0 => return Err(INSERT_BAD_EXPANSION),
+            _ => {}
+        }
     }
     u32::try_from(expansion)
         .ok()
         .filter(|x| (1..=MAX_EXPANSION).contains(x))
         .map(|expansion| Growth::Scaling { expansion })
         .ok_or(EXPANSION_RANGE)
+}
+
+/// BF.INSERT's ERROR: RedisBloom's `Bad error rate` for anything outside (0, 1).
+fn parse_insert_error_rate(bytes: &[u8]) -> Result<f64, CommandError> {
+    parse_error_rate(bytes).map_err(|_| INSERT_BAD_ERROR_RATE)
+}
+
+/// BF.INSERT's CAPACITY: RedisBloom's `Bad capacity` for anything but a positive integer; above
+/// the cap, the range (RedisBloom accepts it and has no reply for the case).
+fn parse_insert_capacity(bytes: &[u8]) -> Result<u64, CommandError> {
+    match parse_i64(bytes) {
+        Some(capacity) if capacity >= 1 => parse_capacity(bytes),
+        _ => Err(INSERT_BAD_CAPACITY),
+    }
 }
 
 pub fn parse_seed(bytes: &[u8]) -> Result<u64, CommandError> {
@@ -161,16 +194,16 @@ impl<'a> OptionReader<'a> {
     }
 
     /// Reads the option at the cursor if it is one of the shared ones; Ok(false) otherwise.
-    fn shared_option(
-        &mut self,
-        name: &[u8],
-        zero_is_nonscaling: bool,
-    ) -> Result<bool, CommandError> {
+    /// `insert`: the command is BF.INSERT (else BF.RESERVE).
+    fn shared_option(&mut self, name: &[u8], insert: bool) -> Result<bool, CommandError> {
         let is = |option: &str| name.eq_ignore_ascii_case(option.as_bytes());
         if is("EXPANSION") {
             once(self.expansion_given, "EXPANSION")?;
             self.expansion_given = true;
-            let growth = parse_growth(self.value()?, zero_is_nonscaling)?;
+            if !insert && self.at >= self.command.argc() {
+                return Err(NO_EXPANSION);
+            }
+            let growth = parse_growth(self.value()?, insert)?;
             self.set_growth(growth)?;
         } else if is("NONSCALING") {
             once(self.nonscaling_given, "NONSCALING")?;
@@ -289,10 +322,10 @@ pub fn parse_insert(command: &Command) -> Result<InsertArgs, CommandError> {
             break;
         } else if is("CAPACITY") {
             once(reader.options.capacity.is_some(), "CAPACITY")?;
-            reader.options.capacity = Some(parse_capacity(reader.value()?)?);
+            reader.options.capacity = Some(parse_insert_capacity(reader.value()?)?);
         } else if is("ERROR") {
             once(reader.options.error_rate.is_some(), "ERROR")?;
-            reader.options.error_rate = Some(parse_error_rate(reader.value()?)?);
+            reader.options.error_rate = Some(parse_insert_error_rate(reader.value()?)?);
         } else if is("NOCREATE") {
             once(nocreate, "NOCREATE")?;
             nocreate = true;
@@ -398,6 +431,14 @@ mod tests {
         assert_eq!(parse_growth(b"0", true), Ok(Growth::NonScaling));
         assert_eq!(parse_growth(b"0", false), Err(EXPANSION_RANGE));
         assert_eq!(parse_growth(b"32769", false), Err(EXPANSION_RANGE));
+        assert_eq!(parse_growth(b"32769", true), Err(EXPANSION_RANGE));
+        assert_eq!(parse_growth(b"-1", false), Err(EXPANSION_RANGE));
+        assert_eq!(parse_growth(b"-1", true), Err(INSERT_BAD_EXPANSION));
+        assert_eq!(parse_growth(b"x", true), Err(INSERT_BAD_EXPANSION));
+        assert_eq!(parse_insert_capacity(b"0"), Err(INSERT_BAD_CAPACITY));
+        assert_eq!(parse_insert_capacity(b"x"), Err(INSERT_BAD_CAPACITY));
+        assert_eq!(parse_insert_capacity(b"1073741825"), Err(CAPACITY_RANGE));
+        assert_eq!(parse_insert_error_rate(b"2"), Err(INSERT_BAD_ERROR_RATE));
         assert_eq!(parse_iterator(b"-1"), Err(BAD_ITERATOR));
     }
 }

@@ -1,14 +1,15 @@
 //! Module settings (`CONFIG GET/SET bf.*`, redis.conf, load-time arguments): the defaults of new
 //! filters and the memory limits. Every setter validates; an invalid value is refused, never stored.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use redis_module::configuration::{
     register_enum_configuration, register_i64_configuration, register_string_configuration,
     ConfigurationContext, ConfigurationFlags, ConfigurationValue,
 };
-use redis_module::{enum_configuration, Context, RedisError, RedisString};
+use redis_module::{enum_configuration, raw, Context, RedisError, RedisString};
 
 use rustbloom_core::scalable::LimitError;
 use rustbloom_core::Growth;
@@ -43,6 +44,9 @@ pub static INITIAL_CAPACITY: AtomicI64 = AtomicI64::new(DEFAULT_CAPACITY);
 pub static EXPANSION: AtomicI64 = AtomicI64::new(DEFAULT_EXPANSION);
 pub static MAX_FILTER_BYTES: AtomicI64 = AtomicI64::new(DEFAULT_MAX_FILTER_BYTES);
 pub static SEED_MODE: Mutex<SeedMode> = Mutex::new(SeedMode::random);
+/// Filters created without an expansion do not scale: RedisBloom's `bf-expansion-factor 0`.
+/// Setting `bf.expansion` clears it.
+pub static NONSCALING_DEFAULT: AtomicBool = AtomicBool::new(false);
 
 /// The default error rate, stored as the bits of an f64 (0 until the config is registered).
 pub struct ErrorRateSetting(AtomicU64);
@@ -87,8 +91,12 @@ pub fn defaults() -> Defaults {
     Defaults {
         error_rate: ERROR_RATE.get(),
         capacity: INITIAL_CAPACITY.load(Ordering::Relaxed).max(1) as u64,
-        growth: Growth::Scaling {
-            expansion: EXPANSION.load(Ordering::Relaxed).clamp(1, 32768) as u32,
+        growth: if NONSCALING_DEFAULT.load(Ordering::Relaxed) {
+            Growth::NonScaling
+        } else {
+            Growth::Scaling {
+                expansion: EXPANSION.load(Ordering::Relaxed).clamp(1, 32768) as u32,
+            }
         },
         seed: match SEED_MODE.lock().map(|mode| mode.clone()) {
             Ok(SeedMode::fixed) => Some(FIXED_SEED),
@@ -119,8 +127,21 @@ pub fn limit_message(limit: LimitError) -> String {
     }
 }
 
-/// Registers the `bf.*` configs and loads their values from redis.conf. Called once at load.
-pub fn register(ctx: &Context) -> Result<(), String> {
+type OnChanged = Box<dyn Fn(&ConfigurationContext, &str, &'static AtomicI64)>;
+/// Name, variable, default, min, max, flags and what to do on a change.
+type IntegerConfig = (
+    &'static str,
+    &'static AtomicI64,
+    i64,
+    i64,
+    i64,
+    ConfigurationFlags,
+    Option<OnChanged>,
+);
+
+/// Registers the `bf.*` configs (and RedisBloom's names for three of them, where the server
+/// allows) and loads their values from redis.conf. Called once at load; Ok holds lines for the log.
+pub fn register(ctx: &Context) -> Result<Vec<String>, String> {
     register_string_configuration(
         ctx,
         "error-rate",
@@ -129,7 +150,9 @@ pub fn register(ctx: &Context) -> Result<(), String> {
         ConfigurationFlags::DEFAULT,
         None,
     );
-    let integers: [(&str, &'static AtomicI64, i64, i64, i64, ConfigurationFlags); 3] = [
+    let scaling_again: OnChanged =
+        Box::new(|_, _, _| NONSCALING_DEFAULT.store(false, Ordering::Relaxed));
+    let integers: [IntegerConfig; 3] = [
         (
             "initial-capacity",
             &INITIAL_CAPACITY,
@@ -137,6 +160,7 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             1,
             1 << 30,
             ConfigurationFlags::DEFAULT,
+            None,
         ),
         (
             "expansion",
@@ -145,6 +169,7 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             1,
             32768,
             ConfigurationFlags::DEFAULT,
+            Some(scaling_again),
         ),
         (
             "max-filter-bytes",
@@ -153,10 +178,11 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             64,
             i64::MAX,
             ConfigurationFlags::MEMORY,
+            None,
         ),
     ];
-    for (name, variable, default, min, max, flags) in integers {
-        register_i64_configuration(ctx, name, variable, default, min, max, flags, None);
+    for (name, variable, default, min, max, flags, on_changed) in integers {
+        register_i64_configuration(ctx, name, variable, default, min, max, flags, on_changed);
     }
     register_enum_configuration(
         ctx,
@@ -166,12 +192,224 @@ pub fn register(ctx: &Context) -> Result<(), String> {
         ConfigurationFlags::DEFAULT,
         None,
     );
-    let load = unsafe { redis_module::raw::RedisModule_LoadConfigs }
-        .ok_or("this server cannot load module configs")?;
-    if unsafe { load(ctx.get_raw()) } != redis_module::raw::REDISMODULE_OK as i32 {
+    LOADING_CONFIGS.store(true, Ordering::Relaxed);
+    let notes = vec![register_redisbloom_names(ctx.get_raw())];
+    let load =
+        unsafe { raw::RedisModule_LoadConfigs }.ok_or("this server cannot load module configs");
+    let loaded = load.map(|load| unsafe { load(ctx.get_raw()) });
+    LOADING_CONFIGS.store(false, Ordering::Relaxed);
+    if loaded? != raw::REDISMODULE_OK as i32 {
         return Err("invalid bf.* value in the configuration file".to_string());
     }
-    Ok(())
+    Ok(notes)
+}
+
+/// RedisBloom's names for three of our configs, as Redis 8 (whose bundled RedisBloom has them)
+/// registers them: without the module-name prefix, string-valued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Alias {
+    /// `bf-error-rate` = `bf.error-rate`; like RedisBloom, a rate above 0.25 is taken as 0.25.
+    ErrorRate,
+    /// `bf-initial-size` = `bf.initial-capacity`.
+    InitialSize,
+    /// `bf-expansion-factor` = `bf.expansion`, and 0: filters created without an expansion do not
+    /// scale (RedisBloom's meaning).
+    ExpansionFactor,
+}
+
+const ALIASES: [(Alias, &CStr, &str); 3] = [
+    (Alias::ErrorRate, c"bf-error-rate", "bf.error-rate"),
+    (
+        Alias::InitialSize,
+        c"bf-initial-size",
+        "bf.initial-capacity",
+    ),
+    (
+        Alias::ExpansionFactor,
+        c"bf-expansion-factor",
+        "bf.expansion",
+    ),
+];
+
+/// The largest error rate RedisBloom's `bf-error-rate` keeps; above, it stores this.
+const REDISBLOOM_MAX_DEFAULT_ERROR_RATE: f64 = 0.25;
+
+/// True while `register` loads the configs: the server then sets every config that the
+/// configuration file does not name to its registered default. The aliases are registered with
+/// an empty default, which means "leave the value alone" then (and is refused afterwards), so
+/// an alias that the file does not name never undoes the value its `bf.*` twin got.
+static LOADING_CONFIGS: AtomicBool = AtomicBool::new(false);
+
+impl Alias {
+    fn set(self, text: &[u8]) -> Result<(), &'static str> {
+        if text.is_empty() {
+            return if LOADING_CONFIGS.load(Ordering::Relaxed) {
+                Ok(())
+            } else {
+                Err("a value is required")
+            };
+        }
+        let integer = |min: i64, max: i64, reason: &'static str| {
+            args::parse_i64(text)
+                .filter(|v| (min..=max).contains(v))
+                .ok_or(reason)
+        };
+        match self {
+            Alias::ErrorRate => {
+                let rate = args::parse_error_rate(text)
+                    .map_err(|_| "error rate must be a number in the range (0, 1), such as 0.01")?;
+                let rate = rate.min(REDISBLOOM_MAX_DEFAULT_ERROR_RATE);
+                ERROR_RATE.0.store(rate.to_bits(), Ordering::Relaxed);
+            }
+            Alias::InitialSize => {
+                let size = integer(
+                    1,
+                    1 << 30,
+                    "initial size must be an integer in [1, 1073741824]",
+                )?;
+                INITIAL_CAPACITY.store(size, Ordering::Relaxed);
+            }
+            Alias::ExpansionFactor => {
+                let factor = integer(
+                    0,
+                    32768,
+                    "expansion factor must be an integer in [0, 32768] (0: non-scaling)",
+                )?;
+                if factor > 0 {
+                    EXPANSION.store(factor, Ordering::Relaxed);
+                }
+                NONSCALING_DEFAULT.store(factor == 0, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    fn value(self) -> String {
+        match self {
+            Alias::ErrorRate => ERROR_RATE.get().to_string(),
+            Alias::InitialSize => INITIAL_CAPACITY.load(Ordering::Relaxed).to_string(),
+            Alias::ExpansionFactor if NONSCALING_DEFAULT.load(Ordering::Relaxed) => "0".to_string(),
+            Alias::ExpansionFactor => EXPANSION.load(Ordering::Relaxed).to_string(),
+        }
+    }
+
+    fn from_privdata(privdata: *mut c_void) -> Option<Alias> {
+        ALIASES
+            .iter()
+            .map(|&(alias, _, _)| alias)
+            .find(|&alias| alias as usize == privdata as usize)
+    }
+}
+
+/// The strings the alias getters last handed to the server, one per alias (the server copies
+/// them; each is freed at the next get of the same alias). Raw pointers, kept as integers.
+static ALIAS_REPLIES: [AtomicUsize; 3] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
+
+unsafe extern "C" fn alias_get(
+    _name: *const c_char,
+    privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    let (Some(alias), Some(create)) = (Alias::from_privdata(privdata), unsafe {
+        raw::RedisModule_CreateString
+    }) else {
+        return std::ptr::null_mut();
+    };
+    let text = alias.value();
+    let string = unsafe { create(std::ptr::null_mut(), text.as_ptr().cast(), text.len()) };
+    let previous = ALIAS_REPLIES[alias as usize].swap(string as usize, Ordering::Relaxed);
+    if previous != 0 {
+        if let Some(free) = unsafe { raw::RedisModule_FreeString } {
+            unsafe {
+                free(
+                    std::ptr::null_mut(),
+                    previous as *mut raw::RedisModuleString,
+                )
+            };
+        }
+    }
+    string
+}
+
+unsafe extern "C" fn alias_set(
+    _name: *const c_char,
+    value: *mut raw::RedisModuleString,
+    privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    let mut len = 0usize;
+    let text = match unsafe { raw::RedisModule_StringPtrLen } {
+        Some(ptr_len) if !value.is_null() => {
+            let ptr = unsafe { ptr_len(value, &mut len) };
+            if ptr.is_null() {
+                &[][..]
+            } else {
+                unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+            }
+        }
+        _ => &[][..],
+    };
+    let result = match Alias::from_privdata(privdata) {
+        Some(alias) => alias.set(text),
+        None => Err("unknown config"),
+    };
+    match result {
+        Ok(()) => raw::REDISMODULE_OK as c_int,
+        Err(reason) => {
+            if let (false, Some(create)) = (err.is_null(), unsafe { raw::RedisModule_CreateString })
+            {
+                unsafe {
+                    *err = create(std::ptr::null_mut(), reason.as_ptr().cast(), reason.len())
+                };
+            }
+            raw::REDISMODULE_ERR as c_int
+        }
+    }
+}
+
+/// Registers RedisBloom's config names where the server lets a module register a name without
+/// its prefix (Redis 8; not Redis 7 nor Valkey 9.1, which would refuse the flag with a warning in
+/// their log: they are told apart by an API that arrived in Redis 8 with the flag). Never fails
+/// the load: the returned line says what was done, for the log.
+fn register_redisbloom_names(ctx: *mut raw::RedisModuleCtx) -> String {
+    let names = "bf-error-rate, bf-initial-size and bf-expansion-factor";
+    let (Some(register), Some(_)) = (unsafe { raw::RedisModule_RegisterStringConfig }, unsafe {
+        raw::RedisModule_LoadDefaultConfigs
+    }) else {
+        return format!(
+            "rustbloom: this server does not let modules register unprefixed configs, so \
+             RedisBloom's config names ({names}) are not available: use bf.error-rate, \
+             bf.initial-capacity and bf.expansion"
+        );
+    };
+    for (alias, name, ours) in ALIASES {
+        let registered = unsafe {
+            register(
+                ctx,
+                name.as_ptr(),
+                c"".as_ptr(),
+                raw::REDISMODULE_CONFIG_UNPREFIXED,
+                Some(alias_get),
+                Some(alias_set),
+                None,
+                alias as usize as *mut c_void,
+            )
+        };
+        if registered != raw::REDISMODULE_OK as c_int {
+            return format!(
+                "rustbloom: the server refused RedisBloom's config name {} (is another module \
+                 using it?), so it is not available: use {ours}",
+                name.to_string_lossy()
+            );
+        }
+    }
+    format!(
+        "rustbloom: RedisBloom's config names {names} are aliases of bf.error-rate, \
+         bf.initial-capacity and bf.expansion"
+    )
 }
 
 /// Applies load-time arguments (`loadmodule librustbloom.so error-rate 0.001 ...`), our config
@@ -200,6 +438,7 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
             INITIAL_CAPACITY.store(integer(1, 1 << 30)?, Ordering::Relaxed);
         } else if is("expansion") {
             EXPANSION.store(integer(1, 32768)?, Ordering::Relaxed);
+            NONSCALING_DEFAULT.store(false, Ordering::Relaxed);
         } else if is("max-filter-bytes") {
             MAX_FILTER_BYTES.store(integer(64, i64::MAX)?, Ordering::Relaxed);
         } else if is("seed-mode") {

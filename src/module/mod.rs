@@ -21,8 +21,12 @@ use ffi::{api, log};
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let raw_ctx = ctx.get_raw();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    match config::register(ctx).and_then(|()| config::apply_module_args(&args)) {
-        Ok(ignored) => ignored.iter().for_each(|line| log(raw_ctx, "notice", line)),
+    let configured = config::register(ctx).and_then(|mut notes| {
+        notes.extend(config::apply_module_args(&args)?);
+        Ok(notes)
+    });
+    match configured {
+        Ok(notes) => notes.iter().for_each(|line| log(raw_ctx, "notice", line)),
         Err(reason) => {
             log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
             return Status::Err;

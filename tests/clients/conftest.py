@@ -21,6 +21,12 @@ def module_path() -> str:
     return str(p.resolve())
 
 
+def server_binary() -> str:
+    """$RUSTBLOOM_SERVER (as the Rust integration tests), else redis-server from PATH."""
+    return (os.environ.get("RUSTBLOOM_SERVER") or shutil.which("redis-server")
+            or "/usr/bin/redis-server")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -34,7 +40,7 @@ class Server:
         for _ in range(8):
             self.port = free_port()
             self.proc = subprocess.Popen(
-                [shutil.which("redis-server") or "/usr/bin/redis-server",
+                [server_binary(),
                  "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
                  "--logfile", "redis.log", "--save", "", "--appendonly", "no",
                  "--loadmodule", module_path()],

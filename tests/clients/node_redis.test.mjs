@@ -32,7 +32,7 @@ class Server {
     if (!existsSync(modulePath)) throw new Error(`module not found at ${modulePath}: run make build`);
     this.dir = mkdtempSync(join(tmpdir(), 'rbnode'));
     this.port = await freePort();
-    this.proc = spawn('redis-server', [
+    this.proc = spawn(process.env.RUSTBLOOM_SERVER || 'redis-server', [
       '--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir,
       '--logfile', 'redis.log', '--save', '', '--appendonly', 'no',
       '--loadmodule', realpathSync(modulePath),

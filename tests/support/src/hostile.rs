@@ -25,6 +25,7 @@ pub const LOADING: &str = "ERR filter is being loaded by BF.LOADCHUNK";
 pub const BAD_DATA: &str = "ERR received bad data";
 pub const BAD_OFFSET: &str = "ERR invalid offset - no link found";
 pub const ITEM_EXISTS: &str = "ERR item exists";
+pub const NOT_FOUND: &str = "ERR not found";
 pub const BAD_FORMAT: &str = "ERR Bad data format";
 
 // ---------------------------------------------------------------------------------------------

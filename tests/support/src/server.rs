@@ -1,6 +1,10 @@
 //! Redis servers for the tests: every [`Server`] runs its own `redis-server` (own temp dir, own
 //! unix socket, own TCP port) with the module loaded, waits until it answers PING and is shut
 //! down when dropped, so tests are independent and can run in parallel threads.
+//!
+//! The server binary is `$RUSTBLOOM_SERVER` (a path, or a name looked up on PATH), else Debian's
+//! `/usr/bin/redis-server`: `make test` runs the suites once with each server it supports
+//! (Redis 7.0 and valkey-server 9.1).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;
@@ -10,7 +14,67 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 
-pub const REDIS_SERVER: &str = "/usr/bin/redis-server";
+/// The server the tests run when `$RUSTBLOOM_SERVER` is not set.
+pub const DEFAULT_SERVER: &str = "/usr/bin/redis-server";
+
+/// The server binary under test: `$RUSTBLOOM_SERVER`, else [`DEFAULT_SERVER`].
+pub fn server_binary() -> PathBuf {
+    match std::env::var_os("RUSTBLOOM_SERVER") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(DEFAULT_SERVER),
+    }
+}
+
+/// Which server the tests run against, as its `INFO server` says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerKind {
+    /// `valkey` or `redis`.
+    pub name: String,
+    /// The version (`valkey_version` on Valkey, `redis_version` on Redis), e.g. (7, 0, 15).
+    pub version: (u32, u32, u32),
+}
+
+impl ServerKind {
+    pub fn is_valkey(&self) -> bool {
+        self.name == "valkey"
+    }
+
+    /// Whether the server lets a module register config names without its prefix (Redis 8's
+    /// REDISMODULE_CONFIG_UNPREFIXED; Valkey 9.1 has no such flag).
+    pub fn has_unprefixed_module_configs(&self) -> bool {
+        !self.is_valkey() && self.version.0 >= 8
+    }
+}
+
+/// Reads [`ServerKind`] from `INFO server` on `c`.
+pub fn server_kind(c: &mut Connection) -> ServerKind {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(c)
+        .expect("INFO server");
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    };
+    let valkey = field("valkey_version");
+    let name = if valkey.is_some() || field("server_name").as_deref() == Some("valkey") {
+        "valkey"
+    } else {
+        "redis"
+    };
+    let version_text = valkey
+        .or_else(|| field("redis_version"))
+        .expect("INFO server without a version");
+    let mut parts = version_text
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut next = || parts.next().unwrap_or(0);
+    ServerKind {
+        name: name.to_string(),
+        version: (next(), next(), next()),
+    }
+}
 
 /// How long to wait for a server to answer PING after start (also covers RDB/AOF loading).
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -183,15 +247,15 @@ impl Server {
     /// Spawns the server process on the current port (the caller waits for it).
     fn spawn(&mut self) {
         let _ = std::fs::remove_file(&self.socket);
-        let (program, wrapper_args) = match self.wrapper.split_first() {
-            Some((program, rest)) => (program.clone(), rest.to_vec()),
-            None => (REDIS_SERVER.to_string(), Vec::new()),
+        let server = server_binary();
+        let mut command = match self.wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(&server);
+                command
+            }
+            None => Command::new(&server),
         };
-        let mut command = Command::new(program);
-        command.args(wrapper_args);
-        if !self.wrapper.is_empty() {
-            command.arg(REDIS_SERVER);
-        }
         let child = command
             .args(self.args())
             .current_dir(self.dir.path())
@@ -199,7 +263,7 @@ impl Server {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("spawn redis-server");
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", server.display()));
         self.child = Some(child);
     }
 
