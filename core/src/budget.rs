@@ -7,6 +7,8 @@
 //! A budget is charged cumulatively, so one operation that grows a filter by several layers is
 //! checked against the sum, not layer by layer against the same headroom.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::scalable::LimitError;
 
 /// Admits or refuses the bytes of one operation's allocations.
@@ -77,19 +79,59 @@ impl MemoryBudget for Budget {
     }
 }
 
-/// The usable size jemalloc (5.x, 16-byte quantum, 4 KiB pages) gives a request of `requested`
-/// bytes: up to 128 bytes, multiples of 16; above, four size classes per power of two, i.e. the
-/// request rounded up to a multiple of a quarter of the power of two below it. A 143.8 MB filter
-/// therefore takes 167.8 MB (the class 5·2^25), which is what `used_memory` shows; counting the
-/// requested bytes under-reported such a filter by 17%.
+/// The allocators whose usable sizes [`allocation_size`] knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocator {
+    /// jemalloc 5.x, the allocator of Redis' default build (Debian's redis-server among them).
+    Jemalloc,
+    /// The C library's malloc (a server built with `MALLOC=libc`, such as PyPI's valkey-server):
+    /// glibc hands out the request rounded up to its 16-byte alignment, give or take the chunk
+    /// header, and whole pages for the big blocks it maps (within a page of the request).
+    Libc,
+}
+
+/// The allocator of the process the core runs in; jemalloc until told otherwise.
+static LIBC: AtomicBool = AtomicBool::new(false);
+
+/// Tells [`allocation_size`] which allocator hands out the bytes (the Redis glue reads the
+/// server's `mem_allocator` at load).
+pub fn set_allocator(allocator: Allocator) {
+    LIBC.store(allocator == Allocator::Libc, Ordering::Relaxed);
+}
+
+pub fn allocator() -> Allocator {
+    if LIBC.load(Ordering::Relaxed) {
+        Allocator::Libc
+    } else {
+        Allocator::Jemalloc
+    }
+}
+
+/// The usable size the allocator of this process ([`set_allocator`]) gives a request of
+/// `requested` bytes: see [`usable_size`].
+pub fn allocation_size(requested: u64) -> u64 {
+    usable_size(allocator(), requested)
+}
+
+/// The usable size `allocator` gives a request of `requested` bytes.
+///
+/// jemalloc (5.x, 16-byte quantum, 4 KiB pages): up to 128 bytes, multiples of 16; above, four
+/// size classes per power of two, i.e. the request rounded up to a multiple of a quarter of the
+/// power of two below it. A 143.8 MB filter therefore takes 167.8 MB (the class 5·2^25), which is
+/// what `used_memory` shows; counting the requested bytes under-reported such a filter by 17%.
+/// The C library's malloc: the request rounded up to 16 bytes.
 ///
 /// ```
-/// use rustbloom_core::budget::allocation_size;
-/// assert_eq!(allocation_size(100), 112);
-/// assert_eq!(allocation_size(143_800_000), 5 << 25);
-/// assert_eq!(allocation_size(1 << 30), 1 << 30);
+/// use rustbloom_core::budget::{usable_size, Allocator};
+/// assert_eq!(usable_size(Allocator::Jemalloc, 100), 112);
+/// assert_eq!(usable_size(Allocator::Jemalloc, 143_800_000), 5 << 25);
+/// assert_eq!(usable_size(Allocator::Jemalloc, 1 << 30), 1 << 30);
+/// assert_eq!(usable_size(Allocator::Libc, 143_800_000), 143_800_000);
 /// ```
-pub fn allocation_size(requested: u64) -> u64 {
+pub fn usable_size(allocator: Allocator, requested: u64) -> u64 {
+    if allocator == Allocator::Libc {
+        return requested.max(1).saturating_add(15) & !15;
+    }
     if requested <= 8 {
         return 8;
     }
@@ -107,15 +149,32 @@ mod tests {
 
     #[test]
     fn size_classes_round_up_to_a_quarter_of_the_power_of_two_below() {
-        assert_eq!(allocation_size(129), 160);
-        assert_eq!(allocation_size(160), 160);
-        assert_eq!(allocation_size(161), 192);
-        assert_eq!(allocation_size(4097), 5120);
-        assert_eq!(allocation_size((1 << 20) + 1), (1 << 20) + (1 << 18));
+        let jemalloc = |requested| usable_size(Allocator::Jemalloc, requested);
+        assert_eq!(jemalloc(129), 160);
+        assert_eq!(jemalloc(160), 160);
+        assert_eq!(jemalloc(161), 192);
+        assert_eq!(jemalloc(4097), 5120);
+        assert_eq!(jemalloc((1 << 20) + 1), (1 << 20) + (1 << 18));
         for requested in [1u64, 8, 100, 1000, 123_457, 1 << 33, (1 << 40) + 3] {
-            let size = allocation_size(requested);
+            let size = jemalloc(requested);
             assert!(size >= requested && size <= requested + requested / 4 + 16);
         }
+    }
+
+    #[test]
+    fn libc_sizes_are_the_request_aligned_to_16_bytes() {
+        let libc = |requested| usable_size(Allocator::Libc, requested);
+        assert_eq!(libc(0), 16);
+        assert_eq!(libc(1), 16);
+        assert_eq!(libc(129), 144);
+        assert_eq!(libc(143_800_000), 143_800_000);
+        assert_eq!(libc(u64::MAX), u64::MAX & !15);
+    }
+
+    #[test]
+    fn jemalloc_until_told_otherwise() {
+        assert_eq!(allocator(), Allocator::Jemalloc);
+        assert_eq!(allocation_size(129), 160);
     }
 
     #[test]

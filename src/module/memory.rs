@@ -4,6 +4,7 @@
 use std::ffi::c_int;
 
 use redis_module::raw;
+use rustbloom_core::budget::{self, Allocator};
 use rustbloom_core::scalable::LimitError;
 use rustbloom_core::MemoryBudget;
 
@@ -81,6 +82,46 @@ impl MemoryBudget for CommandBudget {
         }
         *charged = total;
         Ok(())
+    }
+}
+
+/// Tells the core which allocator the server allocates with (`mem_allocator` of `INFO memory`),
+/// so that the sizes it charges and reports (MEMORY USAGE) are those `used_memory` counts:
+/// jemalloc's size classes on Redis' default build, the request itself on a server built with the
+/// C library's malloc (PyPI's valkey-server is). Returns a line for the log when not jemalloc.
+pub fn use_server_allocator(ctx: *mut raw::RedisModuleCtx) -> Option<String> {
+    let (Some(get_info), Some(get_field), Some(free_info)) = (
+        unsafe { raw::RedisModule_GetServerInfo },
+        unsafe { raw::RedisModule_ServerInfoGetFieldC },
+        unsafe { raw::RedisModule_FreeServerInfo },
+    ) else {
+        return None;
+    };
+    let info = unsafe { get_info(ctx, c"memory".as_ptr()) };
+    if info.is_null() {
+        return None;
+    }
+    let value = unsafe { get_field(info, c"mem_allocator".as_ptr()) };
+    let name = if value.is_null() {
+        None
+    } else {
+        Some(
+            unsafe { std::ffi::CStr::from_ptr(value) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    };
+    unsafe { free_info(ctx, info) };
+    let name = name?;
+    if name.starts_with("jemalloc") {
+        budget::set_allocator(Allocator::Jemalloc);
+        None
+    } else {
+        budget::set_allocator(Allocator::Libc);
+        Some(format!(
+            "rustbloom: the server allocates with {name}, not jemalloc: filter memory is counted \
+             as the bytes requested"
+        ))
     }
 }
 

@@ -21,7 +21,9 @@ use ffi::{api, log};
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let raw_ctx = ctx.get_raw();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let allocator_note = memory::use_server_allocator(raw_ctx);
     let configured = config::register(ctx).and_then(|mut notes| {
+        notes.extend(allocator_note);
         notes.extend(config::apply_module_args(&args)?);
         Ok(notes)
     });
