@@ -19,6 +19,8 @@ mod migrate;
 
 use rustbloom_core::encoding::parse_header;
 
+mod window;
+
 #[derive(Parser)]
 #[command(
     name = "bfctl",
@@ -106,6 +108,10 @@ enum Command {
         /// Error rate you would reserve.
         #[arg(long)]
         error: f64,
+        /// Plan a sliding-window filter of this window in ms (BF.RESERVE ... WINDOW ms): ITEMS
+        /// is then the capacity per window.
+        #[arg(long, value_name = "MS", conflicts_with_all = ["expansion", "nonscaling"])]
+        window: Option<u64>,
         /// Expansion (default 2).
         #[arg(long, default_value_t = 2)]
         expansion: u32,
@@ -167,8 +173,15 @@ fn run(cli: Cli) -> Result<()> {
         Command::Plan {
             items,
             error,
+            window: Some(window_ms),
+            ..
+        } => window::plan(items, error, window_ms),
+        Command::Plan {
+            items,
+            error,
             expansion,
             nonscaling,
+            window: None,
         } => plan(
             items,
             error,
@@ -838,6 +851,10 @@ fn info(c: &mut Connection, key: &str, scan: bool, error: f64, show: bool) -> Re
         Ok((_, h)) => (Some(h), None),
         Err(e) => (None, Some(e)),
     };
+    // A window filter is a ring of slots, not layers: its own report.
+    if let Some(h) = header_bytes.as_deref().and_then(window::header) {
+        return window::info(c, key, &bi, &h, scan, show);
+    }
     let header = header_bytes.as_deref().and_then(|h| parse_header(h).ok());
     let (mut layers, error_rate, exact) = match &header {
         Some(h) => {

@@ -540,6 +540,144 @@ fn plan_matches_what_the_module_reserves() {
 }
 
 #[test]
+fn info_and_plan_show_window_filters() {
+    let s = Server::start();
+    let mut c = s.conn().unwrap();
+    let _: () = redis::cmd("BF.RESERVE")
+        .arg("w")
+        .arg(0.01)
+        .arg(1000)
+        .arg("WINDOW")
+        .arg(60000)
+        .arg("SEED")
+        .arg(7)
+        .query(&mut c)
+        .unwrap();
+    // 300 items at once land in one generation's slot, sized for a third of the capacity.
+    ok(&s.bfctl(&["load", "w"], lines(0..300).as_bytes()));
+    let info: Vec<redis::Value> = redis::cmd("BF.INFO").arg("w").query(&mut c).unwrap();
+    let info_field = |name: &str| -> i64 {
+        let at = info
+            .iter()
+            .position(|v| *v == redis::Value::SimpleString(name.into()))
+            .or_else(|| {
+                info.iter()
+                    .position(|v| *v == redis::Value::BulkString(name.as_bytes().to_vec()))
+            })
+            .unwrap_or_else(|| panic!("{name} not in {info:?}"));
+        redis::from_redis_value(info[at + 1].clone()).unwrap()
+    };
+    let out = ok(&s.bfctl(&["info", "w"], b""));
+    assert!(field(&out, "kind:").starts_with("sliding window"), "{out}");
+    assert!(
+        field(&out, "window:").starts_with("60000 ms, in generations of 20000 ms (4 slots)"),
+        "{out}"
+    );
+    let last = info_field("Last write (ms)");
+    assert!(
+        field(&out, "last write:").starts_with(&format!("{last} (Unix ms)")),
+        "{out}"
+    );
+    assert!(field(&out, "capacity:").starts_with("1000 "), "{out}");
+    let items: u64 = field(&out, "items:")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(items as i64, card(&s, "w"));
+    assert!((290..=300).contains(&items), "{out}");
+    let size = info_field("Size");
+    assert!(
+        field(&out, "bytes:").starts_with(&size.to_string()),
+        "{out}"
+    );
+    assert!(
+        field(&out, "error rate:").starts_with("0.01 (from the filter's header)"),
+        "{out}"
+    );
+    let fpr: f64 = field(&out, "estimated FPR now:")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // One slot holding its share: about its 0.9·ε/4.
+    assert!(fpr > 0.0 && fpr < 0.005, "{out}");
+    // One row per slot; the items of the live slots add up to BF.CARD.
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("slot "))
+        .skip(1)
+        .collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    let live: u64 = rows
+        .iter()
+        .filter(|r| r.split_whitespace().nth(2) == Some("live"))
+        .map(|r| r.split_whitespace().nth(3).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(live, items, "{out}");
+    // --scan counts the set bits of each slot instead.
+    let scanned = ok(&s.bfctl(&["info", "w", "--scan"], b""));
+    assert!(scanned.contains("measured fill"), "{scanned}");
+    let measured: f64 = field(&scanned, "estimated FPR now:")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((measured / fpr - 1.0).abs() < 0.5, "{fpr} vs {measured}");
+
+    // plan --window: the shape the module reserves, against a classic filter.
+    let plan = ok(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &[
+            "plan", "--items", "1000", "--error", "0.01", "--window", "60000",
+        ],
+        b"",
+    ));
+    assert!(
+        plan.starts_with("BF.RESERVE key 0.01 1000 WINDOW 60000\n"),
+        "{plan}"
+    );
+    let memory = field(&plan, "memory:");
+    let bits_bytes = memory.split_whitespace().next().unwrap();
+    assert!(
+        out.contains(&format!("({bits_bytes} of them bits)")),
+        "plan {memory}, info {out}"
+    );
+    let ratio: f64 = field(&plan, "classic:")
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .trim_end_matches('x')
+        .parse()
+        .unwrap();
+    assert!(ratio > 1.0 && ratio <= 2.1, "{plan}");
+    let capacity_row = plan.lines().find(|l| l.ends_with("(capacity)")).unwrap();
+    let rate: f64 = capacity_row
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rate <= 0.01 && rate > 0.005, "{capacity_row}");
+    for (args, complaint) in [
+        (&["--window", "3"][..], "--window"),
+        (&["--window", "1000", "--nonscaling"], "cannot be used with"),
+        (
+            &["--window", "1000", "--expansion", "4"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut all = vec!["plan", "--items", "1000", "--error", "0.01"];
+        all.extend(args);
+        let err = fails(&bfctl_at("redis://127.0.0.1:1", &all, b""));
+        assert!(err.contains(complaint), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn clear_errors_without_server_or_module() {
     let port = free_port();
     let url = format!("redis://127.0.0.1:{port}");
