@@ -16,7 +16,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
-use rustbloom_core::budget::allocation_size;
+use rustbloom_core::budget::{allocation_size, usable_size, Allocator};
 use rustbloom_core::window::encoding::parse_header;
 use rustbloom_core::window::{bytes_needed, WindowParams};
 use rustbloom_testkit::*;
@@ -1147,6 +1147,16 @@ fn memory_is_within_2_1_times_a_classic_filter() {
 // (g) The memory budget
 // ---------------------------------------------------------------------------------------------
 
+/// The allocator of the server behind `c` (Debian's Redis: jemalloc; PyPI's Valkey: libc), whose
+/// usable sizes the module charges and reports.
+fn server_allocator(c: &mut Connection) -> Allocator {
+    if info_section(c, "memory").contains("mem_allocator:libc") {
+        Allocator::Libc
+    } else {
+        Allocator::Jemalloc
+    }
+}
+
 #[test]
 fn a_window_filter_over_the_per_filter_limit_is_refused_and_creates_nothing() {
     let server = Server::start();
@@ -1157,7 +1167,7 @@ fn a_window_filter_over_the_per_filter_limit_is_refused_and_creates_nothing() {
         window_ms: 1000,
         seed: 0,
     };
-    let needed = bytes_needed(&params).unwrap();
+    let needed = usable_size(server_allocator(&mut c), params.shape().unwrap().bytes());
     let limit = |c: &mut Connection, bytes: u64| {
         raw_ok(
             c,
