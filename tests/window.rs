@@ -274,53 +274,58 @@ fn a_quiet_filter_forgets_at_the_start_of_the_fourth_generation() {
     const W: u64 = 1200;
     let server = Server::start();
     let mut c = server.conn();
-    raw_ok(
-        &mut c,
-        &["BF.RESERVE", "quiet", "0.01", "1000", "WINDOW", "1200"],
-    );
-    let added = items("q", 300);
-    let counted = count_true(&madd(&mut c, "quiet", &added)) as u64;
-    let at = last_write(&mut c, "quiet");
-    let gone = forgotten_at(at, W);
-    assert!(gone > at + W && gone <= at + 2 * W);
-    let (mut inside, mut outside) = (0, 0);
-    loop {
-        let check = timed(|| {
-            (
-                mexists(&mut c, "quiet", &added),
-                card(&mut c, "quiet"),
-                info_int(&mut c, "quiet", "Number of items inserted") as u64,
-            )
-        });
-        let (answers, card, info_items) = check.value;
-        if check.received < gone {
-            assert_eq!(
-                count_true(&answers),
-                added.len(),
-                "at [{}, {}]",
-                check.sent,
-                check.received
-            );
-            assert_eq!((card, info_items), (counted, counted));
-            inside += 1;
-        } else if check.sent >= gone {
-            assert_eq!(
-                count_true(&answers),
-                0,
-                "at {} (gone at {gone})",
-                check.sent
-            );
-            assert_eq!((card, info_items), (0, 0));
-            outside += 1;
-            if outside == 3 {
-                break;
+    // A check before the forgetting moment needs the machine to answer within 1.2 s of the add:
+    // a stalled attempt is retried rather than failed.
+    for attempt in 0..3 {
+        let key = format!("quiet{attempt}");
+        raw_ok(
+            &mut c,
+            &["BF.RESERVE", &key, "0.01", "1000", "WINDOW", "1200"],
+        );
+        let added = items("q", 300);
+        let counted = count_true(&madd(&mut c, &key, &added)) as u64;
+        let at = last_write(&mut c, &key);
+        let gone = forgotten_at(at, W);
+        assert!(gone > at + W && gone <= at + 2 * W);
+        let (mut inside, mut outside) = (0, 0);
+        while outside < 3 {
+            let check = timed(|| {
+                (
+                    mexists(&mut c, &key, &added),
+                    card(&mut c, &key),
+                    info_int(&mut c, &key, "Number of items inserted") as u64,
+                )
+            });
+            let (answers, card, info_items) = check.value;
+            if check.received < gone {
+                assert_eq!(
+                    count_true(&answers),
+                    added.len(),
+                    "at [{}, {}]",
+                    check.sent,
+                    check.received
+                );
+                assert_eq!((card, info_items), (counted, counted));
+                inside += 1;
+            } else if check.sent >= gone {
+                assert_eq!(
+                    count_true(&answers),
+                    0,
+                    "at {} (gone at {gone})",
+                    check.sent
+                );
+                assert_eq!((card, info_items), (0, 0));
+                outside += 1;
             }
+            std::thread::sleep(Duration::from_millis(30));
         }
-        std::thread::sleep(Duration::from_millis(30));
+        // Reads changed nothing: the filter's time is its last write's.
+        assert_eq!(last_write(&mut c, &key), at);
+        if inside > 0 {
+            return;
+        }
     }
-    assert!(inside > 0, "no check ran before {gone}");
-    // Reads changed nothing: the filter's time is its last write's.
-    assert_eq!(last_write(&mut c, "quiet"), at);
+    panic!("three attempts without a check before the forgetting moment (machine too slow?)");
 }
 
 /// Adding an item again refreshes it: it then lives a window from the refresh.

@@ -307,22 +307,32 @@ pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<()> {
         classic / items as f64,
         bits as f64 / classic
     );
-    // What the same N and ε take as the module's own fixed-size filter, and as the recipe that
-    // rotates one such key per window and queries the current and the previous one.
-    let plain = FilterParams {
-        capacity: items,
-        error_rate: error,
-        growth: Growth::NonScaling,
-        seed: 0,
-    }
-    .layer_size(0)
-    .map_err(|e| anyhow!("cannot size the plain filter: {e:?}"))?;
+    // What the same N and ε take as the module's own fixed-size filter (which never forgets),
+    // and as the recipe this replaces: one such key per window, the current and the previous
+    // one queried, each sized for ε/2 so that the pair answers false positives at ε.
+    let fixed = |error_rate: f64| {
+        FilterParams {
+            capacity: items,
+            error_rate,
+            growth: Growth::NonScaling,
+            seed: 0,
+        }
+        .layer_size(0)
+        .map_err(|e| anyhow!("cannot size the plain filter: {e:?}"))
+    };
+    let plain = fixed(error)?;
+    let rotated = 2 * fixed(error / 2.0)?.bytes();
     println!(
-        "plain filter:  BF.RESERVE key {error} {items} NONSCALING: {} bytes (never forgets); \
-         two rotated keys: {} bytes ({:.2}x the window filter)",
+        "plain filter:  BF.RESERVE key {error} {items} NONSCALING: {} bytes ({:.2}x classic), \
+         never forgets",
         plain.bytes(),
-        2 * plain.bytes(),
-        2.0 * plain.bytes() as f64 / shape.bytes() as f64
+        plain.bits as f64 / classic
+    );
+    println!(
+        "rotated keys:  two keys of {items} items at {} (one per window, both queried): {rotated} \
+         bytes ({:.2}x classic), forgetting after 1 to 2 windows",
+        error / 2.0,
+        rotated as f64 * 8.0 / classic
     );
     println!();
     // A steady rate puts a third of the window's items in each generation; at the last moment

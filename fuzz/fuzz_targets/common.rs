@@ -2,9 +2,12 @@
 //! the decoder inputs with a correct checksum, so the fuzzer explores the field checks behind it.
 #![allow(dead_code)]
 
-use rustbloom_core::encoding::encode_transfer_header;
+use rustbloom_core::redisbloom::chain::{LinkShape, RbFilter, FORCE64, NOROUND, NO_SCALING};
+use rustbloom_core::redisbloom::scandump;
+use rustbloom_core::stored::scandump_step;
+use rustbloom_core::window::{WindowFilter, WindowParams};
 use rustbloom_core::{
-    AddOutcome, BloomFilter, Budget, FilterParams, Growth, StoredFilter, Unlimited,
+    AddOutcome, BloomFilter, Budget, Filter, FilterParams, Growth, StoredFilter, Unlimited,
 };
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
@@ -104,6 +107,107 @@ pub fn real_filter(r: &mut Reader) -> Option<BloomFilter> {
     Some(filter)
 }
 
+/// A real (small) window filter whose parameters, writes and their times come from the input.
+pub fn real_window(r: &mut Reader) -> Option<WindowFilter> {
+    let capacity = u64::from(r.u16() % 2000) + 1;
+    let error_rate = match r.u8() {
+        0 => 0.5,
+        b => 1.0 / (f64::from(b) * 7.0 + 2.0),
+    };
+    // Short windows (so that writes cross generations) and, sometimes, extreme ones.
+    let window_ms = match r.u8() % 8 {
+        0 => 4,
+        1 => 1 << 40,
+        _ => u64::from(r.u16()) + 4,
+    };
+    let params = WindowParams {
+        error_rate,
+        capacity,
+        window_ms,
+        seed: r.u64(),
+    };
+    let mut now = match r.u8() % 4 {
+        0 => 0,
+        1 => u64::MAX - u64::from(r.u16()),
+        _ => r.u64() >> 16,
+    };
+    // Created with its ring at time 0, as the module creates it.
+    let mut filter = WindowFilter::new(params, 0, &mut budget()).ok()?;
+    for i in 0..u32::from(r.u16() % 1024) {
+        if i % 64 == 0 {
+            now = now.saturating_add(u64::from(r.u16()));
+        }
+        filter.insert(&i.to_le_bytes(), now);
+    }
+    Some(filter)
+}
+
+/// A real (small) RedisBloom filter: a chain of NOROUND links sized as RedisBloom 2.8 sizes
+/// them, from input-chosen entries and error rates, with items added by its own rules.
+pub fn real_redisbloom(r: &mut Reader) -> Option<RbFilter> {
+    let link = |entries: u64, error: f64| {
+        let bpe = (1.0 / error).ln() / std::f64::consts::LN_2.powi(2);
+        let bits = ((entries as f64 * bpe).ceil() as u64).div_ceil(64) * 64;
+        LinkShape {
+            entries,
+            error,
+            hashes: (std::f64::consts::LN_2 * bpe).ceil() as u32,
+            bpe,
+            bits,
+            n2: 0,
+            bytes: bits / 8,
+            items: 0,
+        }
+    };
+    let scaling = r.u8() % 4 != 0;
+    let growth = u32::from(r.u8() % 4) + 1;
+    let mut entries = u64::from(r.u16() % 500) + 1;
+    let mut error = 1.0 / (f64::from(r.u8()) + 2.0);
+    let links = if scaling {
+        usize::from(r.u8() % 3) + 1
+    } else {
+        1
+    };
+    let mut shapes = Vec::new();
+    for _ in 0..links {
+        shapes.push(link(entries, error));
+        entries *= u64::from(growth);
+        error /= 2.0;
+    }
+    let options = NOROUND | FORCE64 | if scaling { 0 } else { NO_SCALING };
+    let mut header = Vec::new();
+    header.extend_from_slice(&0u64.to_le_bytes());
+    header.extend_from_slice(&(shapes.len() as u32).to_le_bytes());
+    header.extend_from_slice(&options.to_le_bytes());
+    header.extend_from_slice(&growth.to_le_bytes());
+    for shape in &shapes {
+        header.extend_from_slice(&shape.bytes.to_le_bytes());
+        header.extend_from_slice(&shape.bits.to_le_bytes());
+        header.extend_from_slice(&shape.items.to_le_bytes());
+        header.extend_from_slice(&shape.error.to_le_bytes());
+        header.extend_from_slice(&shape.bpe.to_le_bytes());
+        header.extend_from_slice(&shape.hashes.to_le_bytes());
+        header.extend_from_slice(&shape.entries.to_le_bytes());
+        header.push(shape.n2);
+    }
+    let mut filter = scandump::decode_header(&header, &mut budget()).ok()?;
+    for i in 0..u32::from(r.u16() % 2048) {
+        if filter.insert(&i.to_le_bytes(), &mut budget()).is_err() {
+            break;
+        }
+    }
+    Some(filter)
+}
+
+/// A real filter of an input-chosen kind.
+pub fn real_any(r: &mut Reader) -> Option<Filter> {
+    match r.u8() % 3 {
+        0 => real_filter(r).map(Filter::Scalable),
+        1 => real_window(r).map(Filter::Window),
+        _ => real_redisbloom(r).map(Filter::RedisBloom),
+    }
+}
+
 /// XORs up to 8 input-chosen bytes of `bytes` (its trailing checksum excluded).
 pub fn mutate(r: &mut Reader, bytes: &mut [u8]) {
     let body = bytes.len().saturating_sub(8);
@@ -116,9 +220,15 @@ pub fn mutate(r: &mut Reader, bytes: &mut [u8]) {
     }
 }
 
-/// The checksum a BF.LOADCHUNK data chunk of `bits` at `offset` must carry for `filter`.
-pub fn chunk_sum(filter: &BloomFilter, offset: u64, bits: &[u8]) -> u64 {
-    let header = encode_transfer_header(filter);
+/// The header BF.LOADCHUNK starts a load of one of our kinds with (SCANDUMP's first chunk).
+pub fn transfer_header(filter: &Filter) -> Vec<u8> {
+    scandump_step(filter, 0).1
+}
+
+/// The checksum a BF.LOADCHUNK data chunk of `bits` at `offset` must carry for `filter` (one of
+/// our kinds: a RedisBloom filter's chunks carry none).
+pub fn chunk_sum(filter: &Filter, offset: u64, bits: &[u8]) -> u64 {
+    let header = transfer_header(filter);
     let header_sum = u64::from_le_bytes(header[header.len() - 8..].try_into().unwrap());
     xxh3_64_with_seed(bits, header_sum.wrapping_add(offset))
 }
@@ -132,15 +242,7 @@ pub fn with_sum(bits: &[u8], sum: u64) -> Vec<u8> {
 
 /// A copy of a stored filter, complete or loading (StoredFilter is not Clone).
 pub fn clone_stored(stored: &StoredFilter) -> StoredFilter {
-    match stored {
-        StoredFilter::Ready(filter) => {
-            StoredFilter::Ready(filter.try_clone(&mut Unlimited).expect("clone"))
-        }
-        StoredFilter::Loading { filter, loaded } => StoredFilter::Loading {
-            filter: filter.try_clone(&mut Unlimited).expect("clone"),
-            loaded: *loaded,
-        },
-    }
+    stored.try_clone(&mut Unlimited).expect("clone")
 }
 
 /// Checks what one `insert_many` of `items` on `filter` (whose state before it was

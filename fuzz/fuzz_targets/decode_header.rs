@@ -1,22 +1,30 @@
-//! `decode_header` on arbitrary bytes, on arbitrary bytes with a correct checksum, and on mutated
-//! real headers with a correct checksum; whatever it accepts must be a usable, self-consistent
-//! filter that re-encodes to the same bytes. Then the filter is used like the commands do, and
-//! what an add grew must replay identically on a replica (`with_first_layer` + `push_layer` of
-//! the shapes the add reported).
+//! `stored::decode_header` on arbitrary bytes, on arbitrary bytes with a correct checksum, and
+//! on mutated real headers with a correct checksum, of every kind: scalable ("RBLM"), window
+//! ("RBLW") and RedisBloom envelope ("RBLR"). Whatever it accepts must be a usable,
+//! self-consistent filter that re-encodes to the same bytes. Then the filter is used like the
+//! commands do: what an add did must replay identically on a replica (a scalable filter's
+//! layers by `with_first_layer` + `push_layer` of the shapes the add reported; a window's writes
+//! at the timestamp the primary used; a RedisBloom filter's by its own growth rule), and a
+//! SCANDUMP / LOADCHUNK round trip must give the filter back.
 #![no_main]
 
 mod common;
 
 use common::{
-    budget, check_outcome, chunk_sum, fix_checksum, mutate, real_filter, replay, with_sum, Reader,
-    MAX_FILTER_BYTES,
+    budget, check_outcome, chunk_sum, fix_checksum, mutate, real_any, replay, transfer_header,
+    with_sum, Reader, MAX_FILTER_BYTES,
 };
 use libfuzzer_sys::fuzz_target;
-use rustbloom_core::encoding::{
-    decode_header, decode_load_header, encode_header, encode_transfer_header, load_chunk,
-    scandump_step,
-};
-use rustbloom_core::{AddOutcome, BloomFilter, StoredFilter, Unlimited};
+use rustbloom_core::redisbloom::{Arithmetic, RbAddOutcome, RbFilter};
+use rustbloom_core::stored::{decode_header, decode_load_header, load_chunk, scandump_step};
+use rustbloom_core::window::{encoding::HEADER_BYTES as WINDOW_HEADER_BYTES, WindowFilter};
+use rustbloom_core::{AddOutcome, BloomFilter, Filter, Outcome, StoredFilter, Unlimited};
+
+/// Bytes of a RedisBloom envelope header around a chain header of `links` links: 16 fixed, 20 +
+/// 53 per link, 8 of checksum.
+fn envelope_len(links: usize) -> usize {
+    16 + 20 + 53 * links + 8
+}
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);
@@ -24,29 +32,40 @@ fuzz_target!(|data: &[u8]| {
     let bytes = match mode % 3 {
         0 => r.bytes(usize::MAX).to_vec(),
         1 => {
-            // Mostly the length of a header with 0..=3 layers, sometimes any length.
-            let layers = usize::from(r.u8() % 4);
-            let len = match r.u8() {
-                0 => usize::from(r.u8()),
-                _ => 56 + 24 * layers,
+            // Input bytes with a correct checksum, mostly at the length (and with the magic) of
+            // one kind's header, sometimes any length.
+            let kind = r.u8() % 3;
+            let len = match (r.u8(), kind) {
+                (0, _) => usize::from(r.u8()),
+                (_, 0) => 56 + 24 * usize::from(r.u8() % 4),
+                (_, 1) => WINDOW_HEADER_BYTES,
+                _ => envelope_len(usize::from(r.u8() % 3) + 1),
             };
             let mut b = r.bytes(len).to_vec();
+            let magic: &[u8; 4] = match kind {
+                0 => b"RBLM",
+                1 => b"RBLW",
+                _ => b"RBLR",
+            };
+            if b.len() >= 12 && r.u8() % 4 != 0 {
+                b[..4].copy_from_slice(magic);
+            }
             fix_checksum(&mut b);
             b
         }
         _ => {
-            let Some(filter) = real_filter(&mut r) else {
+            let Some(filter) = real_any(&mut r) else {
                 return;
             };
             // Sometimes the header of a load in progress.
             let stored = match r.u8() % 4 {
                 0 if filter.bytes() > 0 => {
                     let loaded = r.u64() % filter.bytes();
-                    StoredFilter::Loading { filter, loaded }
+                    StoredFilter::partly_loaded(filter, loaded)
                 }
-                _ => StoredFilter::Ready(filter),
+                _ => StoredFilter::ready_filter(filter),
             };
-            let mut b = encode_header(&stored);
+            let mut b = stored.encode_header();
             mutate(&mut r, &mut b);
             match r.u8() % 4 {
                 0 => b.truncate(b.len().saturating_sub(usize::from(r.u8()))),
@@ -66,16 +85,22 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     check(&stored, &bytes);
-    // Fill the bits from the rest of the input: directly up to what the header says is loaded,
-    // then, for a load in progress, the rest by BF.LOADCHUNK chunks, which must complete it.
+    // Fill the bits from the rest of the input: directly up to what the header says is loaded
+    // (in the pieces RDB uses, which never cross a RedisBloom link), then, for a load in
+    // progress of one of our kinds, the rest by BF.LOADCHUNK chunks, which must complete it.
     let total = stored.filter().bytes();
     let loaded = stored.loaded_bytes();
-    let fill = r.bytes(loaded as usize);
-    if !fill.is_empty() {
-        match &mut stored {
-            StoredFilter::Ready(filter) | StoredFilter::Loading { filter, .. } => {
-                filter.write_bits(0, fill)
-            }
+    for (offset, len) in stored.filter().pieces(loaded, 4096) {
+        let mut piece = r.bytes(len as usize).to_vec();
+        piece.resize(len as usize, 0);
+        stored.write_bits(offset, &piece);
+    }
+    if matches!(stored.filter(), Filter::RedisBloom(_)) {
+        // Its BF.LOADCHUNK stream is RedisBloom's own, from a RedisBloom header: a saved partial
+        // load is left as it is, and answers nothing.
+        if stored.is_loading() {
+            assert!(stored.ready().is_none());
+            return;
         }
     }
     let mut offset = loaded;
@@ -96,23 +121,46 @@ fuzz_target!(|data: &[u8]| {
     let Some(filter) = stored.ready_mut() else {
         panic!("a filter whose bits all arrived is not ready");
     };
-    exercise(filter, &mut r);
+    match filter {
+        Filter::Scalable(filter) => exercise_scalable(filter, &mut r),
+        Filter::Window(filter) => exercise_window(filter, &mut r),
+        Filter::RedisBloom(filter) => exercise_redisbloom(filter, &mut r),
+    }
+    round_trip(filter);
 });
 
-/// Invariants of an accepted header.
+/// Invariants of an accepted header, whatever its kind.
 fn check(stored: &StoredFilter, bytes: &[u8]) {
     let filter = stored.filter();
-    assert!(!filter.layers().is_empty());
     assert!(filter.allocated_bytes() <= MAX_FILTER_BYTES);
     assert_eq!(
-        encode_header(stored),
+        stored.encode_header(),
         bytes,
         "accepted header does not re-encode to itself"
     );
-    match stored {
-        StoredFilter::Loading { loaded, .. } => assert!(*loaded < filter.bytes()),
-        StoredFilter::Ready(_) => assert_eq!(stored.loaded_bytes(), filter.bytes()),
+    assert!(stored.loaded_bytes() <= filter.bytes());
+    assert_eq!(
+        stored.is_loading(),
+        stored.loaded_bytes() < filter.bytes(),
+        "loading state and loaded bytes disagree"
+    );
+    assert_eq!(stored.ready().is_some(), !stored.is_loading());
+    let _ = filter.capacity();
+    let _ = filter.counted_items();
+    let _ = filter.layer_count();
+    let _ = filter.expansion();
+    let _ = filter.info_size();
+    assert!(filter.memory_usage() >= filter.allocated_bytes());
+    assert!(filter.allocated_bytes() >= filter.bytes());
+    match filter {
+        Filter::Scalable(filter) => check_scalable(filter),
+        Filter::Window(filter) => check_window(filter),
+        Filter::RedisBloom(filter) => check_redisbloom(filter),
     }
+}
+
+fn check_scalable(filter: &BloomFilter) {
+    assert!(!filter.layers().is_empty());
     // Every layer's shape passed the checks a replica's BF.RESERVE SHAPE / BF.GROW run.
     for (index, layer) in filter.layers().iter().enumerate() {
         assert_eq!(layer.size().check(), Ok(()));
@@ -127,7 +175,42 @@ fn check(stored: &StoredFilter, bytes: &[u8]) {
     let _ = filter.memory_usage();
 }
 
-fn exercise(filter: &mut BloomFilter, r: &mut Reader) {
+fn check_window(filter: &WindowFilter) {
+    let (params, shape) = (filter.params(), filter.shape());
+    assert_eq!(shape.slot.check(), Ok(()));
+    assert!(params.error_rate > 0.0 && params.error_rate < 1.0);
+    assert_eq!(shape.generation_ms, params.window_ms.div_ceil(3));
+    assert_eq!(filter.bytes(), shape.bytes());
+    for items in filter.slot_items() {
+        assert!(items <= shape.slot.bits);
+    }
+    // The contract's arithmetic holds for whatever time the header says.
+    let last = filter.last_ms();
+    let gone = shape.forgotten_at(last);
+    if gone < u64::MAX {
+        assert!(
+            gone > last + params.window_ms,
+            "forgotten inside the window"
+        );
+        assert!(gone <= last + 2 * params.window_ms, "remembered past 2W");
+    }
+    let _ = filter.items(last);
+    let _ = filter.items(u64::MAX);
+}
+
+fn check_redisbloom(filter: &RbFilter) {
+    assert!(!filter.links().is_empty());
+    let items: u64 = filter.links().iter().map(|l| l.shape().items).sum();
+    assert_eq!(items, filter.items());
+    assert_eq!(
+        filter.bytes(),
+        filter.links().iter().map(|l| l.shape().bytes).sum::<u64>()
+    );
+    let _ = filter.capacity();
+    let _ = filter.info_size();
+}
+
+fn exercise_scalable(filter: &mut BloomFilter, r: &mut Reader) {
     // Queries and adds (growth included) on whatever shape the header described.
     for i in 0..u32::from(r.u8()) * 8 {
         let item = i.to_le_bytes();
@@ -177,11 +260,125 @@ fn exercise(filter: &mut BloomFilter, r: &mut Reader) {
             "created replica diverged from its primary"
         );
     }
+}
 
-    // SCANDUMP then LOADCHUNK must give the same filter back.
-    let header = encode_transfer_header(filter);
+/// Writes at input-chosen times (sometimes going back, as a replica's or a stepped clock),
+/// checked against the contract; then an add replayed on a replica at the timestamp the primary
+/// used, which must reach the same bits.
+fn exercise_window(filter: &mut WindowFilter, r: &mut Reader) {
+    let window = filter.params().window_ms;
+    let mut now = filter.last_ms();
+    for i in 0..u32::from(r.u8()) * 8 {
+        match r.u8() % 8 {
+            0 => now = now.saturating_sub(u64::from(r.u16())),
+            1 => now = now.saturating_add(r.u64() >> 24),
+            _ => now = now.saturating_add(u64::from(r.u8())),
+        }
+        let item = i.to_le_bytes();
+        let was = filter.contains(&item, now);
+        let before = filter.last_ms();
+        let inserted = filter.insert(&item, now);
+        assert_eq!(
+            inserted.at_ms,
+            now.max(before),
+            "the filter's time went back"
+        );
+        assert_eq!(filter.last_ms(), inserted.at_ms);
+        if was && inserted.at_ms == now {
+            assert!(!inserted.new, "an item present before was counted new");
+        }
+        let at = inserted.at_ms;
+        assert!(
+            filter.contains(&item, at),
+            "false negative right after insert"
+        );
+        assert!(
+            filter.contains(&item, at.saturating_add(window)),
+            "false negative inside the window"
+        );
+    }
+    let items: Vec<[u8; 4]> = (0..64u32).map(|i| i.to_le_bytes()).collect();
+    filter.contains_many(items.iter().map(|i| i.as_slice()), now, |_| {});
+
+    // One add operation through the Filter interface, as BF.MADD runs it, and its replay on a
+    // replica at the timestamp the outcome says (BF.ADDAT key at_ms ...).
+    let mut replica = filter.try_clone(&mut Unlimited).expect("clone refused");
+    assert_eq!(&replica, &*filter, "try_clone changed the filter");
+    let start = u32::from(r.u16());
+    let count = u32::from(r.u16() % 2048);
+    let items: Vec<[u8; 4]> = (start..start + count).map(|i| i.to_le_bytes()).collect();
+    let items: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
+    let when = match r.u8() % 4 {
+        0 => 0,
+        1 => u64::MAX,
+        _ => now.saturating_add(u64::from(r.u16())),
+    };
+    let mut primary = Filter::Window(filter.try_clone(&mut Unlimited).expect("clone refused"));
+    let mut outcome = primary.new_outcome(when);
+    primary.insert_many(items.iter().copied(), &mut budget(), &mut outcome);
+    let Outcome::Window(window_outcome) = &outcome else {
+        panic!("a window filter gave another kind of outcome");
+    };
+    assert_eq!(outcome.error(), None, "a window filter refused an item");
+    assert_eq!(outcome.added().len(), items.len());
+    let at = window_outcome.at_ms;
+    replica.insert_many(items.iter().copied(), at, |_| {});
+    let Filter::Window(primary) = primary else {
+        unreachable!()
+    };
+    assert_eq!(replica, primary, "replica diverged from its primary");
+    for item in &items {
+        assert!(
+            primary.contains(item, at),
+            "false negative after insert_many"
+        );
+    }
+    // Once the fourth generation after the write begins, a filter written nothing since holds
+    // none of it.
+    let gone = primary.shape().forgotten_at(at);
+    if gone < u64::MAX {
+        for item in &items {
+            assert!(
+                !primary.contains(item, gone),
+                "remembered past its forgetting moment"
+            );
+        }
+    }
+    *filter = primary;
+}
+
+/// Adds by RedisBloom's rules (growth included), and the same new items on a replica holding the
+/// same filter, which must grow alike.
+fn exercise_redisbloom(filter: &mut RbFilter, r: &mut Reader) {
+    let mut replica = filter.try_clone(&mut Unlimited).expect("clone refused");
+    assert_eq!(&replica, &*filter, "try_clone changed the filter");
+    let start = u32::from(r.u16());
+    let count = u32::from(r.u16() % 2048);
+    let items: Vec<[u8; 4]> = (start..start + count).map(|i| i.to_le_bytes()).collect();
+    let items: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
+    let (links_before, items_before) = (filter.links().len(), filter.items());
+    let mut outcome = RbAddOutcome::default();
+    filter.insert_many(items.iter().copied(), &mut budget(), &mut outcome);
+    let added: Vec<&[u8]> = outcome.added_positions().map(|p| items[p]).collect();
+    assert_eq!(filter.items(), items_before + added.len() as u64);
+    assert_eq!(filter.links().len(), links_before + outcome.grown.len());
+    for (&item, _) in items.iter().zip(&outcome.added) {
+        assert!(filter.contains(item), "false negative after insert_many");
+    }
+    let mut replayed = RbAddOutcome::default();
+    replica.insert_many(added.iter().copied(), &mut Unlimited, &mut replayed);
+    assert_eq!(replayed.error, None, "replica refused an add");
+    assert_eq!(replica, *filter, "replica diverged from its primary");
+}
+
+/// SCANDUMP then LOADCHUNK must give the same filter back (a RedisBloom filter through
+/// RedisBloom's own stream, which cannot carry the 32-bit arithmetic of RedisBloom v1.0), and
+/// the saved header must decode to the same shape.
+fn round_trip(filter: &Filter) {
+    let header = transfer_header(filter);
     let mut copy =
         decode_load_header(&header, &mut Unlimited).expect("own transfer header refused");
+    assert!(copy.is_loading() || filter.bytes() == 0);
     let mut iterator = 1;
     loop {
         let (next, chunk) = scandump_step(filter, iterator);
@@ -191,13 +388,27 @@ fn exercise(filter: &mut BloomFilter, r: &mut Reader) {
         load_chunk(&mut copy, next, &chunk).expect("own chunk refused");
         iterator = next;
     }
-    assert_eq!(
-        copy.ready(),
-        Some(&*filter),
-        "SCANDUMP/LOADCHUNK round trip changed the filter"
-    );
-    let encoded = encode_header(&copy);
-    let again = decode_header(&encoded, &mut Unlimited).expect("own header refused");
-    assert_eq!(again.filter().params(), filter.params());
+    let wrap32 =
+        matches!(filter, Filter::RedisBloom(rb) if rb.header().arithmetic == Arithmetic::Wrap32);
+    if !wrap32 {
+        assert_eq!(
+            copy.ready(),
+            Some(filter),
+            "SCANDUMP/LOADCHUNK round trip changed the filter"
+        );
+    }
+    let saved = StoredFilter::ready_filter(filter.try_clone(&mut Unlimited).expect("clone"));
+    let encoded = saved.encode_header();
+    let mut again = decode_header(&encoded, &mut Unlimited).expect("own header refused");
     assert_eq!(again.loaded_bytes(), filter.bytes());
+    for (offset, len) in filter.pieces(filter.bytes(), 4096) {
+        let mut piece = vec![0; len as usize];
+        filter.read_bits(offset, &mut piece);
+        again.write_bits(offset, &piece);
+    }
+    assert_eq!(
+        again.ready(),
+        Some(filter),
+        "header and bits gave another filter"
+    );
 }

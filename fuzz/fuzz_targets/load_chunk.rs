@@ -1,31 +1,33 @@
-//! The BF.LOADCHUNK path: `decode_load_header`, then a sequence of `load_chunk` calls with
-//! correct, forged (correct checksum, wrong place) and corrupted chunks. A refused chunk must
-//! leave the filter unchanged; an accepted one must advance the load by exactly its length; a
-//! load completed from a real filter's chunks must give that filter back.
+//! The BF.LOADCHUNK path of our own kinds (scalable and window filters): `decode_load_header`,
+//! then a sequence of `load_chunk` calls with correct, forged (correct checksum, wrong place) and
+//! corrupted chunks. A refused chunk must leave the filter unchanged; an accepted one must
+//! advance the load by exactly its length; a load completed from a real filter's chunks must
+//! give that filter back.
 #![no_main]
 
 mod common;
 
 use common::{
-    budget, chunk_sum, clone_stored, fix_checksum, mutate, real_filter, with_sum, Reader,
+    budget, chunk_sum, clone_stored, fix_checksum, mutate, real_filter, real_window,
+    transfer_header, with_sum, Reader,
 };
 use libfuzzer_sys::fuzz_target;
-use rustbloom_core::encoding::{
-    data_chunk, decode_load_header, encode_transfer_header, load_chunk, scandump_step, ChunkError,
-    CHUNK_BYTES,
-};
-use rustbloom_core::{BloomFilter, StoredFilter};
+use rustbloom_core::encoding::{ChunkError, CHUNK_BYTES};
+use rustbloom_core::stored::{decode_load_header, load_chunk, scandump_step};
+use rustbloom_core::window::encoding::HEADER_BYTES as WINDOW_HEADER_BYTES;
+use rustbloom_core::Filter;
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);
     // The header: a real filter's, possibly mutated (checksum fixed), or input bytes.
     let source = match r.u8() % 4 {
         0 => None,
-        _ => real_filter(&mut r),
+        1 => real_window(&mut r).map(Filter::Window),
+        _ => real_filter(&mut r).map(Filter::Scalable),
     };
     let header = match &source {
         Some(filter) => {
-            let mut h = encode_transfer_header(filter);
+            let mut h = transfer_header(filter);
             if r.u8() % 4 == 0 {
                 mutate(&mut r, &mut h);
                 fix_checksum(&mut h);
@@ -33,8 +35,11 @@ fuzz_target!(|data: &[u8]| {
             h
         }
         None => {
-            let layers = usize::from(r.u8() % 3);
-            let mut h = r.bytes(56 + 24 * layers).to_vec();
+            let len = match r.u8() % 4 {
+                0 => WINDOW_HEADER_BYTES,
+                layers => 56 + 24 * usize::from(layers - 1),
+            };
+            let mut h = r.bytes(len).to_vec();
             fix_checksum(&mut h);
             h
         }
@@ -42,12 +47,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(mut stored) = decode_load_header(&header, &mut budget()) else {
         return;
     };
-    assert!(matches!(stored, StoredFilter::Loading { loaded: 0, .. }));
+    assert!(stored.is_loading() && stored.loaded_bytes() == 0);
     let total = stored.filter().bytes();
     // Only chunks taken unchanged from `source` went in: the result must equal it.
     let mut faithful = source
         .as_ref()
-        .is_some_and(|s| encode_transfer_header(s) == header);
+        .is_some_and(|s| transfer_header(s) == header);
 
     while !r.is_empty() {
         let expected = stored.loaded_bytes();
@@ -152,7 +157,7 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         // A completed filter answers queries.
-        let _ = filter.contains(b"x");
+        let _ = filter.contains(b"x", 0);
         // And takes no more chunks, whatever they are.
         let snapshot = clone_stored(&stored);
         let len = usize::from(r.u8()) + 1;
@@ -169,15 +174,18 @@ fuzz_target!(|data: &[u8]| {
 });
 
 /// `len` bytes of `filter`'s bits at `offset`, with their chunk checksum (like SCANDUMP, whose own
-/// chunks are always 16 MiB or the rest).
-fn scandump_step_at(filter: &BloomFilter, offset: u64, len: u64) -> (u64, Vec<u8>) {
-    if offset == 0 && len == filter.bytes() {
-        return scandump_step(filter, 1);
-    }
+/// chunks are always 16 MiB or the rest: where this is one of them, it must be the same).
+fn scandump_step_at(filter: &Filter, offset: u64, len: u64) -> (u64, Vec<u8>) {
     let mut bits = vec![0u8; len as usize];
     filter.read_bits(offset, &mut bits);
     let sum = chunk_sum(filter, offset, &bits);
     let chunk = with_sum(&bits, sum);
-    assert_eq!(chunk, data_chunk(filter, offset, len), "data_chunk differs");
+    if offset % CHUNK_BYTES == 0 && len == CHUNK_BYTES.min(filter.bytes() - offset) {
+        assert_eq!(
+            scandump_step(filter, 1 + offset),
+            (1 + offset + len, chunk.clone()),
+            "SCANDUMP's chunk differs"
+        );
+    }
     (1 + offset + len, chunk)
 }

@@ -1,6 +1,6 @@
-//! The pure argument parsers behind BF.RESERVE / BF.INSERT / BF.SCANDUMP / BF.LOADCHUNK and the
-//! error-rate config: no panic on any bytes, and every accepted value is in its documented range
-//! and agrees with the stricter parser under it.
+//! The pure argument parsers behind BF.RESERVE / BF.INSERT (WINDOW included) / BF.SCANDUMP /
+//! BF.LOADCHUNK and the error-rate config: no panic on any bytes, and every accepted value is in
+//! its documented range and agrees with the stricter parser under it.
 //!
 //! `parse_reserve` (its SHAPE option) and `parse_grow` take a Redis `Command`, which cannot be
 //! built outside a server, and `parse_shape` is private; their grammar is `bits hashes layout`
@@ -15,9 +15,11 @@
 use libfuzzer_sys::fuzz_target;
 use rustbloom::module::args::{
     parse_capacity, parse_error_rate, parse_f64, parse_i64, parse_iterator, parse_seed, parse_u64,
+    parse_window,
 };
 use rustbloom_core::scalable::{CreateError, PushError, MAX_CAPACITY, MAX_LAYERS};
 use rustbloom_core::sizing::Layout;
+use rustbloom_core::window::{MAX_WINDOW_MS, MIN_WINDOW_MS};
 use rustbloom_core::{BloomFilter, Budget, FilterParams, Growth, LayerSize, Unlimited};
 
 fuzz_target!(|data: &[u8]| {
@@ -67,6 +69,15 @@ fuzz_target!(|data: &[u8]| {
     match parse_seed(data) {
         Ok(s) => assert_eq!(u, Some(s)),
         Err(_) => assert_eq!(u, None),
+    }
+    let windows = MIN_WINDOW_MS..=MAX_WINDOW_MS;
+    match parse_window(data) {
+        Ok(w) => {
+            assert!(windows.contains(&w));
+            assert_eq!(i, Some(w as i64));
+        }
+        Err(_) => assert!(i.map_or(true, |v| !u64::try_from(v)
+            .is_ok_and(|v| windows.contains(&v)))),
     }
     shape(data);
 });

@@ -427,6 +427,35 @@ proptest! {
         }
     }
 
+    /// Whatever the window (⌈W/3⌉ rounding included) and the moment of the write, a burst of four
+    /// times the capacity written at t answers at every moment from t through t + W, and not
+    /// from the start of the fourth generation after t's on, which is at most t + 2W.
+    #[test]
+    fn every_moment_of_the_window_answers_and_none_after(
+        window in prop_oneof![4u64..100, 100u64..10_000_000, Just(MAX_WINDOW_MS)],
+        written in prop_oneof![0u64..1_000, T0..T0 + 10_000_000],
+        moments in proptest::collection::vec(0.0f64..=1.0, 16),
+        seed: u64,
+    ) {
+        let params = WindowParams { seed, ..params(1e-2, 100, window) };
+        let mut filter = WindowFilter::new(params, 0, &mut Unlimited).unwrap();
+        let burst: Vec<[u8; 8]> = (0..400u64).map(|i| (i ^ seed).to_le_bytes()).collect();
+        let at = filter.insert_many(burst.iter().map(|i| &i[..]), written, |_| {});
+        prop_assert_eq!(at, written);
+        let present = |now: u64| burst.iter().filter(|i| filter.contains(&i[..], now)).count();
+        for moment in moments.iter().chain([&0.0, &1.0]) {
+            let now = written + (moment * window as f64) as u64;
+            prop_assert_eq!(present(now.min(written + window)), burst.len(), "at {}", now);
+        }
+        let gone = filter.shape().forgotten_at(written);
+        prop_assert!(gone > written + window && gone <= written + 2 * window);
+        prop_assert_eq!(present(gone - 1), burst.len());
+        // Nothing else was written: nothing answers, not even a false positive.
+        prop_assert_eq!(present(gone), 0);
+        prop_assert_eq!(present(written + 2 * window), 0);
+        prop_assert_eq!(filter.items(gone), 0);
+    }
+
     /// Random operation sequences survive encoding, and the copy keeps behaving identically.
     #[test]
     fn encoding_round_trips_any_history(
