@@ -125,7 +125,7 @@ impl Cluster {
             out.contains("[OK] All nodes agree about slots configuration.")
                 && out.contains("[OK] All 16384 slots covered.")
                 && !out.contains("[ERR]")
-                && !out.contains("[WARNING]")
+                && warnings_on_primaries(&out) == 0
         });
         assert!(ok, "cluster not healthy:\n{last}");
     }
@@ -569,5 +569,39 @@ fn cluster_failover_keeps_every_filter() {
     for k in &extra {
         let m = owners3[key_slot(k)];
         assert_all_exist(&mut cl.nodes[m].conn(), k, &items(k, 4000));
+    }
+}
+
+/// The warnings of a `redis-cli --cluster check` output, but those about a replica's open slots:
+/// Valkey 9 shows replicas the importing and migrating state of their primary's slots (and keeps
+/// it for a while after a reshard), which redis-cli 7.0 reports as "[WARNING] Node <replica> has
+/// slots in importing state", followed by the list of those open slots; a primary's open slot
+/// is a real problem.
+fn warnings_on_primaries(check: &str) -> usize {
+    let replicas: Vec<&str> = check
+        .lines()
+        .filter_map(|line| line.strip_prefix("S: "))
+        .filter_map(|rest| rest.split_whitespace().nth(1))
+        .collect();
+    let on_replica = |line: &str| {
+        replicas
+            .iter()
+            .any(|addr| line.contains(&format!("Node {addr} has slots in")))
+    };
+    let warnings: Vec<&str> = check
+        .lines()
+        .filter(|line| line.contains("[WARNING]"))
+        .collect();
+    let node_warnings = warnings
+        .iter()
+        .filter(|line| line.contains("[WARNING] Node "));
+    if node_warnings.clone().all(|line| on_replica(line)) {
+        // Only replicas' open slots (or none): the open-slot list names just those.
+        warnings
+            .iter()
+            .filter(|line| !line.contains("[WARNING] Node ") && !line.contains("slots are open"))
+            .count()
+    } else {
+        warnings.len()
     }
 }
