@@ -145,8 +145,9 @@ clients: build client-deps
 
 ## clients-run: the client tests alone, with the packages `make clients` installed.
 clients-run:
-	cd $(CLIENTS_DIR) && .venv/bin/python -m pytest -q -p no:cacheprovider test_redis_py.py
-	cd $(CLIENTS_DIR) && node --test node_redis.test.mjs
+	@cd $(CLIENTS_DIR) && rc=0; \
+	.venv/bin/python -m pytest -q -p no:cacheprovider test_redis_py.py || rc=1; \
+	node --test node_redis.test.mjs || rc=1; exit $$rc
 
 ## client-deps: python3 with venv, node and npm, installed from Debian only when the command is
 ## missing (a python3 from pyenv or a node from elsewhere is used as it is).
