@@ -1,5 +1,8 @@
 //! The scalable filter: a stack of layers that grows by RedisBloom's rule.
 
+use std::mem::MaybeUninit;
+use std::ops::ControlFlow;
+
 use super::budget::{allocation_size, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::Layer;
@@ -49,6 +52,35 @@ pub(crate) fn hash_groups<'a>(
             .count();
         (len > 0).then_some((group, len))
     })
+}
+
+/// Calls `each` with the hashes of `items`, BATCH at a time, from one array filled in place: no
+/// zeroed group to start from and no group copied out of an iterator (512 bytes each, which a
+/// one-item BF.ADD paid twice). Stops when `each` breaks.
+fn for_each_group<'a>(
+    items: impl IntoIterator<Item = &'a [u8]>,
+    seed: u64,
+    mut each: impl FnMut(&[ItemHash]) -> ControlFlow<()>,
+) {
+    let mut group = [MaybeUninit::<ItemHash>::uninit(); BATCH];
+    let mut items = items.into_iter();
+    loop {
+        let mut len = 0;
+        for (slot, item) in group.iter_mut().zip(&mut items) {
+            #[cfg(feature = "test-hooks")]
+            test_hooks::panic_on(item);
+            slot.write(ItemHash::new(item, seed));
+            len += 1;
+        }
+        if len == 0 {
+            return;
+        }
+        // SAFETY: the first `len` slots were written just above (ItemHash is Copy: no drops).
+        let hashes = unsafe { std::slice::from_raw_parts(group.as_ptr().cast::<ItemHash>(), len) };
+        if each(hashes).is_break() || len < BATCH {
+            return;
+        }
+    }
 }
 
 /// Hooks for the module's own tests (feature `test-hooks`, never in a release).
@@ -475,13 +507,13 @@ impl BloomFilter {
         items: impl IntoIterator<Item = &'a [u8]>,
         mut found: impl FnMut(bool),
     ) {
-        for (group, len) in hash_groups(items, self.params.seed) {
-            let group = &group[..len];
+        for_each_group(items, self.params.seed, |group| {
             self.prefetch(group);
             for hash in group {
                 found(self.contains_hash(hash));
             }
-        }
+            ControlFlow::Continue(())
+        });
     }
 
     /// Adds a batch of items in order, recording each result (and each layer pushed) in
@@ -493,8 +525,7 @@ impl BloomFilter {
         budget: &mut B,
         outcome: &mut AddOutcome,
     ) {
-        for (group, len) in hash_groups(items, self.params.seed) {
-            let group = &group[..len];
+        for_each_group(items, self.params.seed, |group| {
             self.prefetch(group);
             for hash in group {
                 match self.insert_hash(hash, budget) {
@@ -511,15 +542,20 @@ impl BloomFilter {
                     Err(InsertError::Present) => outcome.added.push(false),
                     Err(error) => {
                         outcome.error = Some(error);
-                        return;
+                        return ControlFlow::Break(());
                     }
                 }
             }
-        }
+            ControlFlow::Continue(())
+        });
     }
 
-    /// Starts loading, in every layer, the cache lines a group of items will touch.
+    /// Starts loading, in every layer, the cache lines a group of items will touch. Not for a
+    /// lone item (BF.ADD, BF.MADD of one), which would wait for its lines at once anyway.
     fn prefetch(&self, group: &[ItemHash]) {
+        if group.len() < 2 {
+            return;
+        }
         for hash in group {
             for layer in &self.layers {
                 layer.prefetch(hash);
