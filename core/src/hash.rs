@@ -89,6 +89,18 @@ impl ItemHash {
         ((u128::from(x) * u128::from(lines)) >> 64) as u64
     }
 
+    /// For a layout in lines: the bit positions (< 512) of the item's `per_line` (≤ 16) probes in
+    /// its line `j` (< 4), the bits [`line_mask`](Self::line_mask) sets. Testing and setting them
+    /// one by one on the line costs a multiplication, a shift and one word access each, with no
+    /// mask to build in memory first.
+    #[inline]
+    pub fn line_probes(&self, j: usize, per_line: u32) -> impl Iterator<Item = u32> {
+        let h = self.h2.wrapping_mul(LINE_MULTIPLIERS[j].1);
+        BLOCK_MULTIPLIERS[..per_line as usize]
+            .iter()
+            .map(move |&m| (h.wrapping_mul(m) >> 55) as u32)
+    }
+
     /// For a layout in lines: the item's `per_line` (≤ 16) probes in its line `j` (< 4), as a
     /// 512-bit mask of 8 words (bit p of the line is bit p % 64 of word p / 64). Testing or
     /// setting a line is then 8 word operations without branches.
@@ -142,6 +154,23 @@ mod tests {
                 per_bit.iter().all(|&n| (600..=980).contains(&n)),
                 "{per_bit:?}"
             );
+        }
+    }
+
+    #[test]
+    fn line_probes_are_the_mask_bits() {
+        for i in 0..2000u32 {
+            let hash = ItemHash::new(&i.to_le_bytes(), 11);
+            for j in 0..4 {
+                for per_line in [1, 7, 8, 16] {
+                    let mut mask = [0u64; 8];
+                    for p in hash.line_probes(j, per_line) {
+                        assert!(p < 512);
+                        mask[(p / 64) as usize] |= 1 << (p % 64);
+                    }
+                    assert_eq!(mask, hash.line_mask(j, per_line));
+                }
+            }
         }
     }
 

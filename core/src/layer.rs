@@ -1,7 +1,5 @@
 //! One fixed-size Bloom filter layer.
 
-use bitvec::prelude::{BitVec, Lsb0};
-
 use super::hash::ItemHash;
 use super::scalable::LimitError;
 use super::sizing::{LayerSize, Layout};
@@ -9,8 +7,8 @@ use super::sizing::{LayerSize, Layout};
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
 #[derive(Debug, PartialEq)]
 pub struct Layer {
-    /// The bit array; its length is a multiple of 64 (see the layout in [`crate`]).
-    bits: BitVec<u64, Lsb0>,
+    /// The bit array: bit b is bit b % 64 of word b / 64 (see the layout in [`crate`]).
+    bits: LineWords,
     num_hashes: u32,
     layout: Layout,
     /// Probes in each of an item's lines (`num_hashes / lines` ≤ 16), 0 when classic; kept to
@@ -48,7 +46,7 @@ impl Layer {
         items: u64,
     ) -> Result<Layer, LimitError> {
         Ok(Layer {
-            bits: BitVec::from_vec(zeroed_words(size.bits / 64)?),
+            bits: LineWords::zeroed(size.bits / 64)?,
             num_hashes: size.num_hashes,
             layout: size.layout,
             // check() bounds it by MAX_BLOCKED_HASHES = 16.
@@ -61,12 +59,9 @@ impl Layer {
 
     /// A copy of this layer, its bits allocated fallibly (a refusal is an error, not an abort).
     pub fn try_clone(&self) -> Result<Layer, LimitError> {
-        let mut words = zeroed_words(self.bits.len() as u64 / 64)?;
-        words.copy_from_slice(self.bits.as_raw_slice());
-        Ok(Layer {
-            bits: BitVec::from_vec(words),
-            ..*self
-        })
+        let mut bits = LineWords::zeroed(self.bits.len() as u64)?;
+        bits.copy_from_slice(&self.bits);
+        Ok(Layer { bits, ..*self })
     }
 
     /// The 8 words of line `line`.
@@ -79,21 +74,18 @@ impl Layer {
     /// True when every probe of `hash` is set.
     #[inline]
     pub fn contains(&self, hash: &ItemHash) -> bool {
-        let words = self.bits.as_raw_slice();
+        let words = &self.bits;
         match self.layout {
             Layout::Classic => hash
-                .positions(self.bits.len() as u64, self.num_hashes)
+                .positions(self.bits.len() as u64 * 64, self.num_hashes)
                 .all(|p| words[(p / 64) as usize] & (1u64 << (p % 64)) != 0),
             Layout::Blocked | Layout::Lines(_) => {
                 let lines = words.len() as u64 / 8;
-                // Line by line: a non-member usually fails in the first one.
+                // Probe by probe, line by line: a non-member usually fails at its first probes.
                 (0..self.layout.lines() as usize).all(|j| {
                     let line = Self::line(words, hash.line(j, lines));
-                    let mask = hash.line_mask(j, u32::from(self.per_line));
-                    line.iter()
-                        .zip(&mask)
-                        .fold(0, |missing, (w, m)| missing | (m & !w))
-                        == 0
+                    hash.line_probes(j, u32::from(self.per_line))
+                        .all(|p| line[(p / 64) as usize] & (1 << (p % 64)) != 0)
                 })
             }
         }
@@ -108,7 +100,7 @@ impl Layer {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let words = self.bits.as_raw_slice();
+            let words = &self.bits;
             let fetch = |word: u64| {
                 let word: *const u64 = &words[word as usize];
                 // SAFETY: prefetching is a hint on an address inside the slice; it never faults.
@@ -116,7 +108,7 @@ impl Layer {
             };
             match self.layout {
                 Layout::Classic => hash
-                    .positions(self.bits.len() as u64, self.num_hashes)
+                    .positions(self.bits.len() as u64 * 64, self.num_hashes)
                     .for_each(|p| fetch(p / 64)),
                 Layout::Blocked | Layout::Lines(_) => {
                     let lines = words.len() as u64 / 8;
@@ -133,8 +125,8 @@ impl Layer {
     /// Sets every probe of `hash`; returns true when at least one bit changed. Does not count.
     #[inline]
     pub fn set(&mut self, hash: &ItemHash) -> bool {
-        let bits = self.bits.len() as u64;
-        let words = self.bits.as_raw_mut_slice();
+        let bits = self.bits.len() as u64 * 64;
+        let words = &mut self.bits;
         let mut changed = 0u64;
         match self.layout {
             Layout::Classic => {
@@ -149,10 +141,13 @@ impl Layer {
                 let lines = words.len() as u64 / 8;
                 for j in 0..self.layout.lines() as usize {
                     let start = hash.line(j, lines) as usize * 8;
-                    let mask = hash.line_mask(j, u32::from(self.per_line));
-                    for (word, m) in words[start..start + 8].iter_mut().zip(mask) {
-                        changed |= !*word & m;
-                        *word |= m;
+                    let line: &mut [u64; 8] =
+                        (&mut words[start..start + 8]).try_into().expect("8 words");
+                    for p in hash.line_probes(j, u32::from(self.per_line)) {
+                        let word = &mut line[(p / 64) as usize];
+                        let bit = 1 << (p % 64);
+                        changed |= !*word & bit;
+                        *word |= bit;
                     }
                 }
             }
@@ -171,7 +166,7 @@ impl Layer {
 
     pub fn size(&self) -> LayerSize {
         LayerSize {
-            bits: self.bits.len() as u64,
+            bits: self.bits.len() as u64 * 64,
             num_hashes: self.num_hashes,
             layout: self.layout,
         }
@@ -191,13 +186,13 @@ impl Layer {
 
     /// Bytes of bit storage.
     pub fn bytes(&self) -> u64 {
-        self.bits.len() as u64 / 8
+        self.bits.len() as u64 * 8
     }
 
     /// Copies `out.len()` bytes of the little-endian encoding of the bits, starting at byte
     /// `offset`. Panics if the range is outside the layer (callers compute ranges from `bytes()`).
     pub fn read_bytes(&self, offset: u64, out: &mut [u8]) {
-        let words = self.bits.as_raw_slice();
+        let words = &self.bits;
         let mut at = offset as usize;
         let mut rest = out;
         while !rest.is_empty() {
@@ -213,7 +208,7 @@ impl Layer {
     /// Overwrites bytes of the little-endian encoding starting at byte `offset`. Panics if the
     /// range is outside the layer.
     pub fn write_bytes(&mut self, offset: u64, data: &[u8]) {
-        let words = self.bits.as_raw_mut_slice();
+        let words = &mut self.bits;
         let mut at = offset as usize;
         let mut rest = data;
         while !rest.is_empty() {
@@ -249,5 +244,124 @@ pub(crate) fn zeroed_words(words: u64) -> Result<Vec<u64>, LimitError> {
             return Err(refused);
         }
         Ok(Vec::from_raw_parts(ptr, words, words))
+    }
+}
+
+/// Bytes a layer's bits of a page or more are aligned to: one cache line, so that each 512-bit
+/// line of a layout in lines is exactly one cache line (one miss, one prefetch) whatever the
+/// allocator. Redis' jemalloc aligns such blocks to pages anyway; glibc's malloc (tools, benches,
+/// tests) returns big blocks 16 bytes past a page, which split every line over two cache lines:
+/// measured on a 46 MB layer (3 lines per item, 4M lookups after a prefetch of 32 items), ~2× the
+/// time per item.
+const LINE_ALIGN: usize = 64;
+
+/// A layer's words: one zeroed allocation aligned to [`LINE_ALIGN`] (from a page up), freed
+/// with the same layout. Three words, as the bit vector it replaced, so that a layer's bookkeeping
+/// (counted in BF.INFO's Size and MEMORY USAGE) stays 56 bytes.
+pub(crate) struct LineWords {
+    ptr: std::ptr::NonNull<u64>,
+    len: usize,
+    /// The alignment it was allocated with.
+    align: usize,
+}
+
+// SAFETY: LineWords owns its block exclusively, like a Vec<u64>.
+unsafe impl Send for LineWords {}
+unsafe impl Sync for LineWords {}
+
+impl LineWords {
+    /// Blocks of a page and more are aligned to a line; smaller ones (classic layers of a few
+    /// hundred items) keep u64's alignment, so that no allocator rounds them up to a bigger size
+    /// class than the one the budget charged ([`crate::budget::allocation_size`]).
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        let bytes = len.checked_mul(8)?;
+        let align = if bytes >= 4096 { LINE_ALIGN } else { 8 };
+        std::alloc::Layout::from_size_align(bytes, align).ok()
+    }
+
+    fn layout_of(&self) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(self.len * 8, self.align)
+            .expect("the layout it was allocated with")
+    }
+
+    /// `words` zeroed words, or the allocation failure as a value (see [`zeroed_words`]).
+    pub(crate) fn zeroed(words: u64) -> Result<LineWords, LimitError> {
+        let refused = LimitError::Allocation {
+            needed: words.saturating_mul(8),
+        };
+        let len = usize::try_from(words).map_err(|_| refused)?;
+        let layout = Self::layout(len).ok_or(refused)?;
+        if len == 0 {
+            return Ok(LineWords {
+                ptr: std::ptr::NonNull::dangling(),
+                len,
+                align: layout.align(),
+            });
+        }
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
+        let ptr = std::ptr::NonNull::new(ptr).ok_or(refused)?;
+        Ok(LineWords {
+            ptr,
+            len,
+            align: layout.align(),
+        })
+    }
+}
+
+impl Drop for LineWords {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: allocated by `zeroed` with exactly this layout.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), self.layout_of()) };
+        }
+    }
+}
+
+impl std::ops::Deref for LineWords {
+    type Target = [u64];
+
+    #[inline]
+    fn deref(&self) -> &[u64] {
+        // SAFETY: `len` initialised (zeroed) words owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for LineWords {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in deref, and &mut self is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::fmt::Debug for LineWords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LineWords({} words)", self.len)
+    }
+}
+
+impl PartialEq for LineWords {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sizing::layer_size;
+
+    #[test]
+    fn big_layers_sit_on_cache_lines_and_small_ones_keep_their_size() {
+        let big = Layer::new(layer_size(1_000_000, 1e-4).unwrap(), 1_000_000, 1e-4).unwrap();
+        assert_eq!(big.bits.as_ptr() as usize % LINE_ALIGN, 0);
+        assert_eq!(big.bits.layout_of().align(), LINE_ALIGN);
+        let small = Layer::new(layer_size(100, 0.01).unwrap(), 100, 0.01).unwrap();
+        assert_eq!(small.bits.layout_of().align(), 8);
+        let copy = big.try_clone().unwrap();
+        assert_eq!(copy, big);
+        assert_eq!(copy.bits.as_ptr() as usize % LINE_ALIGN, 0);
     }
 }

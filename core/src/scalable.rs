@@ -1,5 +1,8 @@
 //! The scalable filter: a stack of layers that grows by RedisBloom's rule.
 
+use std::mem::MaybeUninit;
+use std::ops::ControlFlow;
+
 use super::budget::{allocation_size, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::Layer;
@@ -49,6 +52,35 @@ pub(crate) fn hash_groups<'a>(
             .count();
         (len > 0).then_some((group, len))
     })
+}
+
+/// Calls `each` with the hashes of `items`, BATCH at a time, from one array filled in place: no
+/// zeroed group to start from and no group copied out of an iterator (512 bytes each, which a
+/// one-item BF.ADD paid twice). Stops when `each` breaks.
+fn for_each_group<'a>(
+    items: impl IntoIterator<Item = &'a [u8]>,
+    seed: u64,
+    mut each: impl FnMut(&[ItemHash]) -> ControlFlow<()>,
+) {
+    let mut group = [MaybeUninit::<ItemHash>::uninit(); BATCH];
+    let mut items = items.into_iter();
+    loop {
+        let mut len = 0;
+        for (slot, item) in group.iter_mut().zip(&mut items) {
+            #[cfg(feature = "test-hooks")]
+            test_hooks::panic_on(item);
+            slot.write(ItemHash::new(item, seed));
+            len += 1;
+        }
+        if len == 0 {
+            return;
+        }
+        // SAFETY: the first `len` slots were written just above (ItemHash is Copy: no drops).
+        let hashes = unsafe { std::slice::from_raw_parts(group.as_ptr().cast::<ItemHash>(), len) };
+        if each(hashes).is_break() || len < BATCH {
+            return;
+        }
+    }
 }
 
 /// Hooks for the module's own tests (feature `test-hooks`, never in a release).
@@ -345,6 +377,41 @@ impl BloomFilter {
         }
     }
 
+    /// Adds one item, as BF.ADD does: Ok(Some(added)) with `added` true when it was new, or
+    /// Err when it stopped at a limit (nothing changed then); the layer it had to push first, if
+    /// any, is returned with it (`first_item` 0). What [`insert_many`](Self::insert_many) does for
+    /// a batch of one, without its batch machinery (no outcome vector to allocate, no group).
+    ///
+    /// ```
+    /// use rustbloom_core::{budget::Unlimited, BloomFilter, FilterParams, Growth};
+    /// let params = FilterParams { capacity: 1, error_rate: 0.01, growth: Growth::Scaling { expansion: 2 }, seed: 1 };
+    /// let mut filter = BloomFilter::new(params, &mut Unlimited).unwrap();
+    /// assert_eq!(filter.insert_one(b"a", &mut Unlimited), Ok((true, None)));
+    /// assert_eq!(filter.insert_one(b"a", &mut Unlimited), Ok((false, None)));
+    /// let (added, grown) = filter.insert_one(b"b", &mut Unlimited).unwrap();
+    /// assert!(added && grown.unwrap().index == 1);
+    /// ```
+    pub fn insert_one<B: MemoryBudget + ?Sized>(
+        &mut self,
+        item: &[u8],
+        budget: &mut B,
+    ) -> Result<(bool, Option<GrownLayer>), InsertError> {
+        #[cfg(feature = "test-hooks")]
+        test_hooks::panic_on(item);
+        match self.insert_hash(&self.hash(item), budget) {
+            Ok(grown) => Ok((
+                true,
+                grown.map(|(index, size)| GrownLayer {
+                    index,
+                    size,
+                    first_item: 0,
+                }),
+            )),
+            Err(InsertError::Present) => Ok((false, None)),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Adds an already hashed item: Ok with the layer it had to push first, if any;
     /// Err(Present) when the filter already reports it. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
@@ -464,13 +531,13 @@ impl BloomFilter {
         items: impl IntoIterator<Item = &'a [u8]>,
         mut found: impl FnMut(bool),
     ) {
-        for (group, len) in hash_groups(items, self.params.seed) {
-            let group = &group[..len];
+        for_each_group(items, self.params.seed, |group| {
             self.prefetch(group);
             for hash in group {
                 found(self.contains_hash(hash));
             }
-        }
+            ControlFlow::Continue(())
+        });
     }
 
     /// Adds a batch of items in order, recording each result (and each layer pushed) in
@@ -482,8 +549,7 @@ impl BloomFilter {
         budget: &mut B,
         outcome: &mut AddOutcome,
     ) {
-        for (group, len) in hash_groups(items, self.params.seed) {
-            let group = &group[..len];
+        for_each_group(items, self.params.seed, |group| {
             self.prefetch(group);
             for hash in group {
                 match self.insert_hash(hash, budget) {
@@ -500,15 +566,20 @@ impl BloomFilter {
                     Err(InsertError::Present) => outcome.added.push(false),
                     Err(error) => {
                         outcome.error = Some(error);
-                        return;
+                        return ControlFlow::Break(());
                     }
                 }
             }
-        }
+            ControlFlow::Continue(())
+        });
     }
 
-    /// Starts loading, in every layer, the cache lines a group of items will touch.
+    /// Starts loading, in every layer, the cache lines a group of items will touch. Not for a
+    /// lone item (BF.ADD, BF.MADD of one), which would wait for its lines at once anyway.
     fn prefetch(&self, group: &[ItemHash]) {
+        if group.len() < 2 {
+            return;
+        }
         for hash in group {
             for layer in &self.layers {
                 layer.prefetch(hash);
