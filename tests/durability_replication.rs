@@ -405,7 +405,10 @@ fn primary_and_two_replicas_stay_identical() {
     // it answers 0 and is not counted).
     let card = as_int(&raw_ok(&mut c1, &["BF.CARD", "scaled"]));
     let added = as_int(&raw_ok(&mut c1, &["BF.ADD", "scaled", "after-promotion"]));
-    assert_eq!(as_int(&raw_ok(&mut c1, &["BF.CARD", "scaled"])), card + added);
+    assert_eq!(
+        as_int(&raw_ok(&mut c1, &["BF.CARD", "scaled"])),
+        card + added
+    );
     assert_eq!(
         as_int(&raw_ok(
             &mut c1,
