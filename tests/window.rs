@@ -1148,6 +1148,78 @@ fn memory_is_within_2_1_times_a_classic_filter() {
     }
 }
 
+/// A RESTOREd payload may count as many adds in a slot as the slot has bits (the most the decoder
+/// accepts) while its bits are not full: later adds must not count past that bound, or the
+/// filter's own saves (RDB, DUMP, the digest's encoding) would be refused when loaded back, and
+/// a restart would fail.
+#[test]
+fn a_restored_filter_with_full_slot_counts_still_saves_and_loads() {
+    // Uncompressed strings in DUMP payloads, so that the header can be edited in place.
+    let server = Server::start_with(&["--rdbcompression", "no"]);
+    let mut c = server.conn();
+    raw_ok(
+        &mut c,
+        &[
+            "BF.RESERVE",
+            "w",
+            "0.01",
+            "1000",
+            "WINDOW",
+            "60000",
+            "SEED",
+            "1",
+        ],
+    );
+    raw_ok(&mut c, &["BF.ADD", "w", "x"]);
+    let at = last_write(&mut c, "w").to_string();
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("w").query(&mut c).unwrap();
+    // The header is the first string of the value: find it by its magic, set every slot's count
+    // to the slot's bits, reseal it and the payload.
+    let start = payload
+        .windows(4)
+        .position(|w| w == b"RBLW")
+        .expect("a window header in the payload");
+    let mut value = payload[..payload.len() - 10].to_vec();
+    let header = &mut value[start..start + 104];
+    let bits = rustbloom_testkit::payload::get(header, 48, 8);
+    for slot in 0..4 {
+        rustbloom_testkit::payload::put(header, 56 + 8 * slot, 8, bits);
+    }
+    rustbloom_testkit::payload::fix_xxh3(header);
+    let version = [payload[payload.len() - 10], payload[payload.len() - 9]];
+    let forged = rustbloom_testkit::payload::seal(value, version);
+    raw_ok(
+        &mut c,
+        &[
+            b"RESTORE".as_slice(),
+            b"forged".as_slice(),
+            b"0".as_slice(),
+            &forged,
+        ],
+    );
+    // New items at the filter's own time, in the same generation: they set new bits.
+    raw_ok(&mut c, &["BF.ADDAT", "forged", &at, "y", "z", "new"]);
+    let again: Vec<u8> = redis::cmd("DUMP").arg("forged").query(&mut c).unwrap();
+    let restored = raw(
+        &mut c,
+        &[
+            b"RESTORE".as_slice(),
+            b"again".as_slice(),
+            b"0".as_slice(),
+            &again,
+        ],
+    );
+    assert_eq!(
+        restored,
+        Ok(Value::Okay),
+        "the filter's own DUMP is refused"
+    );
+    let mut c2 = server.conn();
+    assert_same_digest(&mut c, "forged", &mut c2, "again");
+    assert_eq!(raw_ok(&mut c, &["DEBUG", "RELOAD"]), Value::Okay);
+    assert_eq!(key_type(&mut c, "forged"), "MBbloom--");
+}
+
 // ---------------------------------------------------------------------------------------------
 // (g) The memory budget
 // ---------------------------------------------------------------------------------------------

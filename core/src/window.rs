@@ -524,7 +524,11 @@ impl WindowFilter {
         if !self.slot_add(newest, probe) {
             return false;
         }
-        self.items[newest] += 1;
+        // Every counted add set a bit, so the count never passes the slot's bits, the bound the
+        // decoder checks. Only a count restored from a payload that is not the filter's own can
+        // sit at that bound with bits still unset: holding it there keeps the filter's saves
+        // loadable (an RDB it cannot load back would stop the server from starting).
+        self.items[newest] = (self.items[newest] + 1).min(self.shape.slot.bits);
         // Present in an older slot: refreshed, not new.
         !self.contains_live(probe, older)
     }

@@ -188,11 +188,15 @@ fn check_window(filter: &WindowFilter) {
     let last = filter.last_ms();
     let gone = shape.forgotten_at(last);
     if gone < u64::MAX {
+        // Not saturated, so gone > last + W cannot overflow; last + 2W may.
         assert!(
             gone > last + params.window_ms,
             "forgotten inside the window"
         );
-        assert!(gone <= last + 2 * params.window_ms, "remembered past 2W");
+        assert!(
+            gone <= last.saturating_add(2 * params.window_ms),
+            "remembered past 2W"
+        );
     }
     let _ = filter.items(last);
     let _ = filter.items(u64::MAX);

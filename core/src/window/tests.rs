@@ -400,6 +400,30 @@ fn the_decoder_refuses_forged_fields() {
     );
 }
 
+/// A header may count as many adds in a slot as it has bits (the decoder's bound) over bits
+/// that are not full; adds to it then must not pass the bound, so that the filter's own
+/// encoding still decodes.
+#[test]
+fn a_restored_count_at_its_bound_stays_there_and_the_filter_still_encodes() {
+    for capacity in [900, 90_000] {
+        let mut original = filter(params(1e-2, capacity, 60_000), T0);
+        original.insert(b"x", T0);
+        let mut bytes = encode(&original);
+        let bits = u64::from_le_bytes(bytes[48..56].try_into().unwrap());
+        for slot in 0..SLOTS {
+            bytes[56 + 8 * slot..64 + 8 * slot].copy_from_slice(&bits.to_le_bytes());
+        }
+        reseal(&mut bytes[..HEADER_BYTES]);
+        let mut forged = decode(&bytes, &mut Unlimited).unwrap();
+        for i in 0..100u32 {
+            forged.insert(&i.to_le_bytes(), T0);
+        }
+        assert!(forged.slot_items().iter().all(|&items| items <= bits));
+        let again = decode(&encode(&forged), &mut Unlimited).unwrap();
+        assert_eq!(again, forged);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
