@@ -288,6 +288,44 @@ fn info_bf_counts_filters_items_and_requests() {
     );
 }
 
+/// The gauges follow adds that push layers (one item at a time and in batches) exactly as a
+/// count from scratch does: the same figures as a restarted server, which counts the filters it
+/// loads.
+#[test]
+fn info_bf_gauges_follow_growth_as_a_restart_counts_them() {
+    let mut s = Server::start();
+    let mut c = s.conn();
+    raw_ok(&mut c, &["BF.RESERVE", "singles", "0.01", "4"]);
+    for i in 0..40 {
+        raw_ok(&mut c, &["BF.ADD", "singles", &format!("item-{i}")]);
+    }
+    let batch: Vec<String> = (0..300).map(|i| format!("batch-{i}")).collect();
+    let mut madd = vec!["BF.MADD", "batches"];
+    madd.extend(batch.iter().map(String::as_str));
+    raw_ok(&mut c, &madd);
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "window", "0.01", "100", "WINDOW", "60000"],
+    );
+    raw_ok(&mut c, &["BF.MADD", "window", "a", "b", "c"]);
+    let gauges = |c: &mut redis::Connection| {
+        let text = value_to_string(&raw_ok(c, &["INFO", "bf"]));
+        ["bf_filters", "bf_layers", "bf_bytes", "bf_items"]
+            .map(|name| info_field(&text, name).unwrap_or_else(|| panic!("{name} in {text}")))
+    };
+    let grown = gauges(&mut c);
+    assert!(
+        grown[1].parse::<u64>().unwrap() > 3,
+        "the adds pushed layers: {grown:?}"
+    );
+    s.restart_saving();
+    assert_eq!(
+        grown,
+        gauges(&mut s.conn()),
+        "filters, layers, bytes, items"
+    );
+}
+
 #[test]
 fn command_docs_and_key_specs_describe_every_command() {
     let s = Server::start();

@@ -370,17 +370,13 @@ impl BloomFilter {
         item: &[u8],
         budget: &mut B,
     ) -> Result<bool, InsertError> {
-        match self.insert_hash(&self.hash(item), budget) {
-            Ok(_) => Ok(true),
-            Err(InsertError::Present) => Ok(false),
-            Err(error) => Err(error),
-        }
+        self.insert_one(item, budget).map(|(added, _)| added)
     }
 
-    /// Adds one item, as BF.ADD does: Ok(Some(added)) with `added` true when it was new, or
-    /// Err when it stopped at a limit (nothing changed then); the layer it had to push first, if
-    /// any, is returned with it (`first_item` 0). What [`insert_many`](Self::insert_many) does for
-    /// a batch of one, without its batch machinery (no outcome vector to allocate, no group).
+    /// Adds one item, as BF.ADD does: Ok((added, grown)) with `added` true when it was new and
+    /// `grown` the layer it had to push first, if any (`first_item` 0); Err when it stopped at a
+    /// limit (nothing changed then). What [`insert_many`](Self::insert_many) does for a batch of
+    /// one, without its batch machinery.
     ///
     /// ```
     /// use rustbloom_core::{budget::Unlimited, BloomFilter, FilterParams, Growth};
@@ -549,6 +545,20 @@ impl BloomFilter {
         budget: &mut B,
         outcome: &mut AddOutcome,
     ) {
+        let mut items = items.into_iter();
+        if items.size_hint() == (1, Some(1)) {
+            // BF.ADD: one item, without the batch machinery.
+            if let Some(item) = items.next() {
+                match self.insert_one(item, budget) {
+                    Ok((added, grown)) => {
+                        outcome.grown.extend(grown);
+                        outcome.added.push(added);
+                    }
+                    Err(error) => outcome.error = Some(error),
+                }
+            }
+            return;
+        }
         for_each_group(items, self.params.seed, |group| {
             self.prefetch(group);
             for hash in group {
@@ -648,8 +658,15 @@ impl BloomFilter {
     /// Bytes the allocator hands out for the bits of all layers (see
     /// [`crate::budget::allocation_size`]).
     pub fn allocated_bytes(&self) -> u64 {
+        self.allocated_bytes_from(0)
+    }
+
+    /// [`allocated_bytes`](Self::allocated_bytes) of the layers from index `first` on (those an
+    /// add pushed, for the module's gauges).
+    pub fn allocated_bytes_from(&self, first: usize) -> u64 {
         self.layers
             .iter()
+            .skip(first)
             .map(|layer| allocation_size(layer.bytes()))
             .sum()
     }

@@ -318,7 +318,7 @@ fn exercise_window(filter: &mut WindowFilter, r: &mut Reader) {
         _ => now.saturating_add(u64::from(r.u16())),
     };
     let mut primary = Filter::Window(filter.try_clone(&mut Unlimited).expect("clone refused"));
-    let mut outcome = primary.new_outcome(when);
+    let mut outcome = primary.new_outcome(|| when);
     primary.insert_many(items.iter().copied(), &mut budget(), &mut outcome);
     let Outcome::Window(window_outcome) = &outcome else {
         panic!("a window filter gave another kind of outcome");

@@ -157,7 +157,7 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         // A completed filter answers queries.
-        let _ = filter.contains(b"x", 0);
+        let _ = filter.contains(b"x", || 0);
         // And takes no more chunks, whatever they are.
         let snapshot = clone_stored(&stored);
         let len = usize::from(r.u8()) + 1;

@@ -34,7 +34,7 @@ use super::config;
 use super::datatype::bloom_type;
 use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key};
 use super::memory::CommandBudget;
-use super::stats::{self, Footprint};
+use super::stats::{self, BeforeAdd, Footprint};
 
 const NOT_FOUND: CommandError = CommandError::Static("ERR not found");
 const ITEM_EXISTS: CommandError = CommandError::Static("ERR item exists");
@@ -58,7 +58,7 @@ const TIMESTAMP_AHEAD: CommandError =
 
 /// The budget of this call: unlimited when it replays what a primary or the AOF accepted.
 fn budget(command: &Command) -> CommandBudget {
-    CommandBudget::new(command.ctx(), command.is_replayed())
+    CommandBudget::for_command(command.ctx())
 }
 
 /// The reply to a memory limit: an error for a client; for a replayed write, which must not be
@@ -375,13 +375,14 @@ fn insert_error(command: &Command, budget: &CommandBudget, error: InsertError) -
     }
 }
 
-/// Adds `command`'s arguments from `first_item` to the key's filter at `now_ms`, creating it
+/// Adds `command`'s arguments from `first_item` to the key's filter at `at_ms` (None: the
+/// server's clock, read only for a window filter), creating it
 /// from `create_options` when missing (None: the key must exist).
 fn add_items(
     command: &Command,
     first_item: usize,
     create_options: Option<CreateOptions>,
-    now_ms: u64,
+    at_ms: Option<u64>,
     reply: AddReply,
 ) -> CommandResult {
     // Phase 1: the key, and the filter to add to.
@@ -400,8 +401,8 @@ fn add_items(
     };
 
     // Phase 2: one core operation; its outcome survives a panic half-way.
-    let before = Footprint::of(filter);
-    let mut outcome = filter.new_outcome(now_ms);
+    let before = BeforeAdd::of(filter);
+    let mut outcome = filter.new_outcome(|| at_ms.unwrap_or_else(|| command.now_ms()));
     let items = command.args_from(first_item);
     let panicked = catch_unwind(AssertUnwindSafe(|| {
         filter.insert_many(items, &mut budget, &mut outcome)
@@ -409,7 +410,7 @@ fn add_items(
     .is_err();
     if !creating {
         // A created filter is counted whole when it is stored below.
-        stats::changed(before, Footprint::of(filter));
+        before.record(filter);
     }
     let added = outcome.added();
     stats::count(&stats::ADDS, added.len());
@@ -469,7 +470,7 @@ pub fn add(command: &Command) -> CommandResult {
         command,
         2,
         Some(CreateOptions::default()),
-        command.now_ms(),
+        None,
         AddReply::Single,
     )
 }
@@ -483,7 +484,7 @@ pub fn madd(command: &Command) -> CommandResult {
         command,
         2,
         Some(CreateOptions::default()),
-        command.now_ms(),
+        None,
         AddReply::Array,
     )
 }
@@ -492,13 +493,7 @@ pub fn madd(command: &Command) -> CommandResult {
 pub fn insert(command: &Command) -> CommandResult {
     let parsed = args::parse_insert(command)?;
     let create = (!parsed.nocreate).then_some(parsed.create);
-    add_items(
-        command,
-        parsed.first_item,
-        create,
-        command.now_ms(),
-        AddReply::Array,
-    )
+    add_items(command, parsed.first_item, create, None, AddReply::Array)
 }
 
 /// `BF.ADDAT key timestamp_ms item [item ...]`: adds to a window filter at a given time. Sent
@@ -529,7 +524,7 @@ pub fn addat(command: &Command) -> CommandResult {
             None => return Err(NOT_FOUND),
         }
     }
-    add_items(command, 3, None, at_ms, AddReply::Array)
+    add_items(command, 3, None, Some(at_ms), AddReply::Array)
 }
 
 /// `BF.GROW key index bits hashes layout`: pushes the layer a primary pushed, with its shape.
@@ -569,7 +564,7 @@ pub fn exists(command: &Command) -> CommandResult {
     }
     let key = command.open_key(false);
     let found =
-        ready(&key)?.is_some_and(|filter| filter.contains(command.arg(2), command.now_ms()));
+        ready(&key)?.is_some_and(|filter| filter.contains(command.arg(2), || command.now_ms()));
     stats::count(&stats::LOOKUPS, 1);
     command.reply_bool(found);
     Ok(())
@@ -584,7 +579,9 @@ pub fn mexists(command: &Command) -> CommandResult {
     let items = command.args_from(2);
     let mut found = Vec::with_capacity(items.len());
     match ready(&key)? {
-        Some(filter) => filter.contains_many(items, command.now_ms(), |answer| found.push(answer)),
+        Some(filter) => {
+            filter.contains_many(items, || command.now_ms(), |answer| found.push(answer))
+        }
         None => found.resize(items.len(), false),
     }
     stats::count(&stats::LOOKUPS, found.len());

@@ -90,8 +90,7 @@ impl Command {
     /// True when this call comes from the primary's replication stream or from AOF loading:
     /// its effects were admitted where it first ran and must be applied as they are.
     pub fn is_replayed(&self) -> bool {
-        self.flags() & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
-            != 0
+        is_replayed(self.ctx)
     }
 
     /// Opens the key at argument 1.
@@ -281,6 +280,13 @@ impl Drop for Key {
     fn drop(&mut self) {
         unsafe { api!(RedisModule_CloseKey)(self.key) };
     }
+}
+
+/// True when the call in `ctx` (not null) comes from the primary's replication stream or from
+/// AOF loading.
+pub fn is_replayed(ctx: *mut raw::RedisModuleCtx) -> bool {
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
+    flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
 }
 
 /// The shape of every command handler.

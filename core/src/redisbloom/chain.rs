@@ -537,7 +537,12 @@ impl RbFilter {
 
     /// Bytes the allocator hands out for all bit arrays (see [`LinkShape::allocated_bytes`]).
     pub fn allocated_bytes(&self) -> u64 {
-        self.links.iter().fold(0u64, |sum, link| {
+        self.allocated_bytes_from(0)
+    }
+
+    /// [`allocated_bytes`](Self::allocated_bytes) of the links from index `first` on.
+    pub fn allocated_bytes_from(&self, first: usize) -> u64 {
+        self.links.iter().skip(first).fold(0u64, |sum, link| {
             sum.saturating_add(link.shape.allocated_bytes())
         })
     }
