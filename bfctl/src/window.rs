@@ -26,11 +26,11 @@ fn classic_bits(items: u64, error: f64) -> f64 {
     items as f64 * (1.0 / error).ln() / std::f64::consts::LN_2.powi(2)
 }
 
-fn layout_name(layout: Layout) -> &'static str {
+fn layout_name(layout: Layout) -> String {
     match layout {
-        Layout::Classic => "classic",
-        Layout::Blocked => "blocked",
-        Layout::Lines(_) => "lines",
+        Layout::Classic => "classic".into(),
+        Layout::Blocked => "blocked".into(),
+        Layout::Lines(lines) => format!("{lines} lines"),
     }
 }
 

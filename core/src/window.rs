@@ -58,28 +58,37 @@
 //!
 //! # Layout
 //!
-//! A slot is sized like one classic or blocked layer (see [`crate::sizing`]) for ⌈N/3⌉ items at
-//! 0.9·ε/4; the layout is blocked whenever the four blocked slots take at most
-//! [`MAX_MEMORY_FACTOR`] × a classic filter of N items at ε (so for ε from about 3e-2 down to
-//! 1e-5 on big windows), classic otherwise. Memory stays within 2.1× a classic filter for
-//! ε ≤ 5% (2.0× classic slots at 5%, 1.48× at 1e-6); above, the four slots' share ε/4 is
-//! relatively dear and no layout fits: 2.2× at 10%, 2.6× at 20%. Slot s holds the generations
-//! ≡ s (mod 4). Blocked,
-//! the four slots' copies of block b are consecutive, so one item's whole state is 256 contiguous
-//! bytes that one prefetch stream fetches:
+//! A slot is sized like one layer (see [`crate::sizing`]) for ⌈N/3⌉ items at 0.9·ε/4, in one of
+//! three layouts, the first that qualifies:
+//!
+//! 1. *blocked* (all k bits of an item in one 512-bit block), when the four slots take at most
+//!    [`MAX_MEMORY_FACTOR`] × a classic filter of N items at ε and a slot at most
+//!    [`BLOCKED_MAX_COST`] × a classic slot: ε from about 3e-2 down to 1e-4 on big windows;
+//! 2. *in h lines* (k/h bits in each of h blocks, h = 2..=4, as a layer in lines), for the fewest
+//!    h within [`LINES_MAX_COST`] of a classic slot, when a classic slot is at least
+//!    [`LINES_MIN_BYTES`] (as for layers: smaller ones are in cache): below 1e-4, 3 lines down
+//!    to 1e-6 and 4 from 1e-7;
+//! 3. *classic* otherwise (small windows at low rates, tiny ones at any rate).
+//!
+//! Memory stays within 2.1× a classic filter for ε ≤ 5% (2.0× classic slots at 5%, 1.5× in
+//! lines from 1e-5 to 1e-9); above, the four slots' share ε/4 is relatively dear and no layout
+//! fits: 2.2× at 10%, 2.6× at 20%. Slot s holds the generations ≡ s (mod 4). Blocked or in lines,
+//! the four slots' copies of block b are consecutive, so an item's whole state in one of its
+//! blocks is 256 contiguous bytes that one prefetch stream fetches:
 //!
 //! ```text
 //!   word:   0 ..... 7 | 8 .... 15 | 16 ... 23 | 24 ... 31 | 32 ... 39 | ...
 //!           block 0     block 0     block 0     block 0     block 1
 //!           slot 0      slot 1      slot 2      slot 3      slot 0      ...
 //!   bit p of block b in slot s: word (4b + s)·8 + p/64, bit p % 64
+//!   an item in h lines: blocks line(j) for j < h (ItemHash::line), k/h bits in each
 //!
 //!   classic:  | slot 0: bits/64 words | slot 1 | slot 2 | slot 3 |
 //!   bit p of slot s: word s·bits/64 + p/64, bit p % 64
 //! ```
 //!
 //! Words are little-endian when encoded (see [`encoding`]), as in the scalable filter. An item is
-//! hashed once ([`ItemHash`]); its positions are the same in every slot (a block from h1 and bits
+//! hashed once ([`ItemHash`]); its positions are the same in every slot (blocks from h1 and bits
 //! from h2, or k double-hashing positions). The slots' contents are independent, so the union
 //! bound still holds.
 //!
@@ -155,7 +164,10 @@ use crate::hash::ItemHash;
 use crate::layer::zeroed_words;
 use crate::math;
 use crate::scalable::{hash_groups, LimitError, MAX_CAPACITY};
-use crate::sizing::{classic_size, lines_size, LayerSize, Layout, SizingError, BLOCK_BITS};
+use crate::sizing::{
+    classic_size, lines_size, LayerSize, Layout, SizingError, BLOCK_BITS, LINES_MAX_COST,
+    LINES_MIN_BYTES, MAX_LINES,
+};
 
 /// Generations per window (l). Three keeps the forget bound 4⌈W/3⌉ within the 2W the contract
 /// allows for every W ≥ 4 ms, and at ε = 1e-2 costs 1.87× a classic filter where two generations
@@ -174,6 +186,12 @@ pub const SLOT_MARGIN: f64 = 0.9;
 /// The blocked layout is used when the four slots take at most this many times the bits of a
 /// classic filter of N items at ε (the contract allows 2.1; the rest absorbs rounding to blocks).
 pub const MAX_MEMORY_FACTOR: f64 = 2.0;
+
+/// The blocked layout is used only while its slots take at most this many times the bits of
+/// classic ones (+6% at ε = 1e-2, +12% at 1e-3, +19% at 1e-4 for big windows): at 1e-5 it would
+/// take +35%, where two lines per item take +5% (and the window's memory would otherwise grow
+/// from 1e-6 to 1e-5).
+pub const BLOCKED_MAX_COST: f64 = 1.25;
 
 /// The shortest window: below 4 ms, ⌈W/3⌉·4 exceeds 2W.
 pub const MIN_WINDOW_MS: u64 = 4;
@@ -272,11 +290,24 @@ impl WindowParams {
         // ln and the sizing come from crate::math, so every machine picks the same layout.
         let budget = MAX_MEMORY_FACTOR * self.capacity as f64 * math::ln(1.0 / self.error_rate)
             / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
-        // One cache line per item: the blocked layout.
-        let slot = match lines_size(slot_capacity, slot_error, 1) {
-            Some(blocked) if (blocked.bits * SLOTS as u64) as f64 <= budget => blocked,
-            _ => classic,
-        };
+        let fits = |size: &LayerSize| (size.bits * SLOTS as u64) as f64 <= budget;
+        // One cache line per item (the blocked layout) within the memory budget and
+        // BLOCKED_MAX_COST; else, by a layer's rule (see crate::sizing::layer_size), for a slot of LINES_MIN_BYTES or more the
+        // fewest lines within LINES_MAX_COST of the classic slot; else classic. Low rates thus
+        // cost h lines per slot, not k words scattered over it.
+        let slot = lines_size(slot_capacity, slot_error, 1)
+            .filter(|blocked| {
+                fits(blocked) && blocked.bits as f64 <= classic.bits as f64 * BLOCKED_MAX_COST
+            })
+            .or_else(|| {
+                let big = classic.bytes() >= LINES_MIN_BYTES;
+                (2..=MAX_LINES).filter(|_| big).find_map(|lines| {
+                    lines_size(slot_capacity, slot_error, lines).filter(|size| {
+                        size.bits as f64 <= classic.bits as f64 * LINES_MAX_COST && fits(size)
+                    })
+                })
+            })
+            .unwrap_or(classic);
         Ok(WindowShape {
             slot,
             generation_ms: self.window_ms.div_ceil(GENERATIONS_PER_WINDOW),
@@ -448,11 +479,10 @@ impl WindowFilter {
         self.items[slot] = 0;
         match self.shape.slot.layout {
             Layout::Classic => self.slot_words_mut(slot).fill(0),
-            Layout::Blocked => self
+            Layout::Blocked | Layout::Lines(_) => self
                 .words
                 .chunks_exact_mut(8 * SLOTS)
                 .for_each(|group| group[slot * 8..][..8].fill(0)),
-            Layout::Lines(_) => unreachable!("{MULTI_LINE_SLOTS}"),
         }
     }
 
@@ -492,9 +522,10 @@ impl WindowFilter {
     /// [`contains`](Self::contains) for an already hashed item.
     pub fn contains_hash(&self, hash: &ItemHash, now_ms: u64) -> bool {
         let probe = self.probe(hash);
+        let live = self.live_slots(now_ms);
         // All slots' lines start loading at once, rather than each after the previous test.
-        self.prefetch(&probe);
-        self.contains_live(&probe, self.live_slots(now_ms).as_slice())
+        self.prefetch(&probe, live.newest());
+        self.contains_live(&probe, live.as_slice())
     }
 
     #[inline]
@@ -505,9 +536,9 @@ impl WindowFilter {
     /// Adds `item` at `now_ms` (advancing the ring first).
     pub fn insert(&mut self, item: &[u8], now_ms: u64) -> Inserted {
         let probe = self.probe(&self.hash(item));
-        self.prefetch(&probe);
         let at_ms = self.advance(now_ms);
         let live = self.live_slots(at_ms);
+        self.prefetch(&probe, live.newest());
         Inserted {
             new: self.add_live(&probe, live.as_slice()),
             at_ms,
@@ -546,7 +577,7 @@ impl WindowFilter {
         let live = self.live_slots(at);
         let mut probes = Vec::new();
         for (group, len) in hash_groups(items, self.params.seed) {
-            self.prefetch_group(&group[..len], &mut probes);
+            self.prefetch_group(&group[..len], live.newest(), &mut probes);
             for probe in &probes {
                 added(self.add_live(probe, live.as_slice()));
             }
@@ -564,7 +595,7 @@ impl WindowFilter {
         let live = self.live_slots(now_ms);
         let mut probes = Vec::new();
         for (group, len) in hash_groups(items, self.params.seed) {
-            self.prefetch_group(&group[..len], &mut probes);
+            self.prefetch_group(&group[..len], live.newest(), &mut probes);
             for probe in &probes {
                 found(self.contains_live(probe, live.as_slice()));
             }
@@ -600,7 +631,19 @@ impl WindowFilter {
                 base: self.block_base(hash.line(0, bits / BLOCK_BITS)),
                 mask: hash.line_mask(0, num_hashes),
             },
-            Layout::Lines(_) => unreachable!("{MULTI_LINE_SLOTS}"),
+            // The h lines a layer in h lines picks, their probes derived line by line.
+            Layout::Lines(lines) => {
+                let mut bases = [0; MAX_LINES as usize];
+                for (j, base) in bases.iter_mut().enumerate().take(usize::from(lines)) {
+                    *base = self.block_base(hash.line(j, bits / BLOCK_BITS));
+                }
+                Probe::Lines {
+                    hash: *hash,
+                    bases,
+                    lines,
+                    per_line: (num_hashes / u32::from(lines)) as u8,
+                }
+            }
         }
     }
 
@@ -621,6 +664,21 @@ impl WindowFilter {
                 // stopping at the first unset bit, whose branch is mispredicted half the time.
                 missing(block, mask) == 0
             }
+            // Line by line, probe by probe: an absent item usually fails in its first line (as
+            // in a layer; a mask per line would be built for nothing).
+            Probe::Lines {
+                hash,
+                bases,
+                lines,
+                per_line,
+            } => bases[..usize::from(*lines)]
+                .iter()
+                .enumerate()
+                .all(|(j, base)| {
+                    let block = self.block(base + slot * 8);
+                    hash.line_probes(j, u32::from(*per_line))
+                        .all(|p| block[(p / 64) as usize] & (1 << (p % 64)) != 0)
+                }),
         }
     }
 
@@ -648,24 +706,48 @@ impl WindowFilter {
                 block.iter_mut().zip(mask).for_each(|(word, m)| *word |= m);
                 changed
             }
+            Probe::Lines {
+                hash,
+                bases,
+                lines,
+                per_line,
+            } => {
+                let mut changed = 0u64;
+                for (j, base) in bases[..usize::from(*lines)].iter().enumerate() {
+                    let start = base + slot * 8;
+                    let block = &mut self.words[start..start + 8];
+                    for p in hash.line_probes(j, u32::from(*per_line)) {
+                        let (word, bit) = (&mut block[(p / 64) as usize], 1u64 << (p % 64));
+                        changed |= !*word & bit;
+                        *word |= bit;
+                    }
+                }
+                changed != 0
+            }
         }
     }
 
     /// Replaces `probes` by those of a group of hashed items, after asking the CPU to start
-    /// loading the cache lines each touches (blocked: its four adjacent blocks; classic: its k
-    /// words in each slot), so that the misses of the whole group overlap. The vector is reused
-    /// from group to group: one allocation per batch.
-    fn prefetch_group(&self, group: &[ItemHash], probes: &mut Vec<Probe>) {
+    /// loading the cache lines each touches (see [`prefetch`](Self::prefetch)), so that the
+    /// misses of the whole group overlap. The vector is reused from group to group: one
+    /// allocation per batch.
+    fn prefetch_group(&self, group: &[ItemHash], newest: usize, probes: &mut Vec<Probe>) {
         probes.clear();
         probes.extend(group.iter().map(|hash| {
             let probe = self.probe(hash);
-            self.prefetch(&probe);
+            self.prefetch(&probe, newest);
             probe
         }));
     }
 
+    /// Starts loading what an operation on `probe` reads: classic, its k words in each slot;
+    /// blocked, its four adjacent blocks; in lines, the four blocks of its first line, and of the
+    /// other lines only the copy in the `newest` slot. An add tests and sets every line of the
+    /// newest slot but usually finds a new item missing from an older slot in its first line, as
+    /// a lookup of an absent item does in every slot: fetching all four copies of every line
+    /// (16 cache lines per item at 4 lines) spent the memory bandwidth on lines never read.
     #[inline]
-    fn prefetch(&self, probe: &Probe) {
+    fn prefetch(&self, probe: &Probe, newest: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -687,6 +769,13 @@ impl WindowFilter {
                     }
                 }
                 Probe::Blocked { base, .. } => (0..SLOTS).for_each(|slot| fetch(base + slot * 8)),
+                Probe::Lines { bases, lines, .. } => {
+                    let (first, rest) = bases[..usize::from(*lines)]
+                        .split_first()
+                        .expect("at least one line");
+                    (0..SLOTS).for_each(|slot| fetch(first + slot * 8));
+                    rest.iter().for_each(|base| fetch(base + newest * 8));
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -735,10 +824,6 @@ impl WindowFilter {
     }
 }
 
-/// Why a window's slot is never in 2 to 4 lines: [`WindowParams::shape`] picks classic or
-/// blocked, and the decoder accepts no other layout.
-const MULTI_LINE_SLOTS: &str = "window slots are classic or blocked, never in 2 to 4 lines";
-
 /// The slots inside the window at some moment, newest first.
 #[derive(Clone, Copy)]
 struct LiveSlots {
@@ -750,6 +835,12 @@ impl LiveSlots {
     fn as_slice(&self) -> &[usize] {
         &self.slots[..self.len]
     }
+
+    /// The newest live slot, for prefetching only (slot 0 when none is live: a read long after
+    /// the last write).
+    fn newest(&self) -> usize {
+        self.slots[0]
+    }
 }
 
 /// An item's probes, derived from its hash once per operation.
@@ -758,6 +849,13 @@ enum Probe {
     Classic(ItemHash),
     /// Its block's first word (slot 0) and its k bits as a 512-bit mask.
     Blocked { base: usize, mask: [u64; 8] },
+    /// Its h lines' first words (slot 0), and its hash for the probes in each.
+    Lines {
+        hash: ItemHash,
+        bases: [usize; MAX_LINES as usize],
+        lines: u8,
+        per_line: u8,
+    },
 }
 
 /// The bits of `mask` that `block` lacks, OR-ed together: zero when all are set.

@@ -6,16 +6,16 @@
 //! ```text
 //!  offset  size  field
 //!  0       4     magic "RBLW" (not "RBLM": a window filter never decodes as a scalable one)
-//!  4       1     format version (1)
-//!  5       1     slot layout: 0 classic, 1 blocked
+//!  4       1     format version: 1 for classic or blocked slots, 2 for slots in lines
+//!  5       1     slot layout: 0 classic, 1 blocked (version 1); h = 2..=4 lines (version 2)
 //!  6       1     slots in the ring (4)
-//!  7       1     hashes per item k: 1..=255 classic, 1..=16 blocked
+//!  7       1     hashes per item k: 1..=255 classic, 1..=16 blocked, h·(1..=16) in h lines
 //!  8       8     seed of the item hash
 //!  16      8     requested error rate (IEEE-754 f64), in (0, 1)
 //!  24      8     capacity N per window, 1..=2^30
 //!  32      8     window W in ms, 4..=2^40
 //!  40      8     last_ms: the latest timestamp a write used (the ring's position)
-//!  48      8     bits per slot: a positive multiple of 64 (512 blocked), at most 2^60
+//!  48      8     bits per slot: a positive multiple of 64 (of 512 blocked or in lines), at most 2^60
 //!  56      32    per slot 0..3: adds counted, each at most the slot's bits (every counted add
 //!                set at least one bit)
 //!  88      8     loaded bytes: how many bytes of bits are valid (less than the total only while
@@ -58,9 +58,12 @@ use crate::scalable::MAX_CAPACITY;
 use crate::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
 
 pub(crate) const MAGIC: &[u8; 4] = b"RBLW";
-const FORMAT_VERSION: u8 = 1;
-const LAYOUT_CLASSIC: u8 = 0;
-const LAYOUT_BLOCKED: u8 = 1;
+/// Version 1: classic or blocked slots, all this format had until slots in 2 to 4 lines came;
+/// version 2: slots in 2 to 4 lines (a reader of version 1 refuses them by their version, not
+/// as a corrupt layout). Classic and blocked filters are still written as version 1, byte for
+/// byte as before.
+const FORMAT_VERSION_ONE_LINE: u8 = 1;
+const FORMAT_VERSION_LINES: u8 = 2;
 /// Bytes before the checksum.
 const BODY_BYTES: usize = 64 + 8 * SLOTS;
 /// Bytes of the header, checksum included.
@@ -80,12 +83,14 @@ pub(crate) fn encode_header_as(filter: &WindowFilter, loaded: u64) -> Vec<u8> {
     let slot = filter.shape().slot;
     let mut out = Vec::with_capacity(HEADER_BYTES);
     out.extend_from_slice(MAGIC);
-    out.push(FORMAT_VERSION);
-    out.push(match slot.layout {
-        Layout::Classic => LAYOUT_CLASSIC,
-        Layout::Blocked => LAYOUT_BLOCKED,
-        Layout::Lines(_) => unreachable!("{}", super::MULTI_LINE_SLOTS),
+    let lines = slot.layout.lines();
+    out.push(if lines <= 1 {
+        FORMAT_VERSION_ONE_LINE
+    } else {
+        FORMAT_VERSION_LINES
     });
+    // 0 classic, 1 blocked, h for h lines (h ≤ MAX_LINES).
+    out.push(lines as u8);
     out.push(SLOTS as u8);
     // The decoder refuses more than 255 hashes, and sizing never makes more (MAX_HASHES).
     out.push(slot.num_hashes as u8);
@@ -147,17 +152,29 @@ pub fn parse_header(bytes: &[u8]) -> Result<WindowHeader, DecodeError> {
     )?;
     check(&field::<4>(bytes, 0) == MAGIC, "magic")?;
     let [version, layout, slots, num_hashes] = field::<4>(bytes, 4);
-    check(version == FORMAT_VERSION, "format version")?;
-    let (layout, unit, max_hashes) = match layout {
-        LAYOUT_CLASSIC => (Layout::Classic, 64, MAX_HASHES),
-        LAYOUT_BLOCKED => (Layout::Blocked, BLOCK_BITS, MAX_BLOCKED_HASHES),
-        _ => return Err(DecodeError::Corrupt("layout")),
+    let layout = match version {
+        FORMAT_VERSION_ONE_LINE if layout <= 1 => Layout::with_lines(u32::from(layout)),
+        FORMAT_VERSION_LINES if layout >= 2 => Layout::with_lines(u32::from(layout)),
+        FORMAT_VERSION_ONE_LINE | FORMAT_VERSION_LINES => None,
+        _ => return Err(DecodeError::Corrupt("format version")),
+    }
+    .ok_or(DecodeError::Corrupt("layout"))?;
+    let unit = if layout == Layout::Classic {
+        64
+    } else {
+        BLOCK_BITS
     };
     check(usize::from(slots) == SLOTS, "slots")?;
-    check(
-        (1..=max_hashes).contains(&u32::from(num_hashes)),
-        "hash count",
-    )?;
+    // k within the layout's bounds (classic 1..=255; in lines, k/h probes in each line, 1..=16).
+    let hashes_ok = match layout {
+        Layout::Classic => (1..=MAX_HASHES).contains(&u32::from(num_hashes)),
+        _ => {
+            let lines = layout.lines();
+            u32::from(num_hashes).is_multiple_of(lines)
+                && (1..=MAX_BLOCKED_HASHES).contains(&(u32::from(num_hashes) / lines))
+        }
+    };
+    check(hashes_ok, "hash count")?;
     let seed = u64_at(bytes, 8);
     let error_rate = f64::from_le_bytes(field(bytes, 16));
     check(error_rate > 0.0 && error_rate < 1.0, "error rate")?;

@@ -348,8 +348,14 @@ fn the_decoder_refuses_forged_fields() {
     };
     let corrupt = |what| Err(DecodeError::Corrupt(what));
     assert_eq!(forge(0, b"RBLM"), corrupt("magic"));
-    assert_eq!(forge(4, &[2]), corrupt("format version"));
-    assert_eq!(forge(5, &[2]), corrupt("layout"));
+    assert_eq!(forge(4, &[3]), corrupt("format version"));
+    assert_eq!(forge(4, &[2]), corrupt("layout"), "version 2 is for lines");
+    assert_eq!(
+        forge(5, &[2]),
+        corrupt("layout"),
+        "version 1 is for one line"
+    );
+    assert_eq!(forge(5, &[5]), corrupt("layout"));
     assert_eq!(forge(6, &[5]), corrupt("slots"));
     assert_eq!(forge(7, &[0]), corrupt("hash count"));
     assert_eq!(forge(7, &[17]), corrupt("hash count"), "blocked allows 16");
@@ -498,4 +504,74 @@ proptest! {
         filter.insert(b"after", now + 1);
         prop_assert_eq!(copy, filter);
     }
+}
+
+/// Below about 1e-5, blocked slots would cost over [`BLOCKED_MAX_COST`] (and k scattered words
+/// per slot, classic, cost k misses): big slots go in 2 to 4 lines within 5% of classic slots,
+/// fewer lines for higher rates, and the window's memory then shrinks as the rate rises.
+#[test]
+fn low_rates_put_big_slots_in_lines_within_five_percent_of_classic() {
+    let mut last_bits = 0;
+    for (error_rate, lines) in [(1e-5, 3), (1e-6, 3), (1e-7, 4), (1e-8, 4), (1e-9, 4)] {
+        let params = params(error_rate, 3_000_000, 60_000);
+        let slot = params.shape().unwrap().slot;
+        assert_eq!(slot.layout, Layout::Lines(lines), "{error_rate}");
+        let slot_error = SLOT_MARGIN * error_rate / SLOTS as f64;
+        let classic = classic_size(1_000_000, slot_error).unwrap();
+        assert!(
+            slot.bits as f64 <= classic.bits as f64 * LINES_MAX_COST,
+            "{error_rate}"
+        );
+        assert!(
+            slot.bits > last_bits,
+            "memory grows as ε falls: {error_rate}"
+        );
+        last_bits = slot.bits;
+    }
+    // A small slot stays classic, as a small layer does.
+    let small = params(1e-7, 30_000, 60_000).shape().unwrap().slot;
+    assert_eq!(small.layout, Layout::Classic);
+}
+
+/// A window in lines keeps the contract: every item present through its window at twice the
+/// load, the rate at capacity under ε at the worst moment, everything forgotten on time, and its
+/// encoding (version 2) decodes to the same filter.
+#[test]
+fn a_window_in_lines_keeps_the_contract() {
+    let (error_rate, capacity, window) = (1e-5, 480_000, 60_000);
+    let mut filter = filter(params(error_rate, capacity, window), T0);
+    assert_eq!(filter.shape().slot.layout, Layout::Lines(3));
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let end = T0 + 2 * window;
+    let end = end - end % filter.shape().generation_ms - 1;
+    let added = steady_load(&mut filter, &mut rng, capacity, T0, end);
+    let rate = false_positive_rate(&filter, &mut rng, 5_000_000, end);
+    assert!(rate <= error_rate, "{rate}");
+    let inside: Vec<_> = added.iter().filter(|(_, at)| at + window >= end).collect();
+    assert!(inside.iter().all(|(item, _)| filter.contains(item, end)));
+
+    let copy = decode(&encode(&filter), &mut Unlimited).unwrap();
+    assert_eq!(copy, filter);
+    assert_eq!(encode_header(&filter)[4..6], [2, 3], "version 2, 3 lines");
+
+    // Twice the load in the last generation: still no false negative.
+    let burst = random_items(&mut rng, 2 * capacity as usize);
+    for item in &burst {
+        filter.insert(item, end);
+    }
+    assert!(burst.iter().all(|item| filter.contains(item, end)));
+    // From the forgetting moment on, the burst is gone but for false positives.
+    let gone = filter.shape().forgotten_at(end);
+    let remembered = burst
+        .iter()
+        .filter(|item| filter.contains(&item[..], gone))
+        .count();
+    assert!(
+        remembered < 10,
+        "{remembered} of {} remembered",
+        burst.len()
+    );
+    // Blocked windows are still written as version 1.
+    let blocked = super::WindowFilter::new(params(1e-2, 90_000, 60_000), T0, &mut Unlimited);
+    assert_eq!(encode_header(&blocked.unwrap())[4..6], [1, 1]);
 }
