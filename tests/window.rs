@@ -627,11 +627,16 @@ fn assert_same_filters(a: &mut Connection, b: &mut Connection, what: &str) {
 /// Writes of every kind to window filters over `duration_ms`, a step every ~120 ms so that they
 /// fall in many generations: new items, repeated items that only refresh (or change nothing but
 /// the filter's time), BF.INSERT into an existing filter and one created mid-way, client
-/// BF.ADDAT from the past, and a plain filter alongside. `between` runs after each step.
+/// BF.ADDAT from the past, a window at 1e-7 (its slots in lines, encoding version 2) and a plain
+/// filter alongside. `between` runs after each step.
 fn window_workload(c: &mut Connection, duration_ms: u64, mut between: impl FnMut(u32)) {
     raw_ok(
         c,
         &["BF.RESERVE", "reserved", "0.01", "500", "WINDOW", "1000"],
+    );
+    raw_ok(
+        c,
+        &["BF.RESERVE", "lines", "1e-7", "600000", "WINDOW", "1000"],
     );
     raw_ok(
         c,
@@ -658,11 +663,13 @@ fn window_workload(c: &mut Connection, duration_ms: u64, mut between: impl FnMut
         match step % 6 {
             0 => {
                 madd(c, "reserved", &fresh);
+                madd(c, "lines", &fresh);
                 last = fresh;
             }
             // The same items again: refreshes only (the first may be new to this generation).
             1 => {
                 madd(c, "reserved", &last);
+                madd(c, "lines", &last);
             }
             2 => {
                 let mut args: Vec<&str> = vec!["BF.INSERT", "inserted", "ITEMS"];
