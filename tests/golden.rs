@@ -393,7 +393,9 @@ fn golden_dump_payload_restores() {
 /// `generate_golden_blocked_fixture`; compressed by DUMP to ~160 KB since it is mostly zeros.
 const BLOCKED_INFO: Info = Info {
     capacity: 7_000_000,
-    size: 10_485_920,
+    // The layer's 9.6 MB of bits in 1 MiB pieces (10,092,784 since pieces; 10,485,920, the one
+    // block's 10 MiB size class, before).
+    size: 10_092_784,
     filters: 1,
     items: 2000,
     expansion: Some(2),

@@ -45,8 +45,8 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::budget::{allocation_size, MemoryBudget};
-use super::layer::Layer;
+use super::budget::MemoryBudget;
+use super::layer::{layer_allocation_size, Layer};
 use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, MAX_CAPACITY, MAX_LAYERS};
 use super::sizing::{LayerSize, Layout};
 
@@ -194,7 +194,7 @@ pub(crate) fn decode_scalable_header<B: MemoryBudget + ?Sized>(
     let allocation = shape
         .layers
         .iter()
-        .map(|layer| allocation_size(layer.size.bytes()))
+        .map(|layer| layer_allocation_size(layer.size.bytes()))
         .sum();
     budget
         .charge(allocation, allocation)

@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 
 use super::budget::{allocation_size, MemoryBudget};
 use super::hash::ItemHash;
-use super::layer::Layer;
+use super::layer::{layer_allocation_size, Layer};
 use super::math;
 use super::sizing::{self, layer_size, LayerSize, SizingError};
 
@@ -300,7 +300,7 @@ impl BloomFilter {
         size: LayerSize,
         budget: &mut B,
     ) -> Result<BloomFilter, CreateError> {
-        let allocation = allocation_size(size.bytes());
+        let allocation = layer_allocation_size(size.bytes());
         budget
             .charge(allocation, allocation)
             .map_err(CreateError::Limit)?;
@@ -507,7 +507,7 @@ impl BloomFilter {
             .params
             .layer_capacity(index)
             .ok_or(InsertError::CannotGrow)?;
-        let allocation = allocation_size(size.bytes());
+        let allocation = layer_allocation_size(size.bytes());
         budget
             .charge(
                 self.allocated_bytes().saturating_add(allocation),
@@ -667,7 +667,7 @@ impl BloomFilter {
         self.layers
             .iter()
             .skip(first)
-            .map(|layer| allocation_size(layer.bytes()))
+            .map(|layer| layer_allocation_size(layer.bytes()))
             .sum()
     }
 
