@@ -117,8 +117,9 @@ pub fn allocation_size(requested: u64) -> u64 {
 ///
 /// jemalloc (5.x, 16-byte quantum, 4 KiB pages): up to 128 bytes, multiples of 16; above, four
 /// size classes per power of two, i.e. the request rounded up to a multiple of a quarter of the
-/// power of two below it. A 143.8 MB filter therefore takes 167.8 MB (the class 5·2^25), which is
-/// what `used_memory` shows; counting the requested bytes under-reported such a filter by 17%.
+/// power of two below it. A 143.8 MB block therefore takes 167.8 MB (the class 5·2^25), which is
+/// what `used_memory` shows (why layers above 1 MiB come in pieces: see
+/// [`crate::layer::layer_allocation_size`]).
 /// The C library's malloc: the request rounded up to 16 bytes.
 ///
 /// ```
