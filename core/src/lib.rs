@@ -117,7 +117,15 @@
 //!   bit b lives in word b / 64 at bit (b % 64), least significant first (bitvec's Lsb0 on u64);
 //!   encoded, word w is written as 8 little-endian bytes, so byte j holds bits 8j .. 8j+7.
 //!   In a layout in lines, bit p of line l is bit 512·l + p: word 8·l + p/64, bit p % 64.
+//!
+//!   in memory, up to 1 MiB: one block of bits/64 words
+//!   above:  | piece 0: words 0 .. 2^17-1 | piece 1: 2^17 .. 2^18-1 | ... | tail: the rest |
+//!           word w in piece w >> 17 at w & (2^17 - 1), found through a table of the pieces
 //! ```
+//!
+//! The pieces (1 MiB, whole lines, so no line spans two) change nothing of the above, only what
+//! the allocator hands out: one block of 12.68 MB is rounded up to jemalloc's 14.68 MB size class;
+//! in pieces only the tail is rounded up ([`layer::layer_allocation_size`]: 12.68 MB).
 //!
 //! # The scalable filter ([`scalable`])
 //!
