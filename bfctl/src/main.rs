@@ -773,20 +773,25 @@ struct BfInfo {
     expansion: Option<u64>,
 }
 
-fn bf_info(c: &mut Connection, key: &str) -> Result<BfInfo> {
-    let v = query(c, redis::cmd("BF.INFO").arg(key)).with_context(|| format!("BF.INFO {key}"))?;
-    let pairs: Vec<(Value, Value)> = match v {
+/// BF.INFO's field/value pairs, from a RESP2 array or a RESP3 map.
+fn info_pairs(reply: Value) -> Result<Vec<(Value, Value)>> {
+    match reply {
         Value::Array(a) => {
             let mut out = Vec::new();
             let mut it = a.into_iter();
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
                 out.push((k, v));
             }
-            out
+            Ok(out)
         }
-        Value::Map(m) => m,
+        Value::Map(m) => Ok(m),
         other => bail!("unexpected BF.INFO reply {other:?}"),
-    };
+    }
+}
+
+fn bf_info(c: &mut Connection, key: &str) -> Result<BfInfo> {
+    let v = query(c, redis::cmd("BF.INFO").arg(key)).with_context(|| format!("BF.INFO {key}"))?;
+    let pairs = info_pairs(v)?;
     let mut info = BfInfo {
         capacity: 0,
         size: 0,
@@ -997,19 +1002,17 @@ fn layers_from_info(bi: &BfInfo, error: f64) -> Result<Vec<LayerView>> {
     Ok(out)
 }
 
-/// Counts the set bits of every layer by reading the whole filter with BF.SCANDUMP. A data chunk
-/// is the bits (layers concatenated, oldest first) followed by an 8-byte checksum; iterator − 1
-/// after the chunk is the byte offset just past it.
-fn count_ones(c: &mut Connection, key: &str, layers: &mut [LayerView], show: bool) -> Result<()> {
-    let ends: Vec<u64> = layers
-        .iter()
-        .scan(0u64, |acc, l| {
-            *acc += l.bits / 8;
-            Some(*acc)
-        })
-        .collect();
-    let total = *ends.last().unwrap_or(&0);
-    let mut ones = vec![0u64; layers.len()];
+/// Reads the whole filter at `key` (`total` bytes of bits) with BF.SCANDUMP, calling `each` with
+/// every data chunk's byte offset and bits, in order, behind a progress bar. A data chunk is the
+/// bits followed by an 8-byte checksum; iterator − 1 after the chunk is the byte offset just past
+/// it.
+fn scan_bits(
+    c: &mut Connection,
+    key: &str,
+    total: u64,
+    show: bool,
+    mut each: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
     let pb = bar(
         show,
         Some(total),
@@ -1026,13 +1029,33 @@ fn count_ones(c: &mut Connection, key: &str, layers: &mut [LayerView], show: boo
             .checked_sub(8)
             .ok_or_else(|| anyhow!("BF.SCANDUMP chunk too short"))?;
         let start = it - 1;
-        let end = next - 1;
-        if end - start != bits as u64 {
+        if next - 1 - start != bits as u64 || next - 1 > total {
             bail!("BF.SCANDUMP chunk of {bits} bytes does not match its iterators {it}..{next}");
         }
+        each(start, &data[..bits])?;
+        pb.set_position(next - 1);
+        it = next;
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// Counts the set bits of every layer (layers concatenated, oldest first) by reading the whole
+/// filter ([`scan_bits`]).
+fn count_ones(c: &mut Connection, key: &str, layers: &mut [LayerView], show: bool) -> Result<()> {
+    let ends: Vec<u64> = layers
+        .iter()
+        .scan(0u64, |acc, l| {
+            *acc += l.bits / 8;
+            Some(*acc)
+        })
+        .collect();
+    let total = *ends.last().unwrap_or(&0);
+    let mut ones = vec![0u64; layers.len()];
+    scan_bits(c, key, total, show, |start, bits| {
         let mut off = start;
         let mut layer = ends.partition_point(|&e| e <= off);
-        let mut rest = &data[..bits];
+        let mut rest = bits;
         while !rest.is_empty() {
             let layer_end = *ends
                 .get(layer)
@@ -1046,10 +1069,8 @@ fn count_ones(c: &mut Connection, key: &str, layers: &mut [LayerView], show: boo
             off += take as u64;
             layer += 1;
         }
-        pb.set_position(end);
-        it = next;
-    }
-    pb.finish_and_clear();
+        Ok(())
+    })?;
     for (l, o) in layers.iter_mut().zip(ones) {
         l.ones = Some(o);
     }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use redis::{Connection, Value};
 
-use super::{as_int, bar, connect, query};
+use super::{as_int, bar, connect, info_pairs, query};
 
 /// The module type both RedisBloom and rustbloom register.
 const BLOOM_TYPE: &str = "MBbloom--";
@@ -109,19 +109,7 @@ fn text(v: &Value) -> String {
 }
 
 fn bf_shape(c: &mut Connection, key: &[u8]) -> Result<Shape> {
-    let v = query(c, redis::cmd("BF.INFO").arg(key))?;
-    let pairs: Vec<(Value, Value)> = match v {
-        Value::Array(a) => {
-            let mut out = Vec::new();
-            let mut it = a.into_iter();
-            while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                out.push((k, v));
-            }
-            out
-        }
-        Value::Map(m) => m,
-        other => bail!("unexpected BF.INFO reply {other:?}"),
-    };
+    let pairs = info_pairs(query(c, redis::cmd("BF.INFO").arg(key))?)?;
     let mut shape = Shape {
         capacity: -1,
         items: -1,

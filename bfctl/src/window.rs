@@ -14,7 +14,7 @@ use rustbloom_core::window::{
 };
 use rustbloom_core::{FilterParams, Growth};
 
-use crate::{as_int, bar, human_bytes, query, scandump, BfInfo};
+use crate::{as_int, human_bytes, query, scan_bits, BfInfo};
 
 /// The window header in a BF.SCANDUMP header chunk, when the key holds a window filter.
 pub fn header(chunk: &[u8]) -> Option<WindowHeader> {
@@ -215,8 +215,7 @@ fn slot_of(shape: &WindowShape, offset: u64) -> usize {
     }
 }
 
-/// Counts the set bits of every slot by reading the filter with BF.SCANDUMP (a data chunk is
-/// bits followed by an 8-byte checksum; iterator − 1 is the byte offset just past it).
+/// Counts the set bits of every slot by reading the whole filter ([`crate::scan_bits`]).
 fn count_ones(
     c: &mut Connection,
     key: &str,
@@ -224,34 +223,13 @@ fn count_ones(
     slots: &mut [SlotView],
     show: bool,
 ) -> Result<()> {
-    let total = shape.bytes();
-    let pb = bar(
-        show,
-        Some(total),
-        "{spinner} scanning [{wide_bar}] {bytes}/{total_bytes} ETA {eta}",
-    );
     let mut ones = [0u64; SLOTS];
-    let (mut it, _) = scandump(c, key, 0)?;
-    loop {
-        let (next, data) = scandump(c, key, it)?;
-        if next == 0 {
-            break;
-        }
-        let bits = data
-            .len()
-            .checked_sub(8)
-            .ok_or_else(|| anyhow!("BF.SCANDUMP chunk too short"))?;
-        let start = it - 1;
-        if next - 1 - start != bits as u64 || next - 1 > total {
-            bail!("BF.SCANDUMP chunk of {bits} bytes does not match its iterators {it}..{next}");
-        }
-        for (i, byte) in data[..bits].iter().enumerate() {
+    scan_bits(c, key, shape.bytes(), show, |start, bits| {
+        for (i, byte) in bits.iter().enumerate() {
             ones[slot_of(shape, start + i as u64)] += u64::from(byte.count_ones());
         }
-        pb.set_position(next - 1);
-        it = next;
-    }
-    pb.finish_and_clear();
+        Ok(())
+    })?;
     for (view, count) in slots.iter_mut().zip(ones) {
         view.ones = Some(count);
     }

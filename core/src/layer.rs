@@ -321,7 +321,7 @@ impl LineWords {
 
     /// Words of piece `index` (in pieces).
     fn piece_len(&self, index: usize) -> usize {
-        (self.len - index * PIECE_WORDS).min(PIECE_WORDS)
+        piece_len(self.len, index)
     }
 
     /// The pieces' blocks (in pieces).
@@ -355,13 +355,11 @@ impl LineWords {
         let mut table: Vec<std::ptr::NonNull<u64>> = Vec::new();
         table.try_reserve_exact(pieces).map_err(|_| refused)?;
         for index in 0..pieces {
-            let piece = (len - index * PIECE_WORDS).min(PIECE_WORDS);
-            match Self::layout(piece).and_then(zeroed_block) {
+            match Self::layout(piece_len(len, index)).and_then(zeroed_block) {
                 Some(block) => table.push(block),
                 None => {
                     for (index, block) in table.iter().enumerate() {
-                        let piece = (len - index * PIECE_WORDS).min(PIECE_WORDS);
-                        free_block(*block, piece);
+                        free_block(*block, piece_len(len, index));
                     }
                     return Err(refused);
                 }
@@ -453,6 +451,11 @@ impl LineWords {
             .into_iter()
             .map(|(block, len)| unsafe { std::slice::from_raw_parts_mut(block.as_ptr(), len) })
     }
+}
+
+/// Words of piece `index` of a layer of `len` words in pieces: whole pieces, then the tail.
+fn piece_len(len: usize, index: usize) -> usize {
+    (len - index * PIECE_WORDS).min(PIECE_WORDS)
 }
 
 /// A zeroed block of `layout` (non-zero size) from the global allocator, None when refused.

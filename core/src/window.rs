@@ -641,7 +641,8 @@ impl WindowFilter {
                     hash: *hash,
                     bases,
                     lines,
-                    per_line: (num_hashes / u32::from(lines)) as u8,
+                    // LayerSize::check bounds it by MAX_BLOCKED_HASHES = 16.
+                    per_line: self.shape.slot.hashes_per_line() as u8,
                 }
             }
         }

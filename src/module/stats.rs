@@ -71,21 +71,19 @@ impl BeforeAdd {
         }
     }
 
-    /// Accounts for what the add did to `filter`.
+    /// Accounts for what the add did to `filter`: its items, and the layers it pushed with their
+    /// bytes (counted from zero before, since the add changed no other layer's).
     pub fn record(self, filter: &Filter) {
-        let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
-        let items = filter.counted_items();
-        if items != self.items {
-            ITEMS.fetch_add(gauge(items) - gauge(self.items), Ordering::Relaxed);
-        }
         let layers = filter.layer_count();
-        if layers != self.layers {
-            LAYERS.fetch_add(gauge(layers) - gauge(self.layers), Ordering::Relaxed);
-            BYTES.fetch_add(
-                gauge(filter.allocated_bytes_from(self.layers)),
-                Ordering::Relaxed,
-            );
-        }
+        let pushed_bytes = if layers == self.layers {
+            0
+        } else {
+            filter.allocated_bytes_from(self.layers)
+        };
+        changed(
+            Footprint::new(self.layers, 0, self.items),
+            Footprint::new(layers, pushed_bytes, filter.counted_items()),
+        );
     }
 }
 

@@ -55,7 +55,7 @@ use super::{WindowFilter, WindowParams, WindowShape, MAX_WINDOW_MS, MIN_WINDOW_M
 use crate::budget::MemoryBudget;
 use crate::encoding::{check, DecodeError};
 use crate::scalable::MAX_CAPACITY;
-use crate::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_BLOCKED_HASHES, MAX_HASHES};
+use crate::sizing::{LayerSize, Layout};
 
 pub(crate) const MAGIC: &[u8; 4] = b"RBLW";
 /// Version 1: classic or blocked slots, all this format had until slots in 2 to 4 lines came;
@@ -159,22 +159,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<WindowHeader, DecodeError> {
         _ => return Err(DecodeError::Corrupt("format version")),
     }
     .ok_or(DecodeError::Corrupt("layout"))?;
-    let unit = if layout == Layout::Classic {
-        64
-    } else {
-        BLOCK_BITS
-    };
     check(usize::from(slots) == SLOTS, "slots")?;
-    // k within the layout's bounds (classic 1..=255; in lines, k/h probes in each line, 1..=16).
-    let hashes_ok = match layout {
-        Layout::Classic => (1..=MAX_HASHES).contains(&u32::from(num_hashes)),
-        _ => {
-            let lines = layout.lines();
-            u32::from(num_hashes).is_multiple_of(lines)
-                && (1..=MAX_BLOCKED_HASHES).contains(&(u32::from(num_hashes) / lines))
-        }
-    };
-    check(hashes_ok, "hash count")?;
+    // The hash count and the bits' unit for the layout are checked as for any layer, below.
     let seed = u64_at(bytes, 8);
     let error_rate = f64::from_le_bytes(field(bytes, 16));
     check(error_rate > 0.0 && error_rate < 1.0, "error rate")?;
@@ -187,10 +173,15 @@ pub fn parse_header(bytes: &[u8]) -> Result<WindowHeader, DecodeError> {
     )?;
     let last_ms = u64_at(bytes, 40);
     let bits = u64_at(bytes, 48);
-    check(
-        bits > 0 && bits <= MAX_SLOT_BITS && bits.is_multiple_of(unit),
-        "bit count",
-    )?;
+    check(bits > 0 && bits <= MAX_SLOT_BITS, "bit count")?;
+    let slot = LayerSize {
+        bits,
+        num_hashes: u32::from(num_hashes),
+        layout,
+    };
+    // What every decoded layer passes: k within the layout's bounds (classic 1..=255; in h
+    // lines, k/h probes in each, 1..=16) and bits in whole words or lines.
+    slot.check().map_err(DecodeError::Corrupt)?;
     let mut slot_items = [0; SLOTS];
     for (slot, items) in slot_items.iter_mut().enumerate() {
         *items = u64_at(bytes, 56 + 8 * slot);
@@ -205,13 +196,6 @@ pub fn parse_header(bytes: &[u8]) -> Result<WindowHeader, DecodeError> {
         window_ms,
         seed,
     };
-    let slot = LayerSize {
-        bits,
-        num_hashes: u32::from(num_hashes),
-        layout,
-    };
-    // Implied by the checks above; kept so that a slot passes what every decoded layer passes.
-    slot.check().map_err(DecodeError::Corrupt)?;
     let shape = WindowShape {
         slot,
         generation_ms: window_ms.div_ceil(super::GENERATIONS_PER_WINDOW),
