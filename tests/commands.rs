@@ -294,15 +294,12 @@ fn insert_with_options() {
     let i = info(&mut c, "i2");
     assert_eq!((i.capacity, i.expansion), (50, None));
 
-    // EXPANSION 0 on INSERT means non-scaling.
+    // EXPANSION 0 on INSERT is refused, as RedisBloom 2.8 refuses it, and creates nothing.
     assert_eq!(
-        as_ints(raw_ok(
-            &mut c,
-            &["BF.INSERT", "i3", "EXPANSION", "0", "ITEMS", "a"]
-        )),
-        vec![1]
+        raw_err(&mut c, &["BF.INSERT", "i3", "EXPANSION", "0", "ITEMS", "a"]),
+        "ERR Bad argument received"
     );
-    assert_eq!(info(&mut c, "i3").expansion, None);
+    assert_eq!(as_int(&raw_ok(&mut c, &["EXISTS", "i3"])), 0);
 
     // NOCREATE on an existing key works.
     let r: Vec<bool> = c

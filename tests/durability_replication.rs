@@ -64,7 +64,7 @@ fn workload(c: &mut Connection) -> Vec<(i64, Vec<u8>)> {
     raw_ok(c, &["BF.INSERT", "ins", "ITEMS", "x", "y"]);
     raw_ok(
         c,
-        &["BF.INSERT", "ins-exp0", "EXPANSION", "0", "ITEMS", "x"],
+        &["BF.INSERT", "ins-nonscaling", "NONSCALING", "ITEMS", "x"],
     );
     // Explicit parameters, including awkward ones.
     raw_ok(

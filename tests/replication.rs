@@ -87,7 +87,7 @@ fn workload(c: &mut Connection) {
     );
     raw_ok(
         c,
-        &["BF.INSERT", "ins-exp0", "EXPANSION", "0", "ITEMS", "x"],
+        &["BF.INSERT", "ins-nonscaling", "NONSCALING", "ITEMS", "x"],
     );
     // RESERVE with options.
     raw_ok(c, &["BF.RESERVE", "res", "0.01", "100"]);

@@ -15,6 +15,29 @@ use crate::redisbloom::{RbAddOutcome, RbFilter};
 use crate::scalable::{AddOutcome, BloomFilter, Growth, InsertError, LimitError};
 use crate::window::WindowFilter;
 
+/// RedisBloom's BF.INFO Size counts its chain's structure (32 bytes on 64-bit builds) ...
+pub const INFO_SIZE_PER_FILTER: u64 = 32;
+/// ... and each link's (64 bytes) besides the bits: measured on RedisBloom 2.8.2 for every
+/// fixture (`core/tests/redisbloom.rs` checks it).
+pub const INFO_SIZE_PER_LAYER: u64 = 64;
+
+/// What BF.DEBUG reports of one layer, link or window slot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerReport {
+    /// Bytes of its bits.
+    pub bytes: u64,
+    pub bits: u64,
+    pub hashes: u32,
+    /// Bits of hash each probe is derived from: 64 for ours; 32 or 64 for RedisBloom's.
+    pub hash_width: u32,
+    /// Items it was sized for.
+    pub capacity: u64,
+    /// Items it counts.
+    pub items: u64,
+    /// The false-positive rate it was sized for.
+    pub error_rate: f64,
+}
+
 /// A filter of any kind.
 #[derive(Debug, PartialEq)]
 pub enum Filter {
@@ -189,12 +212,78 @@ impl Filter {
         }
     }
 
-    /// BF.INFO "Size": bytes in memory as the allocator counts them; for a RedisBloom filter,
-    /// what RedisBloom reports for it, so that BF.INFO answers as before the migration.
+    /// BF.INFO "Size": the filter's own bytes, as RedisBloom counts them: the bits of every
+    /// layer, link or slot, plus RedisBloom's bookkeeping of 32 bytes per filter and 64 per layer
+    /// ([`INFO_SIZE_PER_FILTER`], [`INFO_SIZE_PER_LAYER`]). So the same filter ranks the same in
+    /// both modules (a NONSCALING filter, sized at ε, is smaller than a scaling one whose first
+    /// layer is at ε/2), and a migrated filter answers as it did before. What the allocator hands
+    /// out is MEMORY USAGE's figure ([`memory_usage`](Self::memory_usage)).
     pub fn info_size(&self) -> u64 {
+        self.layer_reports()
+            .iter()
+            .fold(INFO_SIZE_PER_FILTER, |size, layer| {
+                size.saturating_add(INFO_SIZE_PER_LAYER)
+                    .saturating_add(layer.bytes)
+            })
+    }
+
+    /// One report per layer, link or window slot, oldest first (BF.DEBUG).
+    pub fn layer_reports(&self) -> Vec<LayerReport> {
         match self {
-            Filter::RedisBloom(filter) => filter.info_size(),
-            _ => self.memory_usage(),
+            Filter::Scalable(filter) => filter
+                .layers()
+                .iter()
+                .map(|layer| LayerReport {
+                    bytes: layer.size().bytes(),
+                    bits: layer.size().bits,
+                    hashes: layer.size().num_hashes,
+                    hash_width: 64,
+                    capacity: layer.capacity(),
+                    items: layer.items(),
+                    error_rate: layer.error_rate(),
+                })
+                .collect(),
+            Filter::Window(filter) => {
+                let slot = filter.shape().slot;
+                let params = filter.params();
+                filter
+                    .slot_items()
+                    .iter()
+                    .map(|&items| LayerReport {
+                        bytes: slot.bytes(),
+                        bits: slot.bits,
+                        hashes: slot.num_hashes,
+                        hash_width: 64,
+                        capacity: params.slot_capacity(),
+                        items,
+                        error_rate: params.slot_error_rate(),
+                    })
+                    .collect()
+            }
+            Filter::RedisBloom(filter) => {
+                let hash_width = if filter.header().options & crate::redisbloom::chain::FORCE64 != 0
+                {
+                    64
+                } else {
+                    32
+                };
+                filter
+                    .links()
+                    .iter()
+                    .map(|link| {
+                        let shape = link.shape();
+                        LayerReport {
+                            bytes: shape.bytes,
+                            bits: shape.modulus(),
+                            hashes: shape.hashes,
+                            hash_width,
+                            capacity: shape.entries,
+                            items: shape.items,
+                            error_rate: shape.error,
+                        }
+                    })
+                    .collect()
+            }
         }
     }
 

@@ -260,6 +260,16 @@ impl WindowShape {
 }
 
 impl WindowParams {
+    /// Items each slot is sized for: one generation's share, ⌈N/3⌉.
+    pub fn slot_capacity(&self) -> u64 {
+        self.capacity.div_ceil(GENERATIONS_PER_WINDOW)
+    }
+
+    /// The false-positive rate each slot is sized for: 0.9·ε/4.
+    pub fn slot_error_rate(&self) -> f64 {
+        SLOT_MARGIN * self.error_rate / SLOTS as f64
+    }
+
     /// The shape these parameters give, or why they are refused.
     ///
     /// ```
@@ -281,8 +291,8 @@ impl WindowParams {
         if !(MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(&self.window_ms) {
             return Err(WindowError::Window);
         }
-        let slot_capacity = self.capacity.div_ceil(GENERATIONS_PER_WINDOW);
-        let slot_error = SLOT_MARGIN * self.error_rate / SLOTS as f64;
+        let slot_capacity = self.slot_capacity();
+        let slot_error = self.slot_error_rate();
         let classic = classic_size(slot_capacity, slot_error).map_err(|error| match error {
             SizingError::ErrorRate => WindowError::ErrorRate,
             SizingError::Capacity => WindowError::Capacity,

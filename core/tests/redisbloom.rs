@@ -193,7 +193,7 @@ fn check_info(filter: &RbFilter, info: &str, what: &str) {
     let theirs: Vec<u64> = info.split(' ').map(|n| n.parse().unwrap()).collect();
     let ours = [
         filter.capacity(),
-        filter.info_size(),
+        Filter::RedisBloom(filter.try_clone(&mut Unlimited).unwrap()).info_size(),
         filter.links().len() as u64,
         filter.items(),
     ];

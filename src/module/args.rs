@@ -23,6 +23,11 @@ const NO_EXPANSION: CommandError = CommandError::Static("ERR no expansion");
 const INSERT_BAD_ERROR_RATE: CommandError = CommandError::Static("ERR Bad error rate");
 const INSERT_BAD_CAPACITY: CommandError = CommandError::Static("ERR Bad capacity");
 const INSERT_BAD_EXPANSION: CommandError = CommandError::Static("ERR Bad expansion");
+/// EXPANSION below 1: BF.RESERVE's reply in RedisBloom 2.8, BF.INSERT's (whose 0 no longer means
+/// non-scaling in RedisBloom 2.8, where it creates nothing).
+const EXPANSION_TOO_SMALL: CommandError =
+    CommandError::Static("ERR expansion should be greater or equal to 1");
+const INSERT_BAD_ARGUMENT: CommandError = CommandError::Static("ERR Bad argument received");
 const EXPANSION_RANGE: CommandError =
     CommandError::Static("ERR expansion must be in the range [1, 32768]");
 const NONSCALING_EXPANSION: CommandError =
@@ -116,22 +121,19 @@ pub fn parse_capacity(bytes: &[u8]) -> Result<u64, CommandError> {
         .ok_or(CAPACITY_RANGE)
 }
 
-/// An expansion. For BF.INSERT (`insert`) EXPANSION 0 means non-scaling, and a value that is
-/// not an integer or is negative gets RedisBloom's BF.INSERT reply; above the cap, both commands
-/// give the range (RedisBloom accepts it and has no reply for the case).
+/// An expansion, 1 to [`MAX_EXPANSION`]. Below 1 (0 included, which RedisBloom 2.8 refuses on
+/// BF.INSERT as on BF.RESERVE, creating nothing) and for a value that is not an integer, each
+/// command's RedisBloom reply; above the cap, both give the range (RedisBloom accepts it and has
+/// no reply for the case).
 fn parse_growth(bytes: &[u8], insert: bool) -> Result<Growth, CommandError> {
-    let bad = if insert {
-        INSERT_BAD_EXPANSION
+    let (bad, too_small) = if insert {
+        (INSERT_BAD_EXPANSION, INSERT_BAD_ARGUMENT)
     } else {
-        BAD_EXPANSION
+        (BAD_EXPANSION, EXPANSION_TOO_SMALL)
     };
     let expansion = parse_i64(bytes).ok_or(bad)?;
-    if insert {
-        match expansion {
-            0 => return Ok(Growth::NonScaling),
-            e if e < 0 => return Err(INSERT_BAD_EXPANSION),
-            _ => {}
-        }
+    if expansion < 1 {
+        return Err(too_small);
     }
     u32::try_from(expansion)
         .ok()
@@ -428,12 +430,12 @@ mod tests {
         assert_eq!(parse_capacity(b"-1"), Err(CAPACITY_RANGE));
         assert_eq!(parse_capacity(b"1073741825"), Err(CAPACITY_RANGE));
         assert_eq!(parse_capacity(b"1073741824"), Ok(MAX_CAPACITY));
-        assert_eq!(parse_growth(b"0", true), Ok(Growth::NonScaling));
-        assert_eq!(parse_growth(b"0", false), Err(EXPANSION_RANGE));
+        assert_eq!(parse_growth(b"0", false), Err(EXPANSION_TOO_SMALL));
+        assert_eq!(parse_growth(b"0", true), Err(INSERT_BAD_ARGUMENT));
         assert_eq!(parse_growth(b"32769", false), Err(EXPANSION_RANGE));
         assert_eq!(parse_growth(b"32769", true), Err(EXPANSION_RANGE));
-        assert_eq!(parse_growth(b"-1", false), Err(EXPANSION_RANGE));
-        assert_eq!(parse_growth(b"-1", true), Err(INSERT_BAD_EXPANSION));
+        assert_eq!(parse_growth(b"-1", false), Err(EXPANSION_TOO_SMALL));
+        assert_eq!(parse_growth(b"-1", true), Err(INSERT_BAD_ARGUMENT));
         assert_eq!(parse_growth(b"x", true), Err(INSERT_BAD_EXPANSION));
         assert_eq!(parse_insert_capacity(b"0"), Err(INSERT_BAD_CAPACITY));
         assert_eq!(parse_insert_capacity(b"x"), Err(INSERT_BAD_CAPACITY));

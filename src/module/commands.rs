@@ -686,6 +686,63 @@ pub fn info(command: &Command) -> CommandResult {
     Ok(())
 }
 
+/// `BF.DEBUG key`: RedisBloom's report of a filter, one bulk string per line: `size:<items>`,
+/// then one line per layer (per link of a migrated filter, per slot of a window filter, oldest
+/// slot of the ring first) `bytes:B bits:b hashes:k hashwidth:w capacity:c size:n ratio:ε`, the
+/// ratio formatted as C's `%g`.
+pub fn debug(command: &Command) -> CommandResult {
+    if command.argc() != 2 {
+        return Err(CommandError::WrongArity);
+    }
+    let key = command.open_key(false);
+    let filter = ready(&key)?.ok_or(NOT_FOUND)?;
+    let layers = filter.layer_reports();
+    command.reply_array(1 + layers.len());
+    command.reply_bulk(format!("size:{}", filter.items(command.now_ms())).as_bytes());
+    for layer in layers {
+        let line = format!(
+            "bytes:{} bits:{} hashes:{} hashwidth:{} capacity:{} size:{} ratio:{}",
+            layer.bytes,
+            layer.bits,
+            layer.hashes,
+            layer.hash_width,
+            layer.capacity,
+            layer.items,
+            format_g(layer.error_rate)
+        );
+        command.reply_bulk(line.as_bytes());
+    }
+    Ok(())
+}
+
+/// `value` as C's `printf("%g")` writes it (RedisBloom's BF.DEBUG ratios): six significant
+/// digits, trailing zeros removed, in exponent form below 1e-4 or from 1e6 up.
+fn format_g(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return value.to_string();
+    }
+    let scientific = format!("{value:.5e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let trim = |digits: &str| -> String {
+        if digits.contains('.') {
+            digits
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string()
+        } else {
+            digits.to_string()
+        }
+    };
+    if (-4..6).contains(&exponent) {
+        let decimals = usize::try_from(5 - exponent).unwrap_or(0);
+        trim(&format!("{value:.decimals$}"))
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exponent.abs())
+    }
+}
+
 /// `BF.SCANDUMP key iterator`
 pub fn scandump(command: &Command) -> CommandResult {
     if command.argc() != 3 {
@@ -734,4 +791,29 @@ pub fn loadchunk(command: &Command) -> CommandResult {
     command.notify(c"bf.loadchunk");
     command.reply_ok();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_g;
+
+    #[test]
+    fn ratios_are_written_as_c_writes_them_with_percent_g() {
+        // RedisBloom's BF.DEBUG lines for layers at these rates (its flow tests).
+        for (value, expected) in [
+            (0.005, "0.005"),
+            (0.0025, "0.0025"),
+            (0.000625, "0.000625"),
+            (0.0005, "0.0005"),
+            (6.25e-05, "6.25e-05"),
+            (1.5625e-05, "1.5625e-05"),
+            (0.01, "0.01"),
+            (1e-9, "1e-09"),
+            (0.1234567, "0.123457"),
+            (1234567.0, "1.23457e+06"),
+            (0.00009999996, "0.0001"),
+        ] {
+            assert_eq!(format_g(value), expected, "{value}");
+        }
+    }
 }

@@ -33,6 +33,7 @@ entry_point!(bf_exists, commands::exists);
 entry_point!(bf_mexists, commands::mexists);
 entry_point!(bf_info, commands::info);
 entry_point!(bf_card, commands::card);
+entry_point!(bf_debug, commands::debug);
 entry_point!(bf_scandump, commands::scandump);
 entry_point!(bf_loadchunk, commands::loadchunk);
 entry_point!(bf_grow, commands::grow);
@@ -111,7 +112,7 @@ const EXPANSION: Arg = option(c"expansion", Kind::Integer, c"EXPANSION");
 const NONSCALING: Arg = option(c"nonscaling", Kind::Token, c"NONSCALING");
 const WINDOW: Arg = option(c"window", Kind::Integer, c"WINDOW");
 
-static COMMANDS: [CommandSpec; 12] = [
+static COMMANDS: [CommandSpec; 13] = [
     CommandSpec {
         name: c"bf.reserve",
         entry: bf_reserve,
@@ -229,6 +230,16 @@ static COMMANDS: [CommandSpec; 12] = [
         flags: c"readonly fast",
         summary: c"Number of items added to a filter",
         complexity: c"O(1)",
+        arity: 2,
+        writes: false,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"bf.debug",
+        entry: bf_debug,
+        flags: c"readonly",
+        summary: c"RedisBloom's per-layer report of a filter: items, then bytes, bits, hashes, capacity, items and error rate of each layer",
+        complexity: c"O(layers)",
         arity: 2,
         writes: false,
         args: &[KEY],

@@ -547,15 +547,6 @@ impl RbFilter {
         })
     }
 
-    /// What RedisBloom's BF.INFO reports as "Size": its chain's and links' structures (32 and 64
-    /// bytes on 64-bit builds) plus the bit arrays. Not in the format notes; measured on 2.8.2 for
-    /// every fixture (`core/tests/redisbloom.rs` checks it).
-    pub fn info_size(&self) -> u64 {
-        32u64
-            .saturating_add(64u64.saturating_mul(self.links.len() as u64))
-            .saturating_add(self.bytes())
-    }
-
     pub fn is_scaling(&self) -> bool {
         self.header.options & NO_SCALING == 0
     }
