@@ -834,3 +834,105 @@ fn recreated_big_filter_starts_empty() {
         raw_ok(&mut c, &["DEL", "big"]);
     }
 }
+
+/// The lines of `BF.DEBUG key`, as text.
+fn debug_lines(c: &mut redis::Connection, key: &str) -> Vec<String> {
+    match raw_ok(c, &["BF.DEBUG", key]) {
+        Value::Array(lines) => lines
+            .into_iter()
+            .map(|line| match line {
+                Value::BulkString(bytes) => String::from_utf8(bytes).unwrap(),
+                other => panic!("BF.DEBUG line {other:?}"),
+            })
+            .collect(),
+        other => panic!("BF.DEBUG {other:?}"),
+    }
+}
+
+/// `bytes:B bits:b hashes:k hashwidth:w capacity:c size:n ratio:ε` as (name, value) pairs.
+fn debug_fields(line: &str) -> HashMap<String, String> {
+    line.split(' ')
+        .map(|field| {
+            let (name, value) = field.split_once(':').unwrap();
+            (name.to_string(), value.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn bf_debug_reports_items_then_each_layer_as_redisbloom_does() {
+    let s = Server::start();
+    let mut c = s.conn();
+    raw_ok(&mut c, &["BF.RESERVE", "bf", "0.01", "10"]);
+    for i in 0..100 {
+        raw_ok(&mut c, &["BF.ADD", "bf", &i.to_string()]);
+    }
+    let lines = debug_lines(&mut c, "bf");
+    let info = info(&mut c, "bf");
+    assert_eq!(lines[0], format!("size:{}", info.items));
+    assert_eq!(lines.len() as i64, 1 + info.filters);
+    let mut capacity = 10u64;
+    let mut ratio = 0.005f64;
+    let mut items = 0u64;
+    let mut bytes = 0u64;
+    for line in &lines[1..] {
+        let f = debug_fields(line);
+        assert_eq!(f["capacity"], capacity.to_string(), "{line}");
+        assert_eq!(f["hashwidth"], "64", "{line}");
+        let layer_ratio: f64 = f["ratio"].parse().unwrap();
+        assert!((layer_ratio - ratio).abs() < ratio * 1e-5, "{line}");
+        let bits: u64 = f["bits"].parse().unwrap();
+        assert_eq!(f["bytes"], (bits / 8).to_string(), "{line}");
+        assert!(f["hashes"].parse::<u32>().unwrap() >= 1, "{line}");
+        items += f["size"].parse::<u64>().unwrap();
+        bytes += bits / 8;
+        capacity *= 2;
+        ratio /= 2.0;
+    }
+    assert_eq!(items as i64, info.items, "the layers' items add up");
+    // Size is the bits plus RedisBloom's bookkeeping: 32 per filter and 64 per layer.
+    assert_eq!(info.size as u64, 32 + 64 * (lines.len() as u64 - 1) + bytes);
+    // Ratios in C's %g, as RedisBloom writes them.
+    assert!(lines[4].ends_with("ratio:0.000625"), "{}", lines[4]);
+
+    // A window filter: one line per slot.
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "w", "0.01", "300", "WINDOW", "60000"],
+    );
+    raw_ok(&mut c, &["BF.MADD", "w", "a", "b"]);
+    let lines = debug_lines(&mut c, "w");
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert_eq!(lines[0], "size:2");
+    let counted: u64 = lines[1..]
+        .iter()
+        .map(|line| debug_fields(line)["size"].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(counted, 2);
+    assert!(lines[1..]
+        .iter()
+        .all(|l| debug_fields(l)["capacity"] == "100"));
+
+    assert_eq!(raw_err(&mut c, &["BF.DEBUG", "missing"]), "ERR not found");
+    assert!(raw_err(&mut c, &["BF.DEBUG", "bf", "extra"]).contains("wrong number"));
+    raw_ok(&mut c, &["SET", "str", "x"]);
+    assert!(raw_err(&mut c, &["BF.DEBUG", "str"]).starts_with("WRONGTYPE"));
+}
+
+#[test]
+fn info_size_ranks_filters_as_redisbloom_does() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // A NONSCALING filter is sized at ε, a scaling one's first layer at ε/2: the first is smaller.
+    for (error, capacity) in [("0.001", "1000"), ("0.01", "110000"), ("0.0001", "5000")] {
+        raw_ok(&mut c, &["BF.RESERVE", "ns", error, capacity, "NONSCALING"]);
+        raw_ok(&mut c, &["BF.RESERVE", "sc", error, capacity]);
+        let (ns, sc) = (info(&mut c, "ns").size, info(&mut c, "sc").size);
+        assert!(ns < sc, "{error} {capacity}: NONSCALING {ns}, scaling {sc}");
+        raw_ok(&mut c, &["DEL", "ns", "sc"]);
+    }
+    // RedisBloom's own figures where the bits coincide (its flow tests): 0.001 x 100 is 200
+    // bytes of bits in both.
+    raw_ok(&mut c, &["BF.RESERVE", "bf", "0.001", "100"]);
+    assert_eq!(info(&mut c, "bf").size, 296);
+}

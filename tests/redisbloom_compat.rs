@@ -257,7 +257,7 @@ fn scandump_of_migrated_filter_is_redisbloom_stream() {
 fn core_reader_predicts_redisbloom_on_the_corpus() {
     use rustbloom_core::redisbloom::scandump::{decode_header, load_chunk};
     use rustbloom_core::redisbloom::RbFilter;
-    use rustbloom_core::{InsertError, Unlimited};
+    use rustbloom_core::{Filter, InsertError, Unlimited};
 
     let Some(module) = redisbloom_module("core_reader_predicts_redisbloom_on_the_corpus") else {
         return;
@@ -266,7 +266,12 @@ fn core_reader_predicts_redisbloom_on_the_corpus() {
     let info = |f: &RbFilter| -> Vec<(String, String)> {
         vec![
             ("Capacity".into(), f.capacity().to_string()),
-            ("Size".into(), f.info_size().to_string()),
+            (
+                "Size".into(),
+                Filter::RedisBloom(f.try_clone(&mut Unlimited).unwrap())
+                    .info_size()
+                    .to_string(),
+            ),
             ("Number of filters".into(), f.links().len().to_string()),
             ("Number of items inserted".into(), f.items().to_string()),
             (
