@@ -2,20 +2,22 @@
 //! cap, `maxmemory`, and the machine's memory.
 
 use std::cell::Cell;
-use std::ffi::c_int;
 
 use redis_module::raw;
 use rustbloom_core::budget::{self, Allocator};
 use rustbloom_core::scalable::LimitError;
 use rustbloom_core::MemoryBudget;
 
+use super::alloc;
 use super::config;
-use super::ffi::{self, api};
+use super::ffi::{self, ServerInfo};
 use super::stats;
 
-/// Below this many bytes in one command the figures are not read: Redis' own check (a deny-oom
-/// command is refused once `used_memory` is over `maxmemory`) covers such allocations, and
-/// reading INFO and /proc costs more than they do.
+/// Below this many bytes in one command the figures are not read, outside scripts and
+/// transactions: Redis' own check (a deny-oom command is refused once `used_memory` is over
+/// `maxmemory`) covers such allocations, and reading INFO and /proc costs more than they do.
+/// Redis checks a script or a transaction once, before it starts, so inside one (context flags
+/// LUA, MULTI) every allocation is checked against maxmemory when it is set.
 const SMALL_ALLOCATION: u64 = 1 << 20;
 
 /// The budget of one command (or one RESTORE, COPY or chunk load), charged for everything it
@@ -81,15 +83,19 @@ impl MemoryBudget for CommandBudget {
             });
         }
         let total = self.charged.saturating_add(bytes);
-        if total >= SMALL_ALLOCATION {
+        let headroom = if total >= SMALL_ALLOCATION {
             let ctx = self.ctx;
-            let headroom = *self.headroom.get_or_insert_with(|| server_headroom(ctx));
-            if total > headroom {
-                return Err(LimitError::ServerMemory {
-                    needed: bytes,
-                    available: headroom.saturating_sub(self.charged),
-                });
-            }
+            Some(*self.headroom.get_or_insert_with(|| server_headroom(ctx)))
+        } else if unchecked_by_redis(self.ctx) {
+            Some(maxmemory_headroom(&MemoryInfo::read(self.ctx)))
+        } else {
+            None
+        };
+        if let Some(headroom) = headroom.filter(|&headroom| total > headroom) {
+            return Err(LimitError::ServerMemory {
+                needed: bytes,
+                available: headroom.saturating_sub(self.charged),
+            });
         }
         self.charged = total;
         Ok(())
@@ -100,32 +106,14 @@ impl MemoryBudget for CommandBudget {
 /// so that the sizes it charges and reports (MEMORY USAGE) are those `used_memory` counts:
 /// jemalloc's size classes on Redis' default build, the request itself on a server built with the
 /// C library's malloc (PyPI's valkey-server is). Returns a line for the log when not jemalloc.
+///
+/// It also tells the allocator whether blocks aligned to a cache line can come from jemalloc's
+/// size classes (see [`alloc`]).
 pub fn use_server_allocator(ctx: *mut raw::RedisModuleCtx) -> Option<String> {
-    let (Some(get_info), Some(get_field), Some(free_info)) = (
-        unsafe { raw::RedisModule_GetServerInfo },
-        unsafe { raw::RedisModule_ServerInfoGetFieldC },
-        unsafe { raw::RedisModule_FreeServerInfo },
-    ) else {
-        return None;
-    };
-    let info = unsafe { get_info(ctx, c"memory".as_ptr()) };
-    if info.is_null() {
-        return None;
-    }
-    let value = unsafe { get_field(info, c"mem_allocator".as_ptr()) };
-    let name = if value.is_null() {
-        None
-    } else {
-        Some(
-            unsafe { std::ffi::CStr::from_ptr(value) }
-                .to_string_lossy()
-                .into_owned(),
-        )
-    };
-    unsafe { free_info(ctx, info) };
-    let name = name?;
+    let name = ServerInfo::read(ctx, c"memory")?.text(c"mem_allocator")?;
     if name.starts_with("jemalloc") {
         budget::set_allocator(Allocator::Jemalloc);
+        alloc::use_size_classes();
         None
     } else {
         budget::set_allocator(Allocator::Libc);
@@ -142,11 +130,23 @@ pub fn use_server_allocator(ctx: *mut raw::RedisModuleCtx) -> Option<String> {
 /// reservations on a 23 GiB machine all looked free until filling them got the server killed.
 fn server_headroom(ctx: *mut raw::RedisModuleCtx) -> u64 {
     let memory = MemoryInfo::read(ctx);
-    let maxmemory_headroom = match memory.maxmemory {
+    maxmemory_headroom(&memory).min(machine_headroom(&memory))
+}
+
+/// What maxmemory leaves (u64::MAX when it is not set).
+fn maxmemory_headroom(memory: &MemoryInfo) -> u64 {
+    match memory.maxmemory {
         0 => u64::MAX,
         max => max.saturating_sub(memory.used_memory),
-    };
-    maxmemory_headroom.min(machine_headroom(&memory))
+    }
+}
+
+/// True when the call in `ctx` runs inside a script or a transaction (which Redis checked against
+/// maxmemory once, at its start) and maxmemory applies to this server.
+fn unchecked_by_redis(ctx: *mut raw::RedisModuleCtx) -> bool {
+    let flags = ffi::context_flags(ctx);
+    flags & raw::REDISMODULE_CTX_FLAGS_MAXMEMORY != 0
+        && flags & (raw::REDISMODULE_CTX_FLAGS_LUA | raw::REDISMODULE_CTX_FLAGS_MULTI) != 0
 }
 
 /// MemAvailable plus free swap, less the filter bytes reserved but not yet resident. Those are
@@ -172,31 +172,18 @@ struct MemoryInfo {
 }
 
 impl MemoryInfo {
+    /// Both 0 (no limit known) where the server cannot say.
     fn read(ctx: *mut raw::RedisModuleCtx) -> MemoryInfo {
-        let info = unsafe { api!(RedisModule_GetServerInfo)(ctx, c"memory".as_ptr()) };
-        if info.is_null() {
-            return MemoryInfo {
-                maxmemory: 0,
-                used_memory: 0,
-            };
-        }
-        let field = |name: &std::ffi::CStr| {
-            let mut err: c_int = 0;
-            let value = unsafe {
-                api!(RedisModule_ServerInfoGetFieldUnsigned)(info, name.as_ptr(), &mut err)
-            };
-            if err == 0 {
-                value
-            } else {
-                0
-            }
+        let info = ServerInfo::read(ctx, c"memory");
+        let field = |name| {
+            info.as_ref()
+                .and_then(|info| info.unsigned(name))
+                .unwrap_or(0)
         };
-        let memory = MemoryInfo {
+        MemoryInfo {
             maxmemory: field(c"maxmemory"),
             used_memory: field(c"used_memory"),
-        };
-        unsafe { api!(RedisModule_FreeServerInfo)(ctx, info) };
-        memory
+        }
     }
 }
 
@@ -223,6 +210,7 @@ fn available_physical_memory() -> Option<u64> {
 fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
     let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
     Some(pages.saturating_mul(page))
 }
