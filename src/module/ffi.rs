@@ -65,6 +65,14 @@ pub fn is_replayed(ctx: *mut raw::RedisModuleCtx) -> bool {
         != 0
 }
 
+/// `used_memory` over `maxmemory` as Redis counts it for its own out-of-memory check (0 when
+/// maxmemory is not set); None on a server without the call. Cheap: no INFO is built.
+pub fn used_memory_ratio() -> Option<f32> {
+    let ratio = optional_api!(RedisModule_GetUsedMemoryRatio)?;
+    // SAFETY: a function without arguments, valid on the main thread where callbacks run.
+    Some(unsafe { ratio() })
+}
+
 /// The text of a Redis string, borrowed for as long as the string lives.
 ///
 /// # Safety
