@@ -2,22 +2,7 @@
 //! MEMORY USAGE count every filter; the system allocator when Redis is absent (unit tests,
 //! benches, tools linking the library).
 //!
-//! Redis' module allocator takes a size only, so alignment is this module's job:
-//!
-//! ```text
-//!  align <= 16, or jemalloc and align <= 64       any other alignment ("headed" block)
-//!  size rounded up to a multiple of align         size + align bytes from the server
-//!  ┌──────────────────────────┐                   ┌─────────┬────────┬──────────────────────┐
-//!  │ block (server's pointer) │                   │ padding │ offset │ block (align'ed)     │
-//!  └──────────────────────────┘                   └─────────┴────────┴──────────────────────┘
-//!  ^ returned as it is                            ^ server  ^ usize: returned − server pointer
-//! ```
-//!
-//! Every allocator the server may use (jemalloc, the C library's malloc) aligns a block to 16
-//! bytes, and jemalloc a block whose size is a multiple of 64 to 64 (its size classes of such
-//! sizes are multiples of 64 within page-aligned slabs, and large blocks keep cache-line
-//! alignment). A headed block returns the first aligned address at least one word past the
-//! server's pointer; the word before it says how far back the server's pointer is.
+//! Redis' module allocator takes a size only, so alignment is this module's job (see [`Shape`]).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -62,7 +47,22 @@ pub fn use_size_classes() -> bool {
         || OVER_ALIGNED.load(Ordering::Relaxed) == SIZE_CLASSES
 }
 
-/// How one block of `layout` is made.
+/// How one block of a layout is made:
+///
+/// ```text
+///  align <= 16, or jemalloc and align <= 64       any other alignment ("headed" block)
+///  size rounded up to a multiple of align         size + align bytes from the server
+///  ┌──────────────────────────┐                   ┌─────────┬────────┬──────────────────────┐
+///  │ block (server's pointer) │                   │ padding │ offset │ block (aligned)      │
+///  └──────────────────────────┘                   └─────────┴────────┴──────────────────────┘
+///  ^ returned as it is                            ^ server  ^ usize: returned − server pointer
+/// ```
+///
+/// Every allocator the server may use (jemalloc, the C library's malloc) aligns a block to 16
+/// bytes, and jemalloc a block whose size is a multiple of 64 to 64 (its size classes of such
+/// sizes are multiples of 64 within page-aligned slabs, and large blocks keep cache-line
+/// alignment). A headed block returns the first aligned address at least one word past the
+/// server's pointer; the word before it says how far back the server's pointer is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Shape {
     /// The server's block as it is, of this size (the layout's, rounded up to its alignment).
