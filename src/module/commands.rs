@@ -31,7 +31,6 @@ use rustbloom_core::{
 
 use super::args::{self, CreateOptions, InfoField};
 use super::config;
-use super::datatype::bloom_type;
 use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key};
 use super::memory::CommandBudget;
 use super::stats::{self, BeforeAdd, Footprint};
@@ -84,23 +83,23 @@ fn replay_mismatch(command: &Command, why: &str) -> ! {
 }
 
 /// Stores a new value at the command's key.
-fn store(key: &Key, stored: StoredFilter) {
+fn store(key: &mut Key, stored: StoredFilter) {
     stats::filter_added(&stored);
-    key.set_value(bloom_type(), Box::new(stored));
+    key.set_value(Box::new(stored));
     key.signal_modified();
 }
 
 /// The complete filter at `key` for reading: Ok(None) when the key is missing.
-fn ready(key: &Key) -> Result<Option<&Filter>, CommandError> {
-    match key.value::<StoredFilter>(bloom_type())? {
+fn ready<'a>(key: &'a Key) -> Result<Option<&'a Filter>, CommandError> {
+    match key.value::<StoredFilter>()? {
         Some(stored) => stored.ready().map(Some).ok_or(LOADING),
         None => Ok(None),
     }
 }
 
 /// The complete filter at `key` for writing: Ok(None) when the key is missing.
-fn ready_mut(key: &Key) -> Result<Option<&mut Filter>, CommandError> {
-    match key.value::<StoredFilter>(bloom_type())? {
+fn ready_mut<'a>(key: &'a mut Key) -> Result<Option<&'a mut Filter>, CommandError> {
+    match key.value_mut::<StoredFilter>()? {
         Some(stored) => stored.ready_mut().map(Some).ok_or(LOADING),
         None => Ok(None),
     }
@@ -248,13 +247,13 @@ fn replicate_creation(command: &Command, filter: &Filter) {
 /// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [SEED s] [SHAPE bits hashes layout]`
 pub fn reserve(command: &Command) -> CommandResult {
     let options = args::parse_reserve(command)?;
-    let key = command.open_key(true);
-    if key.value::<StoredFilter>(bloom_type())?.is_some() {
+    let mut key = command.open_key(true);
+    if key.value::<StoredFilter>()?.is_some() {
         return Err(ITEM_EXISTS);
     }
     let filter = create(command, options, &mut budget(command))?;
     replicate_creation(command, &filter);
-    store(&key, StoredFilter::ready_filter(filter));
+    store(&mut key, StoredFilter::ready_filter(filter));
     command.notify(c"bf.reserve");
     command.reply_ok();
     Ok(())
@@ -386,10 +385,10 @@ fn add_items(
     reply: AddReply,
 ) -> CommandResult {
     // Phase 1: the key, and the filter to add to.
-    let key = command.open_key(true);
+    let mut key = command.open_key(true);
     let mut budget = budget(command);
     let mut created = None;
-    let existing = ready_mut(&key)?;
+    let existing = ready_mut(&mut key)?;
     let creating = existing.is_none();
     let filter = match existing {
         Some(filter) => filter,
@@ -419,7 +418,7 @@ fn add_items(
     let complete = !panicked && outcome.error().is_none();
     replicate_adds(command, first_item, &outcome, created.as_ref(), complete);
     if let Some(filter) = created {
-        store(&key, StoredFilter::ready_filter(filter));
+        store(&mut key, StoredFilter::ready_filter(filter));
     }
     // A window write changes the filter's time even when it adds nothing new.
     let windowed = matches!(outcome, Outcome::Window(_));
@@ -532,9 +531,9 @@ pub fn addat(command: &Command) -> CommandResult {
 /// write (the shape must fit the filter, the budget must admit it).
 pub fn grow(command: &Command) -> CommandResult {
     let (index, shape) = args::parse_grow(command)?;
-    let key = command.open_key(true);
+    let mut key = command.open_key(true);
     let mut budget = budget(command);
-    let filter = match ready_mut(&key)? {
+    let filter = match ready_mut(&mut key)? {
         Some(Filter::Scalable(filter)) => filter,
         Some(_) if budget.is_replayed() => replay_mismatch(command, "BF.GROW of another kind"),
         Some(_) => return Err(NOT_SCALABLE),
@@ -765,8 +764,8 @@ pub fn loadchunk(command: &Command) -> CommandResult {
     }
     let iterator = args::parse_iterator(command.arg(2))?;
     let data = command.arg(3);
-    let key = command.open_key(true);
-    let existing = key.value::<StoredFilter>(bloom_type())?;
+    let mut key = command.open_key(true);
+    let existing = key.value_mut::<StoredFilter>()?;
     // As RedisBloom: a header (iterator 1) needs a missing key, and a data chunk an existing one.
     if iterator == 1 {
         if existing.is_some() {
@@ -777,7 +776,7 @@ pub fn loadchunk(command: &Command) -> CommandResult {
             DecodeError::Corrupt(_) => BAD_DATA,
             DecodeError::Limit(limit) => limit_error(command, &budget, limit),
         })?;
-        store(&key, stored);
+        store(&mut key, stored);
     } else {
         let stored = existing.ok_or(NOT_FOUND)?;
         load_chunk(stored, iterator, data).map_err(|error| match error {

@@ -2,22 +2,23 @@
 //! filters and the memory limits. Every setter validates; an invalid value is refused, never stored.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use redis_module::configuration::{
-    register_enum_configuration, register_i64_configuration, register_string_configuration,
-    ConfigurationContext, ConfigurationFlags, ConfigurationValue,
+    register_enum_configuration, register_i64_configuration, ConfigurationContext,
+    ConfigurationFlags,
 };
-use redis_module::{enum_configuration, raw, Context, RedisError, RedisString};
+use redis_module::{enum_configuration, raw, Context};
 
 use rustbloom_core::scalable::LimitError;
 use rustbloom_core::Growth;
 
 use super::args;
+use super::ffi::{self, ConfigReply, LoadCtx, StringConfigCallbacks};
 
 /// `bf.error-rate`: error rate of filters created without one.
-pub const DEFAULT_ERROR_RATE: &str = "0.01";
+pub const DEFAULT_ERROR_RATE: &CStr = c"0.01";
 /// `bf.initial-capacity`: capacity of filters created without one.
 pub const DEFAULT_CAPACITY: i64 = 100;
 /// `bf.expansion`: expansion of filters created without one.
@@ -68,14 +69,29 @@ impl ErrorRateSetting {
     }
 }
 
-impl ConfigurationValue<RedisString> for ErrorRateSetting {
-    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        RedisString::create(None, ErrorRateSetting::get(self).to_string().as_str())
-    }
+/// The string `bf.error-rate`'s getter handed out last (see [`ConfigReply`]).
+static ERROR_RATE_REPLY: ConfigReply = ConfigReply::new();
 
-    fn set(&self, _ctx: &ConfigurationContext, value: RedisString) -> Result<(), RedisError> {
-        self.set_text(value.as_slice()).map_err(RedisError::Str)
-    }
+unsafe extern "C" fn error_rate_get(
+    _name: *const c_char,
+    _privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    ffi::guard("CONFIG GET bf.error-rate", std::ptr::null_mut(), || {
+        ERROR_RATE_REPLY.hand_out(&ERROR_RATE.get().to_string())
+    })
+}
+
+unsafe extern "C" fn error_rate_set(
+    _name: *const c_char,
+    value: *mut raw::RedisModuleString,
+    _privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    ffi::guard(
+        "CONFIG SET bf.error-rate",
+        raw::REDISMODULE_ERR as c_int,
+        || ffi::string_config_set(value, err, |text| ERROR_RATE.set_text(text)),
+    )
 }
 
 /// The parameters a command falls back on.
@@ -141,15 +157,20 @@ type IntegerConfig = (
 
 /// Registers the `bf.*` configs (and RedisBloom's names for three of them, where the server
 /// allows) and loads their values from redis.conf. Called once at load; Ok holds lines for the log.
-pub fn register(ctx: &Context) -> Result<Vec<String>, String> {
-    register_string_configuration(
-        ctx,
-        "error-rate",
-        &ERROR_RATE,
+pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
+    // Registered by hand, not through redis-module's string configs: their getter hands Redis a
+    // new string at every CONFIG GET that nobody frees.
+    load.register_string_config(
+        c"error-rate",
         DEFAULT_ERROR_RATE,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
+        ConfigurationFlags::DEFAULT.bits(),
+        StringConfigCallbacks {
+            get: error_rate_get,
+            set: error_rate_set,
+        },
+        0,
+    )
+    .map_err(|()| "the server refused the config bf.error-rate".to_string())?;
     let scaling_again: OnChanged =
         Box::new(|_, _, _| NONSCALING_DEFAULT.store(false, Ordering::Relaxed));
     let integers: [IntegerConfig; 3] = [
@@ -193,14 +214,10 @@ pub fn register(ctx: &Context) -> Result<Vec<String>, String> {
         None,
     );
     LOADING_CONFIGS.store(true, Ordering::Relaxed);
-    let notes = vec![register_redisbloom_names(ctx.get_raw())];
-    let load =
-        unsafe { raw::RedisModule_LoadConfigs }.ok_or("this server cannot load module configs");
-    let loaded = load.map(|load| unsafe { load(ctx.get_raw()) });
+    let notes = vec![register_redisbloom_names(load)];
+    let loaded = load.load_configs();
     LOADING_CONFIGS.store(false, Ordering::Relaxed);
-    if loaded? != raw::REDISMODULE_OK as i32 {
-        return Err("invalid bf.* value in the configuration file".to_string());
-    }
+    loaded?;
     Ok(notes)
 }
 
@@ -301,37 +318,22 @@ impl Alias {
     }
 }
 
-/// The strings the alias getters last handed to the server, one per alias (the server copies
-/// them; each is freed at the next get of the same alias). Raw pointers, kept as integers.
-static ALIAS_REPLIES: [AtomicUsize; 3] = [
-    AtomicUsize::new(0),
-    AtomicUsize::new(0),
-    AtomicUsize::new(0),
-];
+/// The strings the alias getters last handed to the server, one per alias (see [`ConfigReply`]).
+static ALIAS_REPLIES: [ConfigReply; 3] =
+    [ConfigReply::new(), ConfigReply::new(), ConfigReply::new()];
 
 unsafe extern "C" fn alias_get(
     _name: *const c_char,
     privdata: *mut c_void,
 ) -> *mut raw::RedisModuleString {
-    let (Some(alias), Some(create)) = (Alias::from_privdata(privdata), unsafe {
-        raw::RedisModule_CreateString
-    }) else {
-        return std::ptr::null_mut();
-    };
-    let text = alias.value();
-    let string = unsafe { create(std::ptr::null_mut(), text.as_ptr().cast(), text.len()) };
-    let previous = ALIAS_REPLIES[alias as usize].swap(string as usize, Ordering::Relaxed);
-    if previous != 0 {
-        if let Some(free) = unsafe { raw::RedisModule_FreeString } {
-            unsafe {
-                free(
-                    std::ptr::null_mut(),
-                    previous as *mut raw::RedisModuleString,
-                )
-            };
-        }
-    }
-    string
+    ffi::guard(
+        "CONFIG GET of an alias",
+        std::ptr::null_mut(),
+        || match Alias::from_privdata(privdata) {
+            Some(alias) => ALIAS_REPLIES[alias as usize].hand_out(&alias.value()),
+            None => std::ptr::null_mut(),
+        },
+    )
 }
 
 unsafe extern "C" fn alias_set(
@@ -340,45 +342,25 @@ unsafe extern "C" fn alias_set(
     privdata: *mut c_void,
     err: *mut *mut raw::RedisModuleString,
 ) -> c_int {
-    let mut len = 0usize;
-    let text = match unsafe { raw::RedisModule_StringPtrLen } {
-        Some(ptr_len) if !value.is_null() => {
-            let ptr = unsafe { ptr_len(value, &mut len) };
-            if ptr.is_null() {
-                &[][..]
-            } else {
-                unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
-            }
-        }
-        _ => &[][..],
-    };
-    let result = match Alias::from_privdata(privdata) {
-        Some(alias) => alias.set(text),
-        None => Err("unknown config"),
-    };
-    match result {
-        Ok(()) => raw::REDISMODULE_OK as c_int,
-        Err(reason) => {
-            if let (false, Some(create)) = (err.is_null(), unsafe { raw::RedisModule_CreateString })
-            {
-                unsafe {
-                    *err = create(std::ptr::null_mut(), reason.as_ptr().cast(), reason.len())
-                };
-            }
-            raw::REDISMODULE_ERR as c_int
-        }
-    }
+    ffi::guard(
+        "CONFIG SET of an alias",
+        raw::REDISMODULE_ERR as c_int,
+        || {
+            ffi::string_config_set(value, err, |text| match Alias::from_privdata(privdata) {
+                Some(alias) => alias.set(text),
+                None => Err("unknown config"),
+            })
+        },
+    )
 }
 
 /// Registers RedisBloom's config names where the server lets a module register a name without
 /// its prefix (Redis 8; not Redis 7 nor Valkey 9.1, which would refuse the flag with a warning in
 /// their log: they are told apart by an API that arrived in Redis 8 with the flag). Never fails
 /// the load: the returned line says what was done, for the log.
-fn register_redisbloom_names(ctx: *mut raw::RedisModuleCtx) -> String {
+fn register_redisbloom_names(load: &LoadCtx) -> String {
     let names = "bf-error-rate, bf-initial-size and bf-expansion-factor";
-    let (Some(register), Some(_)) = (unsafe { raw::RedisModule_RegisterStringConfig }, unsafe {
-        raw::RedisModule_LoadDefaultConfigs
-    }) else {
+    if !load.has_unprefixed_configs() {
         return format!(
             "rustbloom: this server does not let modules register unprefixed configs, so \
              RedisBloom's config names ({names}) are not available: use bf.error-rate, \
@@ -386,19 +368,18 @@ fn register_redisbloom_names(ctx: *mut raw::RedisModuleCtx) -> String {
         );
     };
     for (alias, name, ours) in ALIASES {
-        let registered = unsafe {
-            register(
-                ctx,
-                name.as_ptr(),
-                c"".as_ptr(),
-                raw::REDISMODULE_CONFIG_UNPREFIXED,
-                Some(alias_get),
-                Some(alias_set),
-                None,
-                alias as usize as *mut c_void,
-            )
+        let callbacks = StringConfigCallbacks {
+            get: alias_get,
+            set: alias_set,
         };
-        if registered != raw::REDISMODULE_OK as c_int {
+        let registered = load.register_string_config(
+            name,
+            c"",
+            raw::REDISMODULE_CONFIG_UNPREFIXED,
+            callbacks,
+            alias as usize,
+        );
+        if registered.is_err() {
             return format!(
                 "rustbloom: the server refused RedisBloom's config name {} (is another module \
                  using it?), so it is not available: use {ours}",

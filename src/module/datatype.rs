@@ -21,7 +21,7 @@ use rustbloom_core::stored::{decode_header, load_commands};
 use rustbloom_core::{DecodeError, Filter, StoredFilter};
 
 use super::config;
-use super::ffi::{api, guard, log, stop_server, RedisBuffer};
+use super::ffi::{self, guard, log, stop_server, Digest, Io, ModuleValue, RedisBuffer};
 use super::memory::CommandBudget;
 use super::stats;
 
@@ -61,8 +61,22 @@ pub fn bloom_type() -> *mut raw::RedisModuleType {
     *BLOOM_TYPE.raw_type.borrow()
 }
 
+// SAFETY: every value of BLOOM_TYPE is a Box<StoredFilter>: set by Key::set_value, rdb_load and
+// copy, freed by `free`.
+unsafe impl ModuleValue for StoredFilter {
+    fn module_type() -> *mut raw::RedisModuleType {
+        bloom_type()
+    }
+}
+
+/// The filter of a value Redis passes a type callback.
+///
+/// # Safety
+/// `value` is a value of BLOOM_TYPE (a Box<StoredFilter>), alive and unchanged for `'a`: Redis
+/// does not change or free a value during a callback given it.
 unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredFilter {
-    &*value.cast::<StoredFilter>()
+    // SAFETY: the caller's contract.
+    unsafe { &*value.cast::<StoredFilter>() }
 }
 
 /// Hands `out` the RDB form of a filter, the part shared by rdb_save and digest: the header,
@@ -81,23 +95,16 @@ fn each_rdb_string(stored: &StoredFilter, mut out: impl FnMut(&mut [u8])) {
 
 extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     guard("rdb_save", (), || {
-        let save = api!(RedisModule_SaveStringBuffer);
-        each_rdb_string(unsafe { stored_ref(value) }, |bytes| unsafe {
-            save(rdb, bytes.as_ptr().cast(), bytes.len())
-        });
+        // SAFETY: the stream and the value Redis passed this callback.
+        let (rdb, stored) = unsafe { (Io::new(rdb), stored_ref(value)) };
+        each_rdb_string(stored, |bytes| rdb.save_buffer(bytes));
     })
-}
-
-fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Option<RedisBuffer> {
-    let mut len = 0usize;
-    let ptr = unsafe { api!(RedisModule_LoadStringBuffer)(rdb, &mut len) };
-    let buffer = unsafe { RedisBuffer::new(ptr, len) };
-    let failed = unsafe { api!(RedisModule_IsIOError)(rdb) } != 0;
-    (!failed && buffer.bytes().is_some()).then_some(buffer)
 }
 
 extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard("rdb_load", null_mut(), || {
+        // SAFETY: the stream Redis passed this callback.
+        let rdb = unsafe { Io::new(rdb) };
         let loaded = if encver == ENCODING_VERSION {
             load_filter(rdb)
         } else if (0..=rb_rdb::ENCODING_VERSION).contains(&encver) {
@@ -126,8 +133,8 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
     })
 }
 
-fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
-    let header = load_buffer(rdb).ok_or("short read")?;
+fn load_filter(rdb: Io) -> Result<StoredFilter, String> {
+    let header = rdb.load_buffer().ok_or("short read")?;
     let mut budget = load_budget(rdb);
     let mut stored = decode_header(header.bytes().unwrap_or_default(), &mut budget).map_err(
         |error| match error {
@@ -136,7 +143,7 @@ fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
         },
     )?;
     for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
-        let piece = load_buffer(rdb).ok_or("short read")?;
+        let piece = rdb.load_buffer().ok_or("short read")?;
         let bytes = piece.bytes().unwrap_or_default();
         if bytes.len() as u64 != len {
             return Err(format!(
@@ -150,37 +157,27 @@ fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
 }
 
 /// The fields of a RedisBloom RDB value, read from Redis' RDB stream.
-struct RdbFields(*mut raw::RedisModuleIO);
+struct RdbFields<'a>(Io<'a>);
 
 /// A field Redis could not read (truncated or corrupt stream).
 struct ShortRead;
 
-impl RdbFields {
-    fn checked<T>(&self, value: T) -> Result<T, ShortRead> {
-        if unsafe { api!(RedisModule_IsIOError)(self.0) } != 0 {
-            Err(ShortRead)
-        } else {
-            Ok(value)
-        }
-    }
-}
-
-impl RdbSource for RdbFields {
+impl RdbSource for RdbFields<'_> {
     type Error = ShortRead;
     type Bytes = RedisBuffer;
     fn unsigned(&mut self) -> Result<u64, ShortRead> {
-        self.checked(unsafe { api!(RedisModule_LoadUnsigned)(self.0) })
+        self.0.load_unsigned().ok_or(ShortRead)
     }
     fn double(&mut self) -> Result<f64, ShortRead> {
-        self.checked(unsafe { api!(RedisModule_LoadDouble)(self.0) })
+        self.0.load_double().ok_or(ShortRead)
     }
     fn string(&mut self) -> Result<RedisBuffer, ShortRead> {
-        load_buffer(self.0).ok_or(ShortRead)
+        self.0.load_buffer().ok_or(ShortRead)
     }
 }
 
 /// A value RedisBloom wrote (encoding 0 to 4): loaded as a RedisBloom filter, ready.
-fn load_redisbloom(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<StoredFilter, String> {
+fn load_redisbloom(rdb: Io, encver: c_int) -> Result<StoredFilter, String> {
     let mut budget = load_budget(rdb);
     let filter =
         rb_rdb::load(&mut RdbFields(rdb), encver, &mut budget).map_err(|error| match error {
@@ -194,27 +191,49 @@ fn load_redisbloom(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Stored
 }
 
 /// Loading the dataset (start-up, full sync) restores what the server already held and admitted,
-/// and a replica applies the RESTOREs its primary admitted (the IO context of 7.0 has no client,
-/// so "replicated" cannot be told apart: being a replica stands for it). A RESTORE from a client
-/// brings something new, which must pass the configured limits.
-fn load_budget(rdb: *mut raw::RedisModuleIO) -> CommandBudget {
-    let ctx = unsafe { api!(RedisModule_GetContextFromIO)(rdb) };
+/// and a read-only replica's RESTOREs come from its primary, which admitted them. Anything else
+/// is charged: a client's RESTORE brings something new, on a primary and on a writable replica
+/// (`replica-read-only no`) alike. The IO context has no client (nor does COPY's callback), so
+/// on a writable replica the primary's own RESTOREs and COPYs are charged too: over this
+/// replica's limits they are refused and logged (see [`refused_load`]).
+fn load_budget(rdb: Io) -> CommandBudget {
+    let ctx = rdb.ctx();
     CommandBudget::new(ctx, admitted_elsewhere(ctx))
 }
 
-/// True while loading the dataset or on a replica (see [`load_budget`]).
+/// True while loading the dataset or on a read-only replica (see [`load_budget`]).
 fn admitted_elsewhere(ctx: *mut raw::RedisModuleCtx) -> bool {
-    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
-    flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_SLAVE) != 0
+    let flags = ffi::context_flags(ctx);
+    let read_only_replica = raw::REDISMODULE_CTX_FLAGS_SLAVE | raw::REDISMODULE_CTX_FLAGS_READONLY;
+    flags & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
+        || flags & read_only_replica == read_only_replica
+}
+
+/// On a writable replica, what a refusal may mean, for the log.
+fn writable_replica_note(ctx: *mut raw::RedisModuleCtx) -> &'static str {
+    if ffi::context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0 {
+        " (on this writable replica: if the primary sent it, this replica now lacks the key; \
+         give replicas the primary's bf.max-filter-bytes and memory)"
+    } else {
+        ""
+    }
 }
 
 /// A limit refused a load: the reason, for a client's RESTORE; for the dataset or a replica's
 /// copy of its primary, the server stops rather than start without the filter.
-fn refused_load(rdb: *mut raw::RedisModuleIO, budget: &CommandBudget, limit: LimitError) -> String {
+fn refused_load(rdb: Io, budget: &CommandBudget, limit: LimitError) -> String {
     let message = config::limit_message(limit);
+    let key = rdb.key_name();
     if budget.is_replayed() {
-        let key = unsafe { key_name(api!(RedisModule_GetKeyNameFromIO)(rdb)) };
         stop_server(&format!("cannot load key '{key}': {message}"));
+    }
+    let note = writable_replica_note(rdb.ctx());
+    if !note.is_empty() {
+        log(
+            null_mut(),
+            "warning",
+            &format!("rustbloom: RESTORE of '{key}' refused: {message}{note}"),
+        );
     }
     message
 }
@@ -225,27 +244,18 @@ extern "C" fn aof_rewrite(
     value: *mut c_void,
 ) {
     guard("aof_rewrite", (), || {
-        let stored = unsafe { stored_ref(value) };
-        let emit = api!(RedisModule_EmitAOF);
+        // SAFETY: the stream and the value Redis passed this callback.
+        let (aof, stored) = unsafe { (Io::new(aof), stored_ref(value)) };
         // A filter still being loaded is rewritten as the same partial load, which stays
         // incomplete (and refuses queries) until its remaining chunks arrive.
         for (iterator, data) in load_commands(stored) {
-            unsafe {
-                emit(
-                    aof,
-                    c"BF.LOADCHUNK".as_ptr(),
-                    c"slb".as_ptr(),
-                    key,
-                    iterator as std::ffi::c_longlong,
-                    data.as_ptr(),
-                    data.len(),
-                )
-            };
+            aof.emit_loadchunk(key, iterator as i64, &data);
         }
     })
 }
 
 extern "C" fn mem_usage(value: *const c_void) -> usize {
+    // SAFETY: the value Redis passed this callback.
     guard("mem_usage", 0, || unsafe {
         stored_ref(value).filter().memory_usage() as usize
     })
@@ -253,17 +263,18 @@ extern "C" fn mem_usage(value: *const c_void) -> usize {
 
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     guard("digest", (), || {
-        let add = api!(RedisModule_DigestAddStringBuffer);
-        each_rdb_string(unsafe { stored_ref(value) }, |bytes| unsafe {
-            add(md, bytes.as_mut_ptr().cast(), bytes.len())
-        });
-        unsafe { api!(RedisModule_DigestEndSequence)(md) };
+        // SAFETY: the digest and the value Redis passed this callback.
+        let (md, stored) = unsafe { (Digest::new(md), stored_ref(value)) };
+        each_rdb_string(stored, |bytes| md.add(bytes));
+        md.end_sequence();
     })
 }
 
 extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
+            // SAFETY: Redis frees each value of this type once, through this callback, and the
+            // value is a Box<StoredFilter> (see ModuleValue for StoredFilter).
             let stored = unsafe { Box::from_raw(value.cast::<StoredFilter>()) };
             stats::filter_freed(&stored);
         }
@@ -278,6 +289,7 @@ extern "C" fn free(value: *mut c_void) {
 const FREE_EFFORT_UNIT: u64 = 64 << 10;
 
 extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_void) -> usize {
+    // SAFETY: the value Redis passed this callback.
     guard("free_effort", 1, || unsafe {
         let bytes = stored_ref(value).filter().allocated_bytes();
         usize::try_from(bytes / FREE_EFFORT_UNIT + 1).unwrap_or(usize::MAX)
@@ -285,14 +297,15 @@ extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_voi
 }
 
 /// COPY: a deep copy whose bytes the budget admits first, allocated fallibly; a refusal is
-/// logged and Redis answers the client an error. On a replica, or while loading, the primary
-/// already admitted it.
+/// logged and Redis answers the client an error. On a read-only replica, or while loading, the
+/// primary already admitted it (see [`load_budget`]).
 extern "C" fn copy(
     from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
     guard("copy", null_mut(), || {
+        // SAFETY: the value Redis passed this callback.
         let stored = unsafe { stored_ref(value) };
         let mut budget = CommandBudget::new(null_mut(), admitted_elsewhere(null_mut()));
         match stored.try_clone(&mut budget) {
@@ -301,7 +314,7 @@ extern "C" fn copy(
                 Box::into_raw(Box::new(copy)).cast()
             }
             Err(limit) => {
-                let key = unsafe { key_name(from) };
+                let key = ffi::string_text(from);
                 if budget.is_replayed() {
                     stop_server(&format!(
                         "cannot copy key '{key}': {}",
@@ -313,22 +326,13 @@ extern "C" fn copy(
                     null_mut(),
                     "warning",
                     &format!(
-                        "rustbloom: COPY of '{key}' refused: {}",
-                        config::limit_message(limit)
+                        "rustbloom: COPY of '{key}' refused: {}{}",
+                        config::limit_message(limit),
+                        writable_replica_note(null_mut())
                     ),
                 );
                 null_mut()
             }
         }
     })
-}
-
-/// The text of a key name (lossy), for log lines.
-unsafe fn key_name(name: *const raw::RedisModuleString) -> String {
-    if name.is_null() {
-        return String::from("?");
-    }
-    let mut len = 0usize;
-    let ptr = api!(RedisModule_StringPtrLen)(name, &mut len);
-    String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
 }

@@ -2,20 +2,22 @@
 //! cap, `maxmemory`, and the machine's memory.
 
 use std::cell::Cell;
-use std::ffi::c_int;
 
 use redis_module::raw;
 use rustbloom_core::budget::{self, Allocator};
 use rustbloom_core::scalable::LimitError;
 use rustbloom_core::MemoryBudget;
 
+use super::alloc;
 use super::config;
-use super::ffi::{self, api};
+use super::ffi::{self, ServerInfo};
 use super::stats;
 
 /// Below this many bytes in one command the figures are not read: Redis' own check (a deny-oom
 /// command is refused once `used_memory` is over `maxmemory`) covers such allocations, and
-/// reading INFO and /proc costs more than they do.
+/// reading INFO and /proc costs more than they do (~70 µs for INFO memory, 7x a BF.RESERVE).
+/// Redis checks a script or a transaction only once, before it starts, so inside one (context
+/// flags LUA, MULTI) the module repeats that check itself, per allocation, when maxmemory is set.
 const SMALL_ALLOCATION: u64 = 1 << 20;
 
 /// The budget of one command (or one RESTORE, COPY or chunk load), charged for everything it
@@ -90,6 +92,13 @@ impl MemoryBudget for CommandBudget {
                     available: headroom.saturating_sub(self.charged),
                 });
             }
+        } else if unchecked_by_redis(self.ctx) && over_maxmemory() {
+            // Redis' own check, per call: refused once over maxmemory, so a script or a
+            // transaction ends at most one small allocation over it.
+            return Err(LimitError::ServerMemory {
+                needed: bytes,
+                available: 0,
+            });
         }
         self.charged = total;
         Ok(())
@@ -100,32 +109,14 @@ impl MemoryBudget for CommandBudget {
 /// so that the sizes it charges and reports (MEMORY USAGE) are those `used_memory` counts:
 /// jemalloc's size classes on Redis' default build, the request itself on a server built with the
 /// C library's malloc (PyPI's valkey-server is). Returns a line for the log when not jemalloc.
+///
+/// It also tells the allocator whether blocks aligned to a cache line can come from jemalloc's
+/// size classes (see [`alloc`]).
 pub fn use_server_allocator(ctx: *mut raw::RedisModuleCtx) -> Option<String> {
-    let (Some(get_info), Some(get_field), Some(free_info)) = (
-        unsafe { raw::RedisModule_GetServerInfo },
-        unsafe { raw::RedisModule_ServerInfoGetFieldC },
-        unsafe { raw::RedisModule_FreeServerInfo },
-    ) else {
-        return None;
-    };
-    let info = unsafe { get_info(ctx, c"memory".as_ptr()) };
-    if info.is_null() {
-        return None;
-    }
-    let value = unsafe { get_field(info, c"mem_allocator".as_ptr()) };
-    let name = if value.is_null() {
-        None
-    } else {
-        Some(
-            unsafe { std::ffi::CStr::from_ptr(value) }
-                .to_string_lossy()
-                .into_owned(),
-        )
-    };
-    unsafe { free_info(ctx, info) };
-    let name = name?;
+    let name = ServerInfo::read(ctx, c"memory")?.text(c"mem_allocator")?;
     if name.starts_with("jemalloc") {
         budget::set_allocator(Allocator::Jemalloc);
+        alloc::use_size_classes();
         None
     } else {
         budget::set_allocator(Allocator::Libc);
@@ -142,11 +133,29 @@ pub fn use_server_allocator(ctx: *mut raw::RedisModuleCtx) -> Option<String> {
 /// reservations on a 23 GiB machine all looked free until filling them got the server killed.
 fn server_headroom(ctx: *mut raw::RedisModuleCtx) -> u64 {
     let memory = MemoryInfo::read(ctx);
-    let maxmemory_headroom = match memory.maxmemory {
+    maxmemory_headroom(&memory).min(machine_headroom(&memory))
+}
+
+/// What maxmemory leaves (u64::MAX when it is not set).
+fn maxmemory_headroom(memory: &MemoryInfo) -> u64 {
+    match memory.maxmemory {
         0 => u64::MAX,
         max => max.saturating_sub(memory.used_memory),
-    };
-    maxmemory_headroom.min(machine_headroom(&memory))
+    }
+}
+
+/// True when used_memory has reached maxmemory, as Redis' out-of-memory check counts it. Reading
+/// the ratio costs well under a microsecond where building INFO memory costs ~70 µs.
+fn over_maxmemory() -> bool {
+    ffi::used_memory_ratio().is_some_and(|ratio| ratio >= 1.0)
+}
+
+/// True when the call in `ctx` runs inside a script or a transaction (which Redis checked against
+/// maxmemory once, at its start) and maxmemory applies to this server.
+fn unchecked_by_redis(ctx: *mut raw::RedisModuleCtx) -> bool {
+    let flags = ffi::context_flags(ctx);
+    flags & raw::REDISMODULE_CTX_FLAGS_MAXMEMORY != 0
+        && flags & (raw::REDISMODULE_CTX_FLAGS_LUA | raw::REDISMODULE_CTX_FLAGS_MULTI) != 0
 }
 
 /// MemAvailable plus free swap, less the filter bytes reserved but not yet resident. Those are
@@ -172,31 +181,18 @@ struct MemoryInfo {
 }
 
 impl MemoryInfo {
+    /// Both 0 (no limit known) where the server cannot say.
     fn read(ctx: *mut raw::RedisModuleCtx) -> MemoryInfo {
-        let info = unsafe { api!(RedisModule_GetServerInfo)(ctx, c"memory".as_ptr()) };
-        if info.is_null() {
-            return MemoryInfo {
-                maxmemory: 0,
-                used_memory: 0,
-            };
-        }
-        let field = |name: &std::ffi::CStr| {
-            let mut err: c_int = 0;
-            let value = unsafe {
-                api!(RedisModule_ServerInfoGetFieldUnsigned)(info, name.as_ptr(), &mut err)
-            };
-            if err == 0 {
-                value
-            } else {
-                0
-            }
+        let info = ServerInfo::read(ctx, c"memory");
+        let field = |name| {
+            info.as_ref()
+                .and_then(|info| info.unsigned(name))
+                .unwrap_or(0)
         };
-        let memory = MemoryInfo {
+        MemoryInfo {
             maxmemory: field(c"maxmemory"),
             used_memory: field(c"used_memory"),
-        };
-        unsafe { api!(RedisModule_FreeServerInfo)(ctx, info) };
-        memory
+        }
     }
 }
 
@@ -223,6 +219,7 @@ fn available_physical_memory() -> Option<u64> {
 fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
     let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
     Some(pages.saturating_mul(page))
 }

@@ -15,14 +15,16 @@ use std::ffi::c_int;
 
 use redis_module::{raw, Context, RedisString, Status};
 
-use ffi::{api, log};
+use ffi::{log, LoadCtx};
 
 /// Module start-up, after the data type and the configs are registered.
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let raw_ctx = ctx.get_raw();
+    // SAFETY: init runs inside RedisModule_OnLoad, with its context.
+    let load = unsafe { LoadCtx::new(raw_ctx) };
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let allocator_note = memory::use_server_allocator(raw_ctx);
-    let configured = config::register(ctx).and_then(|mut notes| {
+    let configured = config::register(ctx, &load).and_then(|mut notes| {
         notes.extend(allocator_note);
         notes.extend(config::apply_module_args(&args)?);
         Ok(notes)
@@ -34,19 +36,14 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
-    unsafe { api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(stats::info)) };
-    unsafe {
-        // Keys are signalled as modified only when a command changed them, so WATCH and
-        // client-side caching are not disturbed by adds of items already present.
-        api!(RedisModule_SetModuleOptions)(
-            raw_ctx,
-            (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
-                | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int,
-        )
-    };
-    if let Err(reason) =
-        table::register(raw_ctx).and_then(|()| table::register_acl_category(raw_ctx))
-    {
+    load.register_info(stats::info);
+    // Keys are signalled as modified only when a command changed them, so WATCH and
+    // client-side caching are not disturbed by adds of items already present.
+    load.set_module_options(
+        (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+            | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int,
+    );
+    if let Err(reason) = table::register(&load).and_then(|()| table::register_acl_category(&load)) {
         log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
         return Status::Err;
     }

@@ -1,13 +1,13 @@
 //! Counters behind `INFO bf`: what the module holds and what it served.
 
-use std::ffi::{c_int, CStr};
+use std::ffi::c_int;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use redis_module::raw;
 
 use rustbloom_core::{BloomFilter, Filter, StoredFilter};
 
-use super::ffi::{api, guard};
+use super::ffi::{guard, InfoCtx};
 
 /// What the module holds, across all databases: changed whenever a filter is stored, grown,
 /// filled or freed (free can run on a background thread, hence atomics).
@@ -125,11 +125,11 @@ pub fn count(counter: &AtomicU64, by: usize) {
 /// The `INFO bf` section (field names come out prefixed: `bf_filters`, ...).
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     guard("INFO", (), || {
-        let add_field = |name: &CStr, value: u64| unsafe {
-            api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value)
-        };
+        // SAFETY: the info context Redis passed this callback.
+        let info = unsafe { InfoCtx::new(ctx) };
+        let add_field = |name, value| info.add_field(name, value);
         let gauge = |counter: &AtomicI64| counter.load(Ordering::Relaxed).max(0) as u64;
-        unsafe { api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) };
+        info.add_section(c"");
         add_field(c"filters", gauge(&FILTERS));
         add_field(c"layers", gauge(&LAYERS));
         add_field(c"bytes", gauge(&BYTES));

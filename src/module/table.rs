@@ -10,7 +10,7 @@ use std::ptr::{null, null_mut};
 use redis_module::raw;
 
 use super::commands;
-use super::ffi::{api, run_command};
+use super::ffi::{run_command, LoadCtx};
 
 /// Declares the C entry point of a command handler.
 macro_rules! entry_point {
@@ -311,35 +311,15 @@ fn ptr(text: &'static CStr) -> *const c_char {
 }
 
 /// Puts every command in the ACL category `bloom` where the server supports module categories
-/// (Redis 7.4+); on older servers the functions are absent and this does nothing.
-pub fn register_acl_category(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
-    let (Some(add_category), Some(set_categories)) =
-        (unsafe { raw::RedisModule_AddACLCategory }, unsafe {
-            raw::RedisModule_SetCommandACLCategories
-        })
-    else {
-        return Ok(());
-    };
-    if unsafe { add_category(ctx, c"bloom".as_ptr()) } != raw::REDISMODULE_OK as c_int {
-        return Err("cannot add the ACL category bloom".to_string());
-    }
-    for doc in &COMMANDS {
-        let command = unsafe { api!(RedisModule_GetCommand)(ctx, doc.name.as_ptr()) };
-        if command.is_null()
-            || unsafe { set_categories(command, c"bloom".as_ptr()) } != raw::REDISMODULE_OK as c_int
-        {
-            return Err(format!(
-                "cannot put {} in the ACL category bloom",
-                doc.name.to_string_lossy()
-            ));
-        }
-    }
-    Ok(())
+/// (Redis 7.4+); on older servers this does nothing.
+pub fn register_acl_category(load: &LoadCtx) -> Result<(), String> {
+    let names: Vec<&CStr> = COMMANDS.iter().map(|doc| doc.name).collect();
+    load.set_acl_category(c"bloom", &names).map(|_| ())
 }
 
 /// Registers every command and sets its docs. Redis copies what it is given; the arrays built
 /// here are zero-terminated, as the API wants, and freed on return.
-pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+pub fn register(load: &LoadCtx) -> Result<(), String> {
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
         sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
@@ -347,20 +327,8 @@ pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
         sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
     };
     for doc in &COMMANDS {
-        let created = unsafe {
-            api!(RedisModule_CreateCommand)(
-                ctx,
-                doc.name.as_ptr(),
-                Some(doc.entry),
-                doc.flags.as_ptr(),
-                1,
-                1,
-                1,
-            )
-        };
-        if created != raw::REDISMODULE_OK as c_int {
-            return Err(format!("cannot register {}", doc.name.to_string_lossy()));
-        }
+        load.create_command(doc.name, doc.entry, doc.flags)
+            .map_err(|()| format!("cannot register {}", doc.name.to_string_lossy()))?;
         let flags = if doc.writes {
             raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE
         } else {
@@ -399,6 +367,7 @@ pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
                 out
             })
             .collect();
+        // SAFETY: all-zero is the documented terminator of the C array.
         args.push(unsafe { std::mem::zeroed() });
 
         let info = raw::RedisModuleCommandInfo {
@@ -412,16 +381,10 @@ pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
             key_specs: key_specs.as_mut_ptr(),
             args: args.as_mut_ptr(),
         };
-        let command = unsafe { api!(RedisModule_GetCommand)(ctx, doc.name.as_ptr()) };
-        if command.is_null()
-            || unsafe { api!(RedisModule_SetCommandInfo)(command, &info) }
-                != raw::REDISMODULE_OK as c_int
-        {
-            return Err(format!(
-                "cannot set the docs of {}",
-                doc.name.to_string_lossy()
-            ));
-        }
+        // SAFETY: `info` points to `version`, static strings, and the key spec and argument
+        // arrays above, each zero-terminated, all alive during the call (Redis copies them).
+        unsafe { load.set_command_info(doc.name, &info) }
+            .map_err(|()| format!("cannot set the docs of {}", doc.name.to_string_lossy()))?;
     }
     Ok(())
 }
