@@ -215,6 +215,7 @@ class PartitionedBloom:
         The partitions are created first, then the descriptor, so a descriptor implies its
         partitions. When any step fails the partitions this call created are deleted again and
         the server's error is raised (``item exists`` when the name or a partition is taken).
+        Returns the layout read back from the new descriptor.
         On a cluster choose ``partitions`` >= 2 x masters, so a reshard moves whole partitions.
         """
         check_partitions(partitions)
@@ -248,17 +249,8 @@ class PartitionedBloom:
         if failure is not None:
             self._pipeline([("DEL", key) for key in created])
             raise failure
-        self._layout = Layout(
-            partitions=partitions,
-            routing_seed=routing_seed,
-            capacity=capacity,
-            partition_capacity=per_partition,
-            error_rate=float(error),
-            expansion=None if nonscaling or window_ms is not None else expansion,
-            window_ms=window_ms,
-            keys=keys,
-        )
-        return self._layout
+        # Read back what the server recorded (its default expansion, its rounding of ε).
+        return self.refresh()
 
     # ----- adds and lookups -----
 
