@@ -59,9 +59,11 @@ test: build redisbloom test-servers
 	echo "== integration tests on $$(redis-server --version | cut -d' ' -f1-3)"; \
 	cargo test --workspace --no-fail-fast || rc=1; \
 	$(MAKE) --no-print-directory clients || rc=1; \
+	$(MAKE) --no-print-directory python-client-test || rc=1; \
 	echo "== integration tests on $$($$valkey --version | cut -d' ' -f1-3)"; \
 	RUSTBLOOM_SERVER=$$valkey cargo test -p rustbloom -p bfctl --tests --no-fail-fast || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory clients-run || rc=1; \
+	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory python-client-test || rc=1; \
 	echo "== Redis 8 only: $$($$redis8 --version | cut -d' ' -f1-3)"; \
 	RUSTBLOOM_SERVER=$$redis8 cargo test -p rustbloom --test compat --test config --no-fail-fast || rc=1; \
 	exit $$rc
@@ -168,6 +170,17 @@ clients-run:
 	@cd $(CLIENTS_DIR) && rc=0; \
 	.venv/bin/python -m pytest -q -p no:cacheprovider test_redis_py.py || rc=1; \
 	node --test node_redis.test.mjs || rc=1; exit $$rc
+
+## python-client-test: the Python package clients/python (import rustbloom) installed into a venv
+## under target/ (never committed) and its tests (vectors, one server, a 3+3 cluster, bfctl
+## interop) against $$RUSTBLOOM_SERVER when set, else redis-server.
+PYTHON_CLIENT_VENV := target/python-client/venv
+.PHONY: python-client-test
+python-client-test: python-deps
+	@{ [ -x $(PYTHON_CLIENT_VENV)/bin/python ] || python3 -m venv $(PYTHON_CLIENT_VENV); } && \
+	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check ./clients/python pytest && \
+	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python && \
+	  $(PYTHON_CLIENT_VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
 
 ## client-deps: python3 with venv, node and npm, installed from Debian only when the command is
 ## missing (a python3 from pyenv or a node from elsewhere is used as it is).
