@@ -746,6 +746,13 @@ fn bool_array(reply: &Value, n: usize) -> Result<Vec<bool>> {
     let Value::Array(a) = reply else {
         return Err(Error::Protocol(format!("expected an array, got {reply:?}")));
     };
+    // BF.MADD stops at its first failing item, so an error may end a short reply.
+    if let Some(e) = a.iter().find_map(|v| match v {
+        Value::ServerError(e) => Some(explain(server_error_text(e))),
+        _ => None,
+    }) {
+        return Err(e);
+    }
     if a.len() != n {
         return Err(Error::Protocol(format!(
             "{} answers for {n} items",
