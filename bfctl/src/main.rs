@@ -5,17 +5,24 @@
 //! given by `--from` and `--to`.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use redis::{Connection, RedisError, Value};
 
+mod drop;
 mod dumpfile;
+mod exists;
+mod input;
+mod load;
 mod migrate;
+mod reserve;
+
+use input::read_line;
 
 use rustbloom_core::encoding::parse_header;
 
@@ -45,27 +52,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Add every line of FILE (or stdin) to the filter, in pipelined BF.MADD batches.
-    Load {
-        key: String,
-        /// File with one item per line; `-` or nothing reads stdin.
-        file: Option<PathBuf>,
-        /// Items per BF.MADD.
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-        batch: u64,
-        /// BF.MADD commands in flight per round trip.
-        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
-        pipeline: u64,
-        /// When the key does not exist yet, BF.RESERVE it with this capacity first.
-        #[arg(long)]
-        capacity: Option<u64>,
-        /// Error rate for that BF.RESERVE (default 0.01).
-        #[arg(long)]
-        error: Option<f64>,
-        /// Expansion for that BF.RESERVE.
-        #[arg(long)]
-        expansion: Option<u32>,
-    },
+    /// Create a filter (plain, or partitioned with --partitions) with BF.RESERVE.
+    Reserve(reserve::ReserveArgs),
+    /// Add every line of FILE (or stdin) to the filter, in pipelined batches (each item to its
+    /// partition on a partitioned filter).
+    Load(load::LoadArgs),
+    /// Print 1 or 0 for every line of FILE (or stdin), in order: whether the filter has it.
+    Exists(exists::ExistsArgs),
+    /// Delete a filter (every partition of a partitioned one included).
+    Drop(drop::DropArgs),
     /// Copy stdin to stdout, dropping lines the filter has already seen (and adding the new ones).
     Dedup {
         key: String,
@@ -187,28 +182,10 @@ fn run(cli: Cli) -> Result<()> {
             error,
             if nonscaling { None } else { Some(expansion) },
         ),
-        Command::Load {
-            key,
-            file,
-            batch,
-            pipeline,
-            capacity,
-            error,
-            expansion,
-        } => {
-            let mut c = connect(&cli.url)?;
-            if capacity.is_some() || error.is_some() || expansion.is_some() {
-                reserve_if_missing(&mut c, &key, capacity, error, expansion)?;
-            }
-            load(
-                &mut c,
-                &key,
-                file.as_deref(),
-                batch as usize,
-                pipeline as usize,
-                progress,
-            )
-        }
+        Command::Reserve(args) => reserve::run(&cli.url, &args),
+        Command::Load(args) => load::run(&cli.url, &args, progress),
+        Command::Exists(args) => exists::run(&cli.url, &args),
+        Command::Drop(args) => drop::run(&cli.url, &args),
         Command::Dedup { key, batch } => {
             let mut c = connect(&cli.url)?;
             dedup(&mut c, &key, batch as usize)
@@ -322,31 +299,6 @@ fn key_exists(c: &mut Connection, key: &str) -> Result<bool> {
     Ok(as_int(&v) == Some(1))
 }
 
-fn reserve_if_missing(
-    c: &mut Connection,
-    key: &str,
-    capacity: Option<u64>,
-    error: Option<f64>,
-    expansion: Option<u32>,
-) -> Result<()> {
-    if key_exists(c, key)? {
-        return Ok(());
-    }
-    let mut cmd = redis::cmd("BF.RESERVE");
-    cmd.arg(key)
-        .arg(error.unwrap_or(0.01).to_string())
-        .arg(capacity.unwrap_or(100));
-    if let Some(x) = expansion {
-        cmd.arg("EXPANSION").arg(x);
-    }
-    match query(c, &cmd) {
-        Ok(_) => Ok(()),
-        // Somebody else created it in between: fine, we add to it.
-        Err(e) if e.to_string().contains("item exists") => Ok(()),
-        Err(e) => Err(e.context(format!("BF.RESERVE {key}"))),
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Progress
 // ---------------------------------------------------------------------------------------------
@@ -370,166 +322,6 @@ fn bar(show: bool, total: Option<u64>, template: &str) -> ProgressBar {
 
 fn rate(count: u64, elapsed: Duration) -> f64 {
     count as f64 / elapsed.as_secs_f64().max(1e-9)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reading lines
-// ---------------------------------------------------------------------------------------------
-
-/// Reads one line without its `\n` (and a `\r` before it); None at the end of input.
-fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
-    buf.clear();
-    let n = r.read_until(b'\n', buf)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-    }
-    Ok(Some(n))
-}
-
-// ---------------------------------------------------------------------------------------------
-// load
-// ---------------------------------------------------------------------------------------------
-
-/// How the answers of a batch of BF.MADD replies add up.
-#[derive(Default)]
-struct Tally {
-    new: u64,
-    present: u64,
-}
-
-/// Counts one BF.MADD reply of `sent` items; an error inside it (a full non-scaling filter) ends
-/// the load.
-fn tally_madd(reply: &Value, sent: usize, tally: &mut Tally) -> Result<()> {
-    let items = match reply {
-        Value::Array(a) => a,
-        Value::ServerError(e) => return Err(explain(server_error_text(e))),
-        other => bail!("unexpected BF.MADD reply {other:?}"),
-    };
-    for v in items {
-        match v {
-            Value::ServerError(e) => {
-                return Err(explain(server_error_text(e)));
-            }
-            v => match as_int(v) {
-                Some(1) => tally.new += 1,
-                Some(0) => tally.present += 1,
-                _ => bail!("unexpected BF.MADD answer {v:?}"),
-            },
-        }
-    }
-    if items.len() != sent {
-        bail!("BF.MADD answered {} of {sent} items", items.len());
-    }
-    Ok(())
-}
-
-fn load(
-    c: &mut Connection,
-    key: &str,
-    file: Option<&Path>,
-    batch: usize,
-    depth: usize,
-    show: bool,
-) -> Result<()> {
-    let (reader, total): (Box<dyn Read>, Option<u64>) = match file {
-        None => (Box::new(io::stdin().lock()), None),
-        Some(p) if p == Path::new("-") => (Box::new(io::stdin().lock()), None),
-        Some(p) => {
-            let f = File::open(p).with_context(|| format!("open {}", p.display()))?;
-            let len = f.metadata().ok().map(|m| m.len());
-            (Box::new(f), len)
-        }
-    };
-    let mut reader = BufReader::with_capacity(1 << 20, reader);
-    let pb = match total {
-        Some(_) => bar(
-            show,
-            total,
-            "{spinner} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} {msg} ETA {eta}",
-        ),
-        None => bar(
-            show,
-            None,
-            "{spinner} [{elapsed_precise}] {bytes} read {msg}",
-        ),
-    };
-    let start = Instant::now();
-    let mut tally = Tally::default();
-    let mut read_items = 0u64;
-    let mut read_bytes = 0u64;
-    let mut line = Vec::new();
-    let mut eof = false;
-    let mut outcome = Ok(());
-    while !eof {
-        // One round trip: up to `depth` BF.MADD commands of up to `batch` items each.
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        let mut sizes = Vec::with_capacity(depth);
-        'fill: for _ in 0..depth {
-            let mut cmd = redis::cmd("BF.MADD");
-            cmd.arg(key);
-            let mut n = 0;
-            while n < batch {
-                match read_line(&mut reader, &mut line).context("read input")? {
-                    None => {
-                        eof = true;
-                        break;
-                    }
-                    Some(len) => {
-                        read_bytes += len as u64;
-                        cmd.arg(&line[..]);
-                        n += 1;
-                    }
-                }
-            }
-            if n > 0 {
-                pipe.add_command(cmd);
-                sizes.push(n);
-            }
-            if eof {
-                break 'fill;
-            }
-        }
-        if sizes.is_empty() {
-            break;
-        }
-        let replies: Vec<Value> = pipe.query(c).map_err(cmd_err)?;
-        for (reply, &sent) in replies.iter().zip(&sizes) {
-            if let Err(e) = tally_madd(reply, sent, &mut tally) {
-                outcome = Err(e);
-                break;
-            }
-            read_items += sent as u64;
-        }
-        if outcome.is_err() {
-            break;
-        }
-        pb.set_position(read_bytes);
-        pb.set_message(format!(
-            "{read_items} items, {:.0} items/s",
-            rate(read_items, start.elapsed())
-        ));
-    }
-    pb.finish_and_clear();
-    let elapsed = start.elapsed();
-    if outcome.is_err() && tally.new + tally.present == 0 {
-        return outcome;
-    }
-    println!(
-        "{key}: {} items, {} new, {} already present ({:.2} s, {:.0} items/s)",
-        tally.new + tally.present,
-        tally.new,
-        tally.present,
-        elapsed.as_secs_f64(),
-        rate(tally.new + tally.present, elapsed)
-    );
-    outcome.with_context(|| format!("load stopped after {} items", tally.new + tally.present))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,11 +12,14 @@
 //! imported by path where needed:
 //!
 //! - [`payload`]: CRC64-sealed DUMP payloads, filter headers with a correct xxh3 checksum.
+//! - [`cluster`]: [`cluster::Cluster`], masters and replicas on loopback created with
+//!   `redis-cli --cluster create` (the `rustbloom-cluster` binary starts one for other languages).
 //! - [`hostile`]: the hostile-input harness ([`hostile::Barrage`]) of `tests/hostile_*.rs`.
 //! - [`redisbloom`]: the real RedisBloom as the reference: a corpus of its filters, what it wrote
 //!   and answered, and the comparison of migrated filters with it.
 
 pub mod bloom;
+pub mod cluster;
 pub mod hostile;
 pub mod keyspace;
 pub mod payload;

@@ -1,0 +1,327 @@
+//! bfctl and the rustbloom-client crate against a real cluster on loopback: 3 masters and 3
+//! replicas ([`Cluster`]), given any node's URL. Plain filters, partitioned filters
+//! (docs/partitioning.md) spread over the masters, lookups without false negatives and at the
+//! reserved error rate, refusals of misrouted commands, a load that goes on through a reshard
+//! and a master's failover, and partitions that keep their identity through DUMP/RESTORE,
+//! SCANDUMP/LOADCHUNK and a restart of the whole cluster.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use redis::Value;
+use rustbloom_client::routing::{key_slot, partition_of};
+use rustbloom_client::{Client, Filter};
+use rustbloom_testkit::cluster::Cluster;
+use rustbloom_testkit::*;
+
+const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
+
+fn bfctl(url: &str, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(BFCTL)
+        .args(args)
+        .env("BFCTL_URL", url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run bfctl");
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(stdin).expect("write stdin");
+    drop(input);
+    child.wait_with_output().expect("bfctl output")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "bfctl failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn items(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+fn lines(items: &[String]) -> String {
+    let mut s = items.join("\n");
+    s.push('\n');
+    s
+}
+
+/// `bfctl exists` over `items`: how many answered 1, checking one answer per line.
+fn count_present(url: &str, name: &str, items: &[String]) -> usize {
+    let out = ok(&bfctl(url, &["exists", name], lines(items).as_bytes()));
+    let answers: Vec<&str> = out.lines().collect();
+    assert_eq!(answers.len(), items.len(), "one answer per line");
+    assert!(answers.iter().all(|a| *a == "0" || *a == "1"));
+    answers.iter().filter(|a| **a == "1").count()
+}
+
+#[test]
+fn plain_filters_work_through_any_node() {
+    let cl = Cluster::start(3, 1);
+    let want = items("plain", 3000);
+    // Loaded through one node, asked through another: the key lives on its slot's master.
+    ok(&bfctl(
+        &cl.url(0),
+        &["reserve", "plainf", "0.01", "5000"],
+        b"",
+    ));
+    let out = ok(&bfctl(
+        &cl.url(1),
+        &["load", "plainf"],
+        lines(&want).as_bytes(),
+    ));
+    assert!(out.contains("3000 items"), "{out}");
+    assert_eq!(count_present(&cl.url(2), "plainf", &want), 3000);
+    let strangers = items("stranger", 3000);
+    assert!(count_present(&cl.url(3), "plainf", &strangers) < 100);
+    // The library answers in input order.
+    let mut conn = Client::open(&cl.url(4)).unwrap().connect().unwrap();
+    assert!(conn.is_cluster());
+    let f = Filter::discover(&mut conn, b"plainf").unwrap().unwrap();
+    assert!(f.partitioning().is_none());
+    let asked: Vec<&[u8]> = vec![want[0].as_bytes(), b"never-added-x", want[1].as_bytes()];
+    let got = f.exists(&mut conn, &asked, 100).unwrap();
+    assert_eq!((got[0], got[2]), (true, true));
+    let out = ok(&bfctl(&cl.url(5), &["drop", "plainf"], b""));
+    assert!(out.contains("deleted 1 keys"), "{out}");
+    assert!(Filter::discover(&mut conn, b"plainf").unwrap().is_none());
+}
+
+#[test]
+fn partitioned_filter_spreads_over_masters_and_keeps_its_identity() {
+    let mut cl = Cluster::start(3, 1);
+    let url = cl.url(4);
+    let p = 12u32;
+    let n = 60_000usize;
+    let eps = 0.01;
+    ok(&bfctl(
+        &url,
+        &["reserve", "clicks", "0.01", "60000", "--partitions", "12"],
+        b"",
+    ));
+    let mut conn = Client::open(&url).unwrap().connect().unwrap();
+    let f = Filter::discover(&mut conn, b"clicks").unwrap().unwrap();
+    let routing = f.partitioning().unwrap().clone();
+    assert_eq!(routing.partitions, p);
+
+    // Partitions on evenly spaced slots: each of the 3 masters (equal contiguous ranges) holds
+    // P/3 of them, give or take one.
+    let owners = cl.slot_owners(0);
+    for m in Cluster::masters(&owners) {
+        let here = routing
+            .keys
+            .iter()
+            .filter(|k| owners[usize::from(key_slot(k))] == m)
+            .count();
+        assert!(
+            (3..=5).contains(&here),
+            "master {m} holds {here} partitions"
+        );
+    }
+
+    let members = items("member", n);
+    let out = ok(&bfctl(
+        &url,
+        &["load", "clicks", "--batch", "500"],
+        lines(&members).as_bytes(),
+    ));
+    assert!(out.contains("60000 items"), "{out}");
+    assert_eq!(
+        count_present(&url, "clicks", &members),
+        n,
+        "a member is missing"
+    );
+    let strangers = items("stranger", 4 * n);
+    let fp = count_present(&url, "clicks", &strangers);
+    let rate = fp as f64 / strangers.len() as f64;
+    assert!(rate < 1.5 * eps, "false-positive rate {rate} for ε = {eps}");
+
+    let info = f.info(&mut conn).unwrap();
+    assert!(info.problems.is_empty(), "{:?}", info.problems);
+    assert_eq!(info.totals().items as usize, n);
+    assert_eq!(info.per_master().len(), 3);
+
+    // The module checks the routing: an item sent to another partition is refused, and the
+    // logical name refuses plain BF.* commands.
+    let item = members[0].as_bytes();
+    let right = partition_of(item, routing.routing_seed, p);
+    let wrong = (right + 1) % p;
+    let owner = owners[usize::from(key_slot(&routing.keys[wrong as usize]))];
+    let mut c = cl.nodes[owner].conn();
+    let e = redis::cmd("BF.ADD")
+        .arg(routing.keys[wrong as usize].as_slice())
+        .arg(item)
+        .query::<Value>(&mut c)
+        .unwrap_err();
+    assert!(
+        err_text(&e).contains(&format!("item routed to partition {right} of {p}")),
+        "{}",
+        err_text(&e)
+    );
+    let name_owner = owners[usize::from(key_slot(b"clicks"))];
+    let mut c = cl.nodes[name_owner].conn();
+    let e = redis::cmd("BF.EXISTS")
+        .arg("clicks")
+        .arg(item)
+        .query::<Value>(&mut c)
+        .unwrap_err();
+    assert!(
+        err_text(&e).contains("is a partitioned filter"),
+        "{}",
+        err_text(&e)
+    );
+
+    // DUMP/RESTORE and SCANDUMP/LOADCHUNK of a partition keep its identity: the copy still
+    // refuses the items of other partitions and answers for its own.
+    let key = routing.keys[right as usize].clone();
+    let owner = owners[usize::from(key_slot(&key))];
+    let mut c = cl.nodes[owner].conn();
+    let dumped: Vec<u8> = redis::cmd("DUMP")
+        .arg(key.as_slice())
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("DEL").arg(key.as_slice()).query(&mut c).unwrap();
+    let _: () = redis::cmd("RESTORE")
+        .arg(key.as_slice())
+        .arg(0)
+        .arg(dumped)
+        .query(&mut c)
+        .unwrap();
+    let chunks = scandump(&mut c, std::str::from_utf8(&key).unwrap());
+    let _: () = redis::cmd("DEL").arg(key.as_slice()).query(&mut c).unwrap();
+    loadchunks(&mut c, std::str::from_utf8(&key).unwrap(), &chunks);
+    let e = redis::cmd("BF.ADD")
+        .arg(routing.keys[wrong as usize].as_slice())
+        .arg(item)
+        .query::<Value>(
+            &mut cl.nodes[owners[usize::from(key_slot(&routing.keys[wrong as usize]))]].conn(),
+        )
+        .unwrap_err();
+    assert!(err_text(&e).contains("item routed to partition"));
+    assert!(f.info(&mut conn).unwrap().problems.is_empty());
+
+    // A whole-cluster restart (RDB) keeps every partition and its identity.
+    cl.restart_all();
+    let mut conn = Client::open(&cl.url(1)).unwrap().connect().unwrap();
+    let again = Filter::discover(&mut conn, b"clicks").unwrap().unwrap();
+    assert_eq!(again.partitioning(), Some(&routing));
+    let info = again.info(&mut conn).unwrap();
+    assert!(info.problems.is_empty(), "{:?}", info.problems);
+    assert_eq!(count_present(&cl.url(1), "clicks", &members), n);
+
+    // A missing partition is an error, never a row of zeros.
+    let owner = owners[usize::from(key_slot(&key))];
+    let _: () = redis::cmd("DEL")
+        .arg(key.as_slice())
+        .query(&mut cl.nodes[owner].conn())
+        .unwrap();
+    let out = bfctl(
+        &cl.url(1),
+        &["exists", "clicks"],
+        lines(&members).as_bytes(),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
+
+#[test]
+fn partitioned_window_filters_load_and_forget() {
+    let cl = Cluster::start(3, 1);
+    let url = cl.url(0);
+    ok(&bfctl(
+        &url,
+        &[
+            "reserve",
+            "recent",
+            "0.01",
+            "3000",
+            "--partitions",
+            "6",
+            "--window",
+            "1500",
+        ],
+        b"",
+    ));
+    let first = items("first", 3000);
+    ok(&bfctl(&url, &["load", "recent"], lines(&first).as_bytes()));
+    assert_eq!(count_present(&url, "recent", &first), 3000);
+    // Two windows later, with fresh items coming in, the first ones are forgotten.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut left = 3000;
+    let mut round = 0;
+    while left > 100 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        ok(&bfctl(
+            &url,
+            &["load", "recent"],
+            lines(&items(&format!("later{round}"), 500)).as_bytes(),
+        ));
+        round += 1;
+        left = count_present(&url, "recent", &first);
+    }
+    assert!(left <= 100, "{left} of 3000 old items still present");
+}
+
+#[test]
+fn load_goes_on_through_a_reshard_and_a_failover() {
+    let mut cl = Cluster::start(3, 1);
+    let url = cl.url(0);
+    ok(&bfctl(
+        &url,
+        &["reserve", "events", "0.01", "40000", "--partitions", "12"],
+        b"",
+    ));
+    let owners = cl.slot_owners(0);
+    let masters = Cluster::masters(&owners);
+    let (src, dst, victim) = (masters[0], masters[1], masters[2]);
+    let all = items("event", 40_000);
+    let (first, second) = all.split_at(20_000);
+
+    // A load while redis-cli moves a master's slots (and the partitions in them) away.
+    let loader = {
+        let url = url.clone();
+        let input = lines(first);
+        std::thread::spawn(move || {
+            bfctl(
+                &url,
+                &["load", "events", "--batch", "200", "--pipeline", "2"],
+                input.as_bytes(),
+            )
+        })
+    };
+    cl.reshard(src, dst, 2000);
+    ok(&loader.join().expect("loader thread"));
+    cl.wait_healthy(&[]);
+
+    // A load with --wait 1 while a master is killed: its replica takes over with every
+    // acknowledged batch, and the lost ones are sent again.
+    let loader = {
+        let url = cl.url(dst);
+        let input = lines(second);
+        std::thread::spawn(move || {
+            bfctl(
+                &url,
+                &[
+                    "load",
+                    "events",
+                    "--batch",
+                    "200",
+                    "--pipeline",
+                    "2",
+                    "--wait",
+                    "1",
+                ],
+                input.as_bytes(),
+            )
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    cl.kill_master(victim);
+    ok(&loader.join().expect("loader thread"));
+    assert_eq!(count_present(&cl.url(dst), "events", &all), all.len());
+}

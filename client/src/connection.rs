@@ -1,0 +1,277 @@
+//! One connection to rustbloom, whether it is a single server or a Redis Cluster (or Valkey
+//! cluster) reached through any of its nodes. Cluster routing, `MOVED` and `ASK` are the `redis`
+//! crate's (feature `cluster`); this adds the detection, reconnection after a failure, and the
+//! slot map that [`crate::filter`] groups partitions by.
+
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, ConnectionLike, RedisResult, Value};
+
+use crate::error::{explain, server_error_text, server_text, Error, Result};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest a single reply may take (a BF.LOADCHUNK of a big chunk, a WAIT).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where to connect: a single server, or a cluster whose nodes were found from one of them.
+#[derive(Clone)]
+pub struct Client {
+    url: String,
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Single(redis::Client),
+    Cluster(ClusterClient),
+}
+
+impl Client {
+    /// Opens `url` (`redis://[user:password@]host:port[/db]`, `redis+unix:///path`): asks the
+    /// server whether it is a cluster node (`INFO cluster`) and, if so, connects to the whole
+    /// cluster through it.
+    pub fn open(url: &str) -> Result<Client> {
+        let single = redis::Client::open(url)
+            .map_err(|e| Error::Connect(format!("invalid server URL {url:?}: {e}")))?;
+        let mut c = single
+            .get_connection_with_timeout(CONNECT_TIMEOUT)
+            .map_err(|e| {
+                Error::Connect(format!(
+                    "cannot connect to {url}: {e} (is redis-server running there?)"
+                ))
+            })?;
+        let info = match c.req_command(redis::cmd("INFO").arg("cluster")) {
+            Ok(Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+            Ok(Value::VerbatimString { text, .. }) => text,
+            Ok(Value::ServerError(e)) => return Err(explain(server_error_text(&e))),
+            Ok(other) => return Err(Error::Protocol(format!("INFO cluster answered {other:?}"))),
+            Err(e) => {
+                return Err(Error::Connect(format!(
+                    "{url} does not answer INFO: {}",
+                    server_text(&e)
+                )))
+            }
+        };
+        let clustered = info.lines().any(|l| l.trim() == "cluster_enabled:1");
+        let kind = if clustered {
+            let cluster = ClusterClient::builder(vec![url])
+                .connection_timeout(CONNECT_TIMEOUT)
+                .response_timeout(RESPONSE_TIMEOUT)
+                .build()
+                .map_err(|e| Error::Connect(format!("cluster client for {url}: {e}")))?;
+            Kind::Cluster(cluster)
+        } else {
+            Kind::Single(single)
+        };
+        Ok(Client {
+            url: url.to_string(),
+            kind,
+        })
+    }
+
+    /// True when the URL named a cluster node.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster(_))
+    }
+
+    /// The URL this client was opened with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A new connection (for a cluster: to every master it needs, with a fresh slot map).
+    pub fn connect(&self) -> Result<Connection> {
+        let conn = self.open_conn()?;
+        Ok(Connection {
+            client: self.clone(),
+            conn,
+        })
+    }
+
+    fn open_conn(&self) -> Result<Conn> {
+        match &self.kind {
+            Kind::Single(c) => {
+                let conn = c
+                    .get_connection_with_timeout(CONNECT_TIMEOUT)
+                    .map_err(|e| Error::Connect(format!("cannot connect to {}: {e}", self.url)))?;
+                conn.set_read_timeout(Some(RESPONSE_TIMEOUT))
+                    .map_err(|e| Error::Connect(e.to_string()))?;
+                Ok(Conn::Single(conn))
+            }
+            Kind::Cluster(c) => {
+                let conn = c.get_connection().map_err(|e| {
+                    Error::Connect(format!(
+                        "cannot connect to the cluster of {}: {e}",
+                        self.url
+                    ))
+                })?;
+                Ok(Conn::Cluster(Box::new(conn)))
+            }
+        }
+    }
+}
+
+enum Conn {
+    Single(redis::Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+/// A master and the slots it serves, from `CLUSTER SLOTS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Master {
+    /// `host:port` as the cluster announces it.
+    pub addr: String,
+    /// Inclusive slot ranges.
+    pub ranges: Vec<(u16, u16)>,
+}
+
+impl Master {
+    pub fn owns(&self, slot: u16) -> bool {
+        self.ranges.iter().any(|&(lo, hi)| lo <= slot && slot <= hi)
+    }
+}
+
+/// A connection from [`Client::connect`].
+pub struct Connection {
+    client: Client,
+    conn: Conn,
+}
+
+impl Connection {
+    pub fn is_cluster(&self) -> bool {
+        self.client.is_cluster()
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Drops the connection and opens a new one (for a cluster, this fetches the slot map
+    /// again): after a failover or a lost connection.
+    pub fn reconnect(&mut self) -> Result<()> {
+        self.conn = self.client.open_conn()?;
+        Ok(())
+    }
+
+    /// Sends one command (routed by its key on a cluster) and returns the raw result.
+    pub fn raw(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match &mut self.conn {
+            Conn::Single(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.req_command(cmd),
+        }
+    }
+
+    /// Sends one command; an error reply becomes [`Error::Server`].
+    pub fn query(&mut self, cmd: &Cmd) -> Result<Value> {
+        match self.raw(cmd) {
+            Ok(Value::ServerError(e)) => Err(explain(server_error_text(&e))),
+            Ok(v) => Ok(v),
+            Err(e) if e.code().is_some() => Err(explain(server_text(&e))),
+            Err(e) => Err(Error::Connection(format!("connection error: {e}"))),
+        }
+    }
+
+    /// Sends `cmds` as pipelines (on a cluster, one per node, all written before any reply is
+    /// read, so the nodes work in parallel) and returns the replies in order. Error replies come
+    /// back as `Value::ServerError` on a single server; on a cluster the first one fails the call.
+    pub fn pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
+        match &mut self.conn {
+            Conn::Single(c) => {
+                let mut p = redis::pipe();
+                p.ignore_errors();
+                for cmd in cmds {
+                    p.add_command(cmd.clone());
+                }
+                p.query(c)
+            }
+            Conn::Cluster(c) => {
+                let mut p = redis::cluster::cluster_pipe();
+                for cmd in cmds {
+                    p.add_command(cmd.clone());
+                }
+                p.query(c)
+            }
+        }
+    }
+
+    /// Sends `cmd` to the master of `slot` (a cluster), or to the server.
+    pub fn to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {
+        match &mut self.conn {
+            Conn::Single(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.route_command(
+                cmd,
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                    slot,
+                    SlotAddr::Master,
+                ))),
+            ),
+        }
+    }
+
+    /// The masters and their slots (`CLUSTER SLOTS`); a single server is one master holding
+    /// every slot.
+    pub fn masters(&mut self) -> Result<Vec<Master>> {
+        if !self.is_cluster() {
+            return Ok(vec![Master {
+                addr: self.client.url.clone(),
+                ranges: vec![(0, crate::routing::SLOTS - 1)],
+            }]);
+        }
+        let reply = self.query(redis::cmd("CLUSTER").arg("SLOTS"))?;
+        parse_cluster_slots(reply)
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// `CLUSTER SLOTS`: `[[lo, hi, [host, port, id, ...], replicas...], ...]`, merged by master.
+fn parse_cluster_slots(reply: Value) -> Result<Vec<Master>> {
+    let bad = |what: &str| Error::Protocol(format!("CLUSTER SLOTS: {what}"));
+    let Value::Array(ranges) = reply else {
+        return Err(bad("not an array"));
+    };
+    let mut masters: Vec<Master> = Vec::new();
+    for range in ranges {
+        let Value::Array(r) = range else {
+            return Err(bad("range not an array"));
+        };
+        let (Some(lo), Some(hi), Some(Value::Array(node))) =
+            (r.first().and_then(int), r.get(1).and_then(int), r.get(2))
+        else {
+            return Err(bad("range without bounds and master"));
+        };
+        let (Some(host), Some(port)) = (node.first().and_then(text), node.get(1).and_then(int))
+        else {
+            return Err(bad("master without host and port"));
+        };
+        let (Ok(lo), Ok(hi)) = (u16::try_from(lo), u16::try_from(hi)) else {
+            return Err(bad("slot out of range"));
+        };
+        let addr = format!("{host}:{port}");
+        match masters.iter_mut().find(|m| m.addr == addr) {
+            Some(m) => m.ranges.push((lo, hi)),
+            None => masters.push(Master {
+                addr,
+                ranges: vec![(lo, hi)],
+            }),
+        }
+    }
+    masters.sort_by(|a, b| a.ranges.first().cmp(&b.ranges.first()));
+    Ok(masters)
+}

@@ -1,0 +1,97 @@
+//! The client's errors.
+
+use std::fmt;
+
+/// Everything a client operation can fail with.
+#[derive(Debug)]
+pub enum Error {
+    /// The URL could not be parsed or no node could be reached.
+    Connect(String),
+    /// The server answered an error (`ERR ...`, `WRONGTYPE ...`), in its own words.
+    Server(String),
+    /// The connection failed and retrying did not help within the deadline.
+    Connection(String),
+    /// A reply of an unexpected shape.
+    Protocol(String),
+    /// A partition key of a partitioned filter does not exist.
+    MissingPartition { name: String, key: String },
+    /// A partitioned filter's parts disagree (P, routing seed or index).
+    Inconsistent(String),
+    /// The caller asked for something impossible (a bad option).
+    Usage(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Connect(s) | Error::Server(s) | Error::Connection(s) => f.write_str(s),
+            Error::Protocol(s) => write!(f, "unexpected reply: {s}"),
+            Error::MissingPartition { name, key } => write!(
+                f,
+                "partition {key} of {name} does not exist (the filter is incomplete: restore or \
+                 recreate it)"
+            ),
+            Error::Inconsistent(s) => write!(f, "inconsistent partitioned filter: {s}"),
+            Error::Usage(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The full text of an error as the server sent it (`ERR ...`), else the client's description.
+pub fn server_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(c), Some(d)) => format!("{c} {d}"),
+        (Some(c), None) => c.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// The text of an error reply nested in a pipeline or array reply.
+pub fn server_error_text(e: &redis::ServerError) -> String {
+    match e.details() {
+        Some(d) => format!("{} {}", e.code(), d),
+        None => e.code().to_string(),
+    }
+}
+
+/// A server error text made readable: an unknown BF.* command means the module is not loaded.
+pub fn explain(text: String) -> Error {
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("unknown command") && lower.contains("bf.") {
+        Error::Server(format!(
+            "the rustbloom module is not loaded on this server (it answered: {text}); load it with \
+             `loadmodule /path/to/librustbloom.so` in redis.conf or `MODULE LOAD \
+             /path/to/librustbloom.so`"
+        ))
+    } else {
+        Error::Server(text)
+    }
+}
+
+/// True for failures that a resend may cure: a lost connection, a timeout, a cluster in the
+/// middle of a failover or a reshard.
+pub fn is_transient(e: &redis::RedisError) -> bool {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
+        return true;
+    }
+    if e.is_cluster_error() {
+        return true;
+    }
+    matches!(
+        e.code(),
+        Some("CLUSTERDOWN" | "TRYAGAIN" | "LOADING" | "MASTERDOWN" | "MOVED" | "ASK" | "READONLY")
+    )
+}
+
+/// Same as [`is_transient`] for an error text nested in a reply.
+pub fn is_transient_text(text: &str) -> bool {
+    let code = text.split(' ').next().unwrap_or("");
+    matches!(
+        code,
+        "CLUSTERDOWN" | "TRYAGAIN" | "LOADING" | "MASTERDOWN" | "MOVED" | "ASK" | "READONLY"
+    )
+}

@@ -1,0 +1,35 @@
+//! rustbloom's client: one API over plain and partitioned Bloom filters (`docs/partitioning.md`),
+//! on a single server or a Redis Cluster reached through any node.
+//!
+//! ```no_run
+//! use rustbloom_client::{Client, Filter, Growth, ReserveOptions, WriteOptions};
+//! # fn main() -> rustbloom_client::Result<()> {
+//! let mut conn = Client::open("redis://127.0.0.1:7000")?.connect()?;
+//! let opts = ReserveOptions {
+//!     error_rate: 0.01,
+//!     capacity: 1_000_000,
+//!     growth: Growth::Scaling { expansion: None },
+//!     partitions: Some(16),
+//! };
+//! let filter = Filter::reserve(&mut conn, b"clicks", &opts)?;
+//! filter.add(&mut conn, &[b"a".as_slice(), b"b"], &WriteOptions::default())?;
+//! let seen = filter.exists(&mut conn, &[b"a".as_slice(), b"z"], 1000)?;
+//! # let _ = seen;
+//! // Later, anywhere: everything needed is in the descriptor.
+//! let again = Filter::discover(&mut conn, b"clicks")?;
+//! # let _ = again;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod connection;
+pub mod error;
+pub mod filter;
+pub mod routing;
+
+pub use connection::{Client, Connection, Master};
+pub use error::{Error, Result};
+pub use filter::{
+    Filter, FilterInfo, Growth, KeyInfo, PartitionInfo, Partitioning, ReserveOptions, Totals,
+    WriteOptions,
+};
