@@ -251,6 +251,7 @@ pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<()> {
             anyhow!("--window must be a number of ms in [{MIN_WINDOW_MS}, {MAX_WINDOW_MS}]")
         }
         WindowError::Limit(_) => anyhow!("cannot size this filter"),
+        WindowError::Shape(why) => anyhow!("bad slot shape: {why}"),
     })?;
     let bytes = bytes_needed(&params).map_err(|e| anyhow!("cannot size this filter: {e:?}"))?;
     let slot = shape.slot;

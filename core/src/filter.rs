@@ -7,8 +7,9 @@
 //! - [`RbFilter`]: a filter migrated from RedisBloom, kept in RedisBloom's layout and rules so
 //!   that it answers and grows exactly as it did there.
 //!
-//! Only the commands that create filters and the replication of adds differ by kind; everything
-//! else goes through [`Filter`].
+//! Only the commands that create filters differ by kind; everything else goes through
+//! [`Filter`], and what an add must replicate is computed from its [`Outcome`] by
+//! [`crate::replication`].
 
 use crate::budget::MemoryBudget;
 use crate::redisbloom::{RbAddOutcome, RbFilter};

@@ -164,8 +164,10 @@
 //! A key holds a [`StoredFilter`]: a [`Filter`] of one of three kinds (this scalable filter, a
 //! sliding-window filter, or a filter migrated from RedisBloom), ready, or with its bits still
 //! arriving by BF.LOADCHUNK, when it answers nothing until complete. [`Filter`] gives the
-//! commands one interface; only creation and the replication of adds ([`Outcome`]) differ by
-//! kind.
+//! commands one interface; only creation differs by kind. What replicas and the AOF must apply
+//! after an add is computed here too, from its [`Outcome`] ([`replication::Effect`]: the creation
+//! with its exact shape, the items up to where the operation stopped, each layer pushed), so the
+//! caller only sends it.
 //!
 //! # Encoding ([`encoding`])
 //!
@@ -207,6 +209,7 @@ pub mod hash;
 pub mod layer;
 mod math;
 pub mod redisbloom;
+pub mod replication;
 pub mod scalable;
 pub mod sizing;
 pub mod stored;
@@ -217,6 +220,7 @@ pub use encoding::DecodeError;
 pub use filter::{Filter, Outcome};
 pub use hash::ItemHash;
 pub use layer::Layer;
+pub use replication::{Creation, Effect};
 pub use scalable::{AddOutcome, BloomFilter, FilterParams, GrownLayer, Growth, InsertError};
 pub use sizing::{LayerSize, SizingError};
 pub use stored::StoredFilter;

@@ -85,7 +85,7 @@ fn for_each_group<'a>(
 
 /// Hooks for the module's own tests (feature `test-hooks`, never in a release).
 #[cfg(feature = "test-hooks")]
-mod test_hooks {
+pub(crate) mod test_hooks {
     use crate::sizing::{LayerSize, Layout};
 
     /// This item panics when a batch operation hashes it.

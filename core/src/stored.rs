@@ -10,8 +10,10 @@
 //! saved in the middle of a BF.LOADCHUNK load is restored in the middle of it.
 //!
 //! SCANDUMP and BF.LOADCHUNK move our kinds as the header followed by checksummed chunks (see
-//! [`crate::encoding`]); a RedisBloom filter moves in RedisBloom's own SCANDUMP format, so that
-//! its stream loads back into RedisBloom, and BF.LOADCHUNK recognises that format's header.
+//! [`crate::encoding`]); a RedisBloom filter's SCANDUMP is RedisBloom's own format, so that its
+//! stream loads back into RedisBloom, and BF.LOADCHUNK recognises that format's header. The AOF
+//! rewrite starts a RedisBloom filter with its envelope instead (RedisBloom's header cannot say
+//! everything its bits depend on), followed by the same raw chunks.
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -187,14 +189,13 @@ pub fn scandump_step(filter: &Filter, iterator: u64) -> (u64, Vec<u8>) {
 
 /// The BF.LOADCHUNK commands that recreate `stored` as it is (AOF rewrite): the header, then
 /// the chunks of the bits that have arrived, each with its iterator. A partial load stays
-/// partial until its remaining chunks arrive.
+/// partial until its remaining chunks arrive. Every kind loads back to the same bits: a
+/// RedisBloom filter's header is its envelope, which keeps what RedisBloom's SCANDUMP header
+/// cannot say (the 32-bit arithmetic of RDB encoding 1), and its chunks are RedisBloom's.
 pub fn load_commands(stored: &StoredFilter) -> impl Iterator<Item = (u64, Vec<u8>)> + '_ {
     let filter = &stored.filter;
     let loaded = stored.loaded_bytes();
-    let header = match filter {
-        Filter::RedisBloom(filter) => rb_scandump::encode_header(filter),
-        _ => transfer_header(filter),
-    };
+    let header = transfer_header(filter);
     let chunk_bytes = match filter {
         Filter::RedisBloom(_) => rb_scandump::CHUNK_BYTES,
         _ => CHUNK_BYTES,
@@ -229,8 +230,9 @@ fn checksummed_chunk(filter: &Filter, header_checksum: u64, offset: u64, len: u6
     chunk
 }
 
-/// Decodes a BF.LOADCHUNK header: one of our kinds' complete headers, or a RedisBloom SCANDUMP
-/// header (recognised when it is not ours), giving an all-zero filter that waits for its chunks.
+/// Decodes a BF.LOADCHUNK header: one of our kinds' complete headers (a RedisBloom filter's
+/// envelope included, as the AOF rewrite writes it), or a RedisBloom SCANDUMP header (recognised
+/// when it is not ours), giving an all-zero filter that waits for its chunks.
 pub fn decode_load_header<B: MemoryBudget + ?Sized>(
     bytes: &[u8],
     budget: &mut B,
@@ -242,7 +244,7 @@ pub fn decode_load_header<B: MemoryBudget + ?Sized>(
     });
     let filter = if ours {
         let stored = decode_header(bytes, budget)?;
-        if stored.is_loading() || matches!(stored.filter, Filter::RedisBloom(_)) {
+        if stored.is_loading() {
             return Err(DecodeError::Corrupt("not the header of a complete filter"));
         }
         stored.filter

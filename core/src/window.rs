@@ -224,6 +224,8 @@ pub enum WindowError {
     Window,
     /// The memory budget, or the system, refused the bits.
     Limit(LimitError),
+    /// An explicit slot shape these parameters cannot have ([`WindowParams::check_slot`]).
+    Shape(&'static str),
 }
 
 /// The shape of a window filter: what its header stores and its bits follow.
@@ -318,10 +320,31 @@ impl WindowParams {
                 })
             })
             .unwrap_or(classic);
-        Ok(WindowShape {
+        #[cfg(feature = "test-hooks")]
+        let slot = crate::scalable::test_hooks::skewed(slot);
+        Ok(self.shape_with(slot))
+    }
+
+    fn shape_with(&self, slot: LayerSize) -> WindowShape {
+        WindowShape {
             slot,
             generation_ms: self.window_ms.div_ceil(GENERATIONS_PER_WINDOW),
-        })
+        }
+    }
+
+    /// Ok when `slot` is a shape these parameters' slots could have, whoever sized them (see
+    /// [`crate::sizing::check_shape`]): what an explicit slot shape must pass before it is
+    /// trusted ([`WindowFilter::with_slot_shape`]).
+    pub fn check_slot(&self, slot: LayerSize) -> Result<(), WindowError> {
+        // The parameters' own checks first, with the sizing they imply.
+        self.shape()?;
+        slot.check().map_err(WindowError::Shape)?;
+        if slot.bits > encoding::MAX_SLOT_BITS {
+            return Err(WindowError::Shape("bit count"));
+        }
+        let slot_capacity = self.capacity.div_ceil(GENERATIONS_PER_WINDOW);
+        let slot_error = SLOT_MARGIN * self.error_rate / SLOTS as f64;
+        crate::sizing::check_shape(slot, slot_capacity, slot_error).map_err(WindowError::Shape)
     }
 }
 
@@ -374,6 +397,25 @@ impl WindowFilter {
     ) -> Result<WindowFilter, WindowError> {
         let shape = params.shape()?;
         WindowFilter::zeroed(params, shape, now_ms, [0; SLOTS], budget).map_err(WindowError::Limit)
+    }
+
+    /// An empty filter whose slots have exactly the shape `slot` (as a primary sized them: a
+    /// replica or an AOF replay creates the primary's filter without sizing it), refused when
+    /// [`WindowParams::check_slot`] refuses it or `budget` refuses its bytes.
+    pub fn with_slot_shape<B: MemoryBudget + ?Sized>(
+        params: WindowParams,
+        slot: LayerSize,
+        now_ms: u64,
+        budget: &mut B,
+    ) -> Result<WindowFilter, WindowError> {
+        params.check_slot(slot)?;
+        WindowFilter::zeroed(params, params.shape_with(slot), now_ms, [0; SLOTS], budget)
+            .map_err(WindowError::Limit)
+    }
+
+    /// The shape shared by the slots, what a creation replicates.
+    pub fn slot_shape(&self) -> LayerSize {
+        self.shape.slot
     }
 
     /// An all-zero filter of an exact shape, its one allocation (all slots' bits) charged to

@@ -55,8 +55,8 @@ pub struct CreateOptions {
     pub capacity: Option<u64>,
     pub growth: Option<Growth>,
     pub seed: Option<u64>,
-    /// The exact shape of the first layer (BF.RESERVE ... SHAPE, as a primary replicates a
-    /// creation); None to size it here.
+    /// The exact shape of the first layer, or of a window's slots (BF.RESERVE ... SHAPE, as a
+    /// primary replicates a creation); None to size it here.
     pub shape: Option<LayerSize>,
     /// A sliding window in milliseconds: a window filter instead of a scalable one.
     pub window_ms: Option<u64>,
@@ -244,18 +244,10 @@ pub fn parse_window(bytes: &[u8]) -> Result<u64, CommandError> {
         .ok_or(WINDOW_RANGE)
 }
 
-/// A window excludes growth options and an explicit layer shape (its slots are sized from its
-/// parameters alone).
+/// A window excludes growth options (its SHAPE is its slots' shape).
 fn check_window(options: &CreateOptions) -> Result<(), CommandError> {
-    if options.window_ms.is_some() {
-        if options.growth.is_some() {
-            return Err(WINDOW_EXPANSION);
-        }
-        if options.shape.is_some() {
-            return Err(CommandError::Static(
-                "ERR SHAPE does not apply to window filters",
-            ));
-        }
+    if options.window_ms.is_some() && options.growth.is_some() {
+        return Err(WINDOW_EXPANSION);
     }
     Ok(())
 }
@@ -288,6 +280,7 @@ fn parse_shape(bits: &[u8], hashes: &[u8], layout: &[u8]) -> Result<LayerSize, C
 }
 
 /// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`
+/// (with WINDOW, SHAPE is the shape of every slot)
 pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
     if command.argc() < 4 {
         return Err(CommandError::WrongArity);

@@ -3,15 +3,18 @@
 //! 1. parse the arguments ([`args`](super::args)) and open the key;
 //! 2. one core operation on the filter, charged to the command's [`CommandBudget`], which
 //!    returns the per-item results and exactly what changed (items added, layers pushed);
-//! 3. reply, replicate, signal and notify from those results.
+//! 3. reply, signal and notify from those results, and replicate the [`Effect`]s the core
+//!    computes from them ([`rustbloom_core::replication`]), whatever the kind of filter.
 //!
 //! No reply is written while a filter changes, so the panic guard of
 //! [`run_command`](super::ffi::run_command) can always answer one well-formed error, and an add
 //! that panics half-way still replicates the items it did add.
 //!
 //! Replicas and the AOF never size a layer themselves: a creation travels as `BF.RESERVE ...
-//! SEED s SHAPE bits hashes layout` and each layer an add pushed as `BF.GROW key index bits
-//! hashes layout` between the `BF.MADD`s of the items before and after it. A write replayed from
+//! SEED s SHAPE bits hashes layout` (a window's as `... WINDOW ms SEED s SHAPE ...`, the shape
+//! of its slots) and each layer an add pushed as `BF.GROW key index bits hashes layout` between
+//! the `BF.MADD`s of the items before and after it; an add that stopped replicates only the
+//! items before the stop. A write replayed from
 //! the primary or the AOF is never refused by policy; if its allocation fails the server stops
 //! ([`stop_server`]).
 
@@ -19,14 +22,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::encoding::ChunkError;
-use rustbloom_core::filter::WindowOutcome;
 use rustbloom_core::redisbloom::RbFilter;
+use rustbloom_core::replication::{add_effects, Creation, Effect};
 use rustbloom_core::scalable::{CreateError, LimitError, PushError};
 use rustbloom_core::stored::{decode_load_header, load_chunk, scandump_step};
 use rustbloom_core::window::WindowError;
 use rustbloom_core::{
-    AddOutcome, BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, LayerSize,
-    Outcome, SizingError, StoredFilter, WindowFilter, WindowParams,
+    BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, LayerSize, Outcome,
+    SizingError, StoredFilter, WindowFilter, WindowParams,
 };
 
 use super::args::{self, CreateOptions, InfoField};
@@ -139,14 +142,18 @@ fn create(
         };
         // The ring starts before any generation: creation does not depend on the clock, so a
         // replica creating it later holds the same value.
-        return WindowFilter::new(params, 0, budget)
-            .map(Filter::Window)
-            .map_err(|error| match error {
-                WindowError::ErrorRate => ERROR_RATE_TOO_SMALL,
-                WindowError::Capacity => CAPACITY_TOO_LARGE,
-                WindowError::Window => CommandError::Static("ERR bad window"),
-                WindowError::Limit(limit) => limit_error(command, budget, limit),
-            });
+        let created = match options.shape {
+            Some(slot) => WindowFilter::with_slot_shape(params, slot, 0, budget),
+            None => WindowFilter::new(params, 0, budget),
+        };
+        return created.map(Filter::Window).map_err(|error| match error {
+            WindowError::ErrorRate => ERROR_RATE_TOO_SMALL,
+            WindowError::Capacity => CAPACITY_TOO_LARGE,
+            WindowError::Window => CommandError::Static("ERR bad window"),
+            WindowError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
+            WindowError::Shape(why) => CommandError::Owned(format!("ERR bad slot shape: {why}")),
+            WindowError::Limit(limit) => limit_error(command, budget, limit),
+        });
     }
     let growth = options.growth.unwrap_or(defaults.growth);
     if command.is_replayed() && options.seed.is_none() && options.shape.is_none() {
@@ -191,60 +198,88 @@ fn shape_args(size: LayerSize) -> [String; 3] {
     ]
 }
 
-/// Replicates the creation of `filter` with every parameter explicit (and a scalable filter's
-/// first layer's exact shape), so that a replica depends on neither its own defaults, its own
-/// random seed, nor its own sizing code.
-fn replicate_creation(command: &Command, filter: &Filter) {
+/// Sends a write's effects (computed by the core, see [`rustbloom_core::replication`]) to
+/// replicas and the AOF; positions count from the argument `first_item`.
+fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
     let key = command.arg(1);
-    match filter {
-        Filter::Scalable(filter) => {
-            let params = filter.params();
-            let error_rate = params.error_rate.to_string();
-            let capacity = params.capacity.to_string();
-            let seed = params.seed.to_string();
-            let shape = shape_args(filter.layers()[0].size());
-            let expansion;
-            let mut argv: Vec<&[u8]> = vec![key, error_rate.as_bytes(), capacity.as_bytes()];
-            match params.growth {
-                Growth::NonScaling => argv.push(b"NONSCALING"),
-                Growth::Scaling { expansion: x } => {
-                    expansion = x.to_string();
-                    argv.extend([b"EXPANSION".as_slice(), expansion.as_bytes()]);
-                }
+    for effect in effects {
+        match effect {
+            Effect::Create(creation) => replicate_creation(command, creation),
+            Effect::Batch => command.replicate_verbatim(),
+            Effect::Add(positions) => {
+                let mut argv: Vec<&[u8]> = Vec::with_capacity(positions.len() + 1);
+                argv.push(key);
+                argv.extend(positions.iter().map(|&p| command.arg(first_item + p)));
+                command.replicate("BF.MADD", argv);
             }
-            argv.extend([b"SEED".as_slice(), seed.as_bytes(), b"SHAPE"]);
-            argv.extend(shape.iter().map(String::as_bytes));
-            command.replicate("BF.RESERVE", argv);
+            Effect::Grow { index, shape } => {
+                let index = index.to_string();
+                let shape = shape_args(*shape);
+                let mut argv: Vec<&[u8]> = vec![key, index.as_bytes()];
+                argv.extend(shape.iter().map(String::as_bytes));
+                command.replicate("BF.GROW", argv);
+            }
+            Effect::AddAt { at_ms, count } => {
+                let at = at_ms.to_string();
+                let mut argv: Vec<&[u8]> = vec![key, at.as_bytes()];
+                argv.extend(command.args_from(first_item).take(*count));
+                command.replicate("BF.ADDAT", argv);
+            }
         }
-        Filter::Window(filter) => {
-            let params = filter.params();
-            let [error_rate, capacity, window, seed] = [
-                params.error_rate.to_string(),
-                params.capacity.to_string(),
-                params.window_ms.to_string(),
-                params.seed.to_string(),
-            ];
-            command.replicate(
-                "BF.RESERVE",
-                [
-                    key,
-                    error_rate.as_bytes(),
-                    capacity.as_bytes(),
-                    b"WINDOW",
-                    window.as_bytes(),
-                    b"SEED",
-                    seed.as_bytes(),
-                ],
-            );
-        }
-        // Created by a command only on a replica of a RedisBloom primary or from a RedisBloom
-        // AOF; they arrive otherwise by RDB, RESTORE or BF.LOADCHUNK. A sub-replica creates it
-        // the same way from the command as received.
-        Filter::RedisBloom(_) => command.replicate_verbatim(),
     }
 }
 
-/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [SEED s] [SHAPE bits hashes layout]`
+/// A creation as `BF.RESERVE` with every parameter explicit: a replica depends on neither its
+/// own defaults, its own random seed, nor its own sizing code. A RedisBloom filter's names no
+/// seed and no shape, which is how a replica knows to create it by RedisBloom's rule.
+fn replicate_creation(command: &Command, creation: &Creation) {
+    let (error_rate, capacity) = match creation {
+        Creation::Scalable { params, .. } => (params.error_rate, params.capacity),
+        Creation::Window { params, .. } => (params.error_rate, params.capacity),
+        Creation::RedisBloom {
+            capacity,
+            error_rate,
+            ..
+        } => (*error_rate, *capacity),
+    };
+    let [error_rate, capacity] = [error_rate.to_string(), capacity.to_string()];
+    let mut argv: Vec<String> = Vec::new();
+    let mut growth = |expansion: Option<u32>| match expansion {
+        Some(expansion) => argv.extend(["EXPANSION".into(), expansion.to_string()]),
+        None => argv.push("NONSCALING".into()),
+    };
+    let explicit = match creation {
+        Creation::Scalable {
+            params,
+            first_layer,
+        } => {
+            growth(match params.growth {
+                Growth::Scaling { expansion } => Some(expansion),
+                Growth::NonScaling => None,
+            });
+            Some((params.seed, *first_layer))
+        }
+        Creation::Window { params, slot } => {
+            argv.extend(["WINDOW".into(), params.window_ms.to_string()]);
+            Some((params.seed, *slot))
+        }
+        Creation::RedisBloom { expansion, .. } => {
+            growth(*expansion);
+            None
+        }
+    };
+    if let Some((seed, shape)) = explicit {
+        argv.extend(["SEED".into(), seed.to_string(), "SHAPE".into()]);
+        argv.extend(shape_args(shape));
+    }
+    let head = [command.arg(1), error_rate.as_bytes(), capacity.as_bytes()];
+    command.replicate(
+        "BF.RESERVE",
+        head.into_iter().chain(argv.iter().map(String::as_bytes)),
+    );
+}
+
+/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`
 pub fn reserve(command: &Command) -> CommandResult {
     let options = args::parse_reserve(command)?;
     let mut key = command.open_key(true);
@@ -252,7 +287,7 @@ pub fn reserve(command: &Command) -> CommandResult {
         return Err(ITEM_EXISTS);
     }
     let filter = create(command, options, &mut budget(command))?;
-    replicate_creation(command, &filter);
+    replicate(command, 0, &[Effect::Create(Creation::of(&filter))]);
     store(&mut key, StoredFilter::ready_filter(filter));
     command.notify(c"bf.reserve");
     command.reply_ok();
@@ -266,100 +301,6 @@ enum AddReply {
     Single,
     /// BF.MADD, BF.INSERT: an array, ending at the first error.
     Array,
-}
-
-/// Replicates what an add changed: the creation first, if it created the filter, then by kind.
-fn replicate_adds(
-    command: &Command,
-    first_item: usize,
-    outcome: &Outcome,
-    created: Option<&Filter>,
-    complete: bool,
-) {
-    match outcome {
-        Outcome::Scalable(outcome) => {
-            if let Some(filter) = created {
-                replicate_creation(command, filter);
-            }
-            replicate_scalable_adds(command, first_item, outcome, created.is_some(), complete)
-        }
-        Outcome::Window(outcome) => {
-            if let Some(filter) = created {
-                replicate_creation(command, filter);
-            }
-            replicate_window_adds(command, first_item, outcome)
-        }
-        // RedisBloom's rules depend on nothing but the command (a replayed write is never
-        // refused, and stops where the primary's stopped), so a replica fed the same command
-        // creates and grows the same filter.
-        Outcome::RedisBloom(outcome) => {
-            if created.is_some() || outcome.added.contains(&true) {
-                command.replicate_verbatim();
-            }
-        }
-    }
-}
-
-/// Replicates `BF.MADD key` of the items at the batch positions below `end` that `positions`
-/// yields (consumed up to there), when there is any.
-fn replicate_madd(
-    command: &Command,
-    first_item: usize,
-    positions: impl IntoIterator<Item = usize>,
-    end: usize,
-) {
-    let mut argv: Vec<&[u8]> = vec![command.arg(1)];
-    for position in positions.into_iter().take_while(|&position| position < end) {
-        argv.push(command.arg(first_item + position));
-    }
-    if argv.len() > 1 {
-        command.replicate("BF.MADD", argv);
-    }
-}
-
-/// A scalable filter: when the add neither created, grew nor stopped early, the command as
-/// received (a replica reaches the same bits from the same items); otherwise the exact
-/// sequence: `BF.MADD` of the items added before each new layer, `BF.GROW` with that layer's
-/// shape, and so on.
-fn replicate_scalable_adds(
-    command: &Command,
-    first_item: usize,
-    outcome: &AddOutcome,
-    created: bool,
-    complete: bool,
-) {
-    if !created && complete && outcome.grown.is_empty() {
-        if outcome.added.contains(&true) {
-            command.replicate_verbatim();
-        }
-        return;
-    }
-    let key = command.arg(1);
-    let mut positions = outcome.added_positions().peekable();
-    for grown in &outcome.grown {
-        let before: Vec<usize> =
-            std::iter::from_fn(|| positions.next_if(|&p| p < grown.first_item)).collect();
-        replicate_madd(command, first_item, before, usize::MAX);
-        let index = grown.index.to_string();
-        let shape = shape_args(grown.size);
-        let mut argv: Vec<&[u8]> = vec![key, index.as_bytes()];
-        argv.extend(shape.iter().map(String::as_bytes));
-        command.replicate("BF.GROW", argv);
-    }
-    replicate_madd(command, first_item, positions, usize::MAX);
-}
-
-/// A window filter: every processed item with the timestamp the write used, `BF.ADDAT key ms
-/// item ...`, whatever it changed (it may have advanced the ring, or refreshed an item), so
-/// that a replica or an AOF replay reaches the same bits whatever its clock.
-fn replicate_window_adds(command: &Command, first_item: usize, outcome: &WindowOutcome) {
-    if outcome.added.is_empty() {
-        return;
-    }
-    let at = outcome.at_ms.to_string();
-    let mut argv: Vec<&[u8]> = vec![command.arg(1), at.as_bytes()];
-    argv.extend(command.args_from(first_item).take(outcome.added.len()));
-    command.replicate("BF.ADDAT", argv);
 }
 
 /// The error an add stopped at, as users see it.
@@ -403,6 +344,7 @@ fn add_items(
     let before = BeforeAdd::of(filter);
     let mut outcome = filter.new_outcome(|| at_ms.unwrap_or_else(|| command.now_ms()));
     let items = command.args_from(first_item);
+    let batch_len = items.len();
     let panicked = catch_unwind(AssertUnwindSafe(|| {
         filter.insert_many(items, &mut budget, &mut outcome)
     }))
@@ -415,8 +357,8 @@ fn add_items(
     stats::count(&stats::ADDS, added.len());
 
     // Phase 3: replicate and store what changed, then answer.
-    let complete = !panicked && outcome.error().is_none();
-    replicate_adds(command, first_item, &outcome, created.as_ref(), complete);
+    let effects = add_effects(filter, &outcome, batch_len, creating);
+    replicate(command, first_item, &effects);
     if let Some(filter) = created {
         store(&mut key, StoredFilter::ready_filter(filter));
     }

@@ -69,7 +69,7 @@ const BODY_BYTES: usize = 64 + 8 * SLOTS;
 /// Bytes of the header, checksum included.
 pub const HEADER_BYTES: usize = BODY_BYTES + 8;
 /// The most bits one slot may have, as for a layer.
-const MAX_SLOT_BITS: u64 = 1 << 60;
+pub(crate) const MAX_SLOT_BITS: u64 = 1 << 60;
 
 /// The header of a complete `filter` (its bits follow separately, see
 /// [`WindowFilter::read_bits`]).
