@@ -21,7 +21,7 @@ use rustbloom_core::stored::{decode_header, load_commands};
 use rustbloom_core::{DecodeError, Filter, StoredFilter};
 
 use super::config;
-use super::ffi::{api, guard, log, stop_server, RedisBuffer};
+use super::ffi::{api, guard, log, now_ms, stop_server, RedisBuffer};
 use super::memory::CommandBudget;
 use super::stats;
 
@@ -145,6 +145,15 @@ fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
             ));
         }
         stored.write_bits(offset, bytes);
+    }
+    // A client's RESTORE is held to BF.ADDAT's rule: a window filter's time never goes back, so
+    // one far ahead of the clock would forget nothing until the clock caught up.
+    if let Filter::Window(window) = stored.filter() {
+        if !budget.is_replayed() && window.is_ahead_of(now_ms()) {
+            return Err(String::from(
+                "window filter's last write more than one window ahead of the server's clock",
+            ));
+        }
     }
     Ok(stored)
 }

@@ -84,7 +84,7 @@ impl Command {
 
     /// The server's clock, Unix milliseconds (0 for a clock before 1970).
     pub fn now_ms(&self) -> u64 {
-        u64::try_from(unsafe { api!(RedisModule_Milliseconds)() }).unwrap_or(0)
+        now_ms()
     }
 
     /// True when this call comes from the primary's replication stream or from AOF loading:
@@ -280,6 +280,11 @@ impl Drop for Key {
     fn drop(&mut self) {
         unsafe { api!(RedisModule_CloseKey)(self.key) };
     }
+}
+
+/// The server's clock, Unix milliseconds (0 for a clock before 1970).
+pub fn now_ms() -> u64 {
+    u64::try_from(unsafe { api!(RedisModule_Milliseconds)() }).unwrap_or(0)
 }
 
 /// True when the call in `ctx` (not null) comes from the primary's replication stream or from
