@@ -1323,3 +1323,200 @@ fn a_window_filter_over_the_per_filter_limit_is_refused_and_creates_nothing() {
     // The filter that exists keeps working under the lower limit (its bits never grow).
     assert_eq!(as_int(&raw_ok(&mut c, &["BF.ADD", "big", "b"])), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// (h) Soundness by construction: bounded writes, values that lie
+// ---------------------------------------------------------------------------------------------
+
+/// The `q`-quantile of round trips, in µs.
+fn quantile_us(mut samples: Vec<u64>, q: f64) -> u64 {
+    samples.sort_unstable();
+    samples[((samples.len() - 1) as f64 * q) as usize]
+}
+
+/// A command's round trip, µs.
+fn round_trip_us(c: &mut Connection, args: &[&str]) -> u64 {
+    let start = std::time::Instant::now();
+    raw_ok(c, args);
+    start.elapsed().as_micros() as u64
+}
+
+/// `writes` BF.ADDs to `key`, each in a generation of its own (3 ms apart, generations of 2 ms),
+/// while another client PINGs; the round trips of the writes and of the PINGs, µs.
+fn writes_across_generations(server: &Server, key: &str, writes: usize) -> (Vec<u64>, Vec<u64>) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let mut w = server.conn();
+        let (done, key) = (done.clone(), key.to_string());
+        std::thread::spawn(move || {
+            let took: Vec<u64> = (0..writes)
+                .map(|i| {
+                    std::thread::sleep(Duration::from_millis(3));
+                    round_trip_us(&mut w, &["BF.ADD", &key, &format!("item-{i}")])
+                })
+                .collect();
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            took
+        })
+    };
+    let mut pinger = server.conn();
+    let mut pings = Vec::new();
+    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+        pings.push(round_trip_us(&mut pinger, &["PING"]));
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    (writer.join().expect("the writer"), pings)
+}
+
+/// A big filter with a tiny window starts a generation on every write here. Each such write
+/// clears the new generation's slot only where its own probes land, so it takes about as long
+/// as the same write to a small filter, and another client's PING waits about as long as
+/// during writes to the small one (clearing the whole slot of a 270 MB filter took ~15 ms per
+/// write, on the event loop). Ratios of the two, measured the same way on the same server.
+#[test]
+fn writes_across_generations_of_a_big_window_do_not_stall_other_clients() {
+    let server = Server::start();
+    let mut c = server.conn();
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "small", "0.01", "1000", "WINDOW", "4"],
+    );
+    // 120M items at 1%: about 270 MB of bits; a generation of 2 ms.
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "big", "0.01", "120000000", "WINDOW", "4"],
+    );
+    assert!(info_int(&mut c, "big", "Size") > 250_000_000);
+    let (small_writes, small_pings) = writes_across_generations(&server, "small", 200);
+    let (big_writes, big_pings) = writes_across_generations(&server, "big", 200);
+    let (small_write, big_write) = (quantile_us(small_writes, 0.5), quantile_us(big_writes, 0.5));
+    assert!(
+        big_write <= 5 * small_write + 1000,
+        "BF.ADD p50 {big_write} µs on the big filter vs {small_write} µs on the small one"
+    );
+    // PINGs that arrive during a write wait for it: the slowest tenth shows the stalls.
+    let (small_ping, big_ping) = (quantile_us(small_pings, 0.9), quantile_us(big_pings, 0.9));
+    assert!(
+        big_ping <= 5 * small_ping + 2000,
+        "PING p90 {big_ping} µs during writes to the big filter vs {small_ping} µs (small)"
+    );
+    // The big filter's writes each started a generation: its count is the newest ones only.
+    assert!(card(&mut c, "big") < 200);
+}
+
+/// The header string of a DUMP payload taken with `--rdbcompression no`, located by its magic:
+/// (payload without its 10-byte trailer, the header's start, the trailer's version).
+fn dump_header(c: &mut Connection, key: &str) -> (Vec<u8>, usize, [u8; 2]) {
+    let payload: Vec<u8> = redis::cmd("DUMP").arg(key).query(c).unwrap();
+    let start = payload
+        .windows(4)
+        .position(|w| w == b"RBLW")
+        .expect("a window header in the payload");
+    let version = [payload[payload.len() - 10], payload[payload.len() - 9]];
+    (payload[..payload.len() - 10].to_vec(), start, version)
+}
+
+fn restore(c: &mut Connection, key: &str, payload: &[u8]) -> Result<Value, String> {
+    raw(
+        c,
+        &[
+            b"RESTORE".as_slice(),
+            key.as_bytes(),
+            b"0".as_slice(),
+            payload,
+        ],
+    )
+}
+
+/// A window value whose slot counts say "empty" over set bits, once never cleared (the ring
+/// skipped slots counted empty) and so answering 1 forever: BF.LOADCHUNK refuses it; RESTORE
+/// (which cannot refuse a value once its bits are read) counts its adds from its bits, and it
+/// forgets as a real filter does. A value whose time is a day ahead of the server's clock is
+/// refused by both, as BF.ADDAT refuses such a time.
+#[test]
+fn a_window_value_that_lies_is_refused_or_forgets() {
+    const W: u64 = 1000;
+    let server = Server::start_with(&["--rdbcompression", "no"]);
+    let mut c = server.conn();
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "w", "0.01", "1000", "WINDOW", "1000"],
+    );
+    let items: Vec<String> = (0..50).map(|i| format!("item-{i}")).collect();
+    madd(&mut c, "w", &items);
+    let at = last_write(&mut c, "w");
+
+    // BF.LOADCHUNK: every bit set, every count 0.
+    let chunks = scandump(&mut c, "w");
+    let mut header = chunks[0].1.clone();
+    for slot in 0..4 {
+        rustbloom_testkit::payload::put(&mut header, 56 + 8 * slot, 8, 0);
+    }
+    rustbloom_testkit::payload::fix_xxh3(&mut header);
+    let bits_len = parse_header(&header)
+        .expect("a forged but valid header")
+        .shape
+        .bytes();
+    let ones = vec![0xffu8; bits_len as usize];
+    let load = |c: &mut Connection, key: &str, it: i64, data: &[u8]| {
+        raw(
+            c,
+            &[
+                b"BF.LOADCHUNK".as_slice(),
+                key.as_bytes(),
+                it.to_string().as_bytes(),
+                data,
+            ],
+        )
+    };
+    load(&mut c, "chunked", 1, &header).expect("the header");
+    let chunk = rustbloom_testkit::payload::forge_chunk(&header, 0, &ones);
+    let refused = load(&mut c, "chunked", 1 + bits_len as i64, &chunk);
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(raw(&mut c, &["BF.EXISTS", "chunked", "anything"]).is_err());
+
+    // RESTORE of the same lie (counts 0 over the real bits): loaded with counts from its bits.
+    let (mut value, start, version) = dump_header(&mut c, "w");
+    {
+        let header = &mut value[start..start + 104];
+        for slot in 0..4 {
+            rustbloom_testkit::payload::put(header, 56 + 8 * slot, 8, 0);
+        }
+        rustbloom_testkit::payload::fix_xxh3(header);
+    }
+    let forged = rustbloom_testkit::payload::seal(value, version);
+    assert_eq!(restore(&mut c, "restored", &forged), Ok(Value::Okay));
+    assert!(card(&mut c, "restored") >= 1, "counts from its bits");
+    assert!(mexists(&mut c, "restored", &items).iter().all(|&x| x));
+    // Written to across the generations that follow, it forgets what it held.
+    let g = generation_ms(W);
+    for step in 1..=5 {
+        sleep_until(at + step * g);
+        raw_ok(&mut c, &["BF.ADD", "restored", &format!("later-{step}")]);
+    }
+    sleep_until(forgotten_at(at, W));
+    let remembered = count_true(&mexists(&mut c, "restored", &items));
+    assert!(
+        remembered <= 2,
+        "{remembered} of {} still answer",
+        items.len()
+    );
+
+    // A time a day ahead of the clock: refused by RESTORE and BF.LOADCHUNK.
+    let day_ahead = now_ms() + 86_400_000;
+    let (mut ahead, start, version) = dump_header(&mut c, "w");
+    {
+        let header = &mut ahead[start..start + 104];
+        rustbloom_testkit::payload::put(header, 40, 8, day_ahead);
+        rustbloom_testkit::payload::fix_xxh3(header);
+    }
+    let ahead = rustbloom_testkit::payload::seal(ahead, version);
+    assert!(restore(&mut c, "ahead", &ahead).is_err());
+    assert_no_key(&mut c, "ahead");
+    let mut header = chunks[0].1.clone();
+    rustbloom_testkit::payload::put(&mut header, 40, 8, day_ahead);
+    rustbloom_testkit::payload::fix_xxh3(&mut header);
+    let err = load(&mut c, "ahead", 1, &header).expect_err("a header a day ahead");
+    assert!(err.contains("ahead"), "{err}");
+    assert_no_key(&mut c, "ahead");
+}

@@ -148,6 +148,13 @@ impl StoredFilter {
     /// ranges of [`pieces`](Self::pieces). Panics outside the bits.
     pub fn write_bits(&mut self, offset: u64, data: &[u8]) {
         self.filter.write_bits(offset, data);
+        // A complete window filter's last bits: its counts are bounded by what the bits allow
+        // (a load cannot be refused this late; see crate::window::encoding).
+        if let (None, Filter::Window(window)) = (self.loading, &mut self.filter) {
+            if offset + data.len() as u64 == window.bytes() {
+                window.recount_from_bits();
+            }
+        }
     }
 }
 
@@ -299,6 +306,14 @@ pub fn load_chunk(
                 return Err(ChunkError::BadData);
             }
             filter.write_bits(offset, bits);
+            // The last chunk of a window filter: its counts must agree with its bits (see
+            // crate::window::encoding); refused, the chunk's bytes are zero again, as before.
+            if let Filter::Window(window) = &mut *filter {
+                if end == window.bytes() && !window.counts_match_bits() {
+                    filter.write_bits(offset, &vec![0; bits.len()]);
+                    return Err(ChunkError::BadData);
+                }
+            }
         }
         (_, None) => unreachable!("our kinds' chunks carry a checksum"),
     }

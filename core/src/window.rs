@@ -85,6 +85,11 @@
 //!
 //!   classic:  | slot 0: bits/64 words | slot 1 | slot 2 | slot 3 |
 //!   bit p of slot s: word s·bits/64 + p/64, bit p % 64
+//!
+//!   regions (the unit of clearing): region r is words r·2048 .. (r+1)·2048 of every slot
+//!   blocked, in lines: blocks 256r .. 256(r+1) (64 KiB, the four slots' copies together)
+//!   classic:           | slot 0: r's 16 KiB | ... | slot 1: r's 16 KiB | ... (4 runs)
+//!   per region: the generation it was last brought to (8 bytes), the slots holding bits (1)
 //! ```
 //!
 //! Words are little-endian when encoded (see [`encoding`]), as in the scalable filter. An item is
@@ -143,10 +148,15 @@
 //!
 //! # Time, replicas and restarts
 //!
-//! A write at `now_ms` first advances the ring: it clears the slots of the generations that
-//! started since the last write (all four at most), then sets bits. That write pays for the
-//! clearing: a quarter of the bits per generation, measured 7 ms for a 67 MB filter (N = 30M at
-//! 1%) and 18 ms for all four slots after a long pause. The filter remembers the
+//! A write at `now_ms` first advances the ring to its generation, then, in each region its probes
+//! touch (a region is [`REGION_SLOT_WORDS`] words of every slot: 64 KiB of bits), clears the
+//! slots of the generations that began since that region was last written (four at most), then
+//! sets bits. So a write's cost never depends on the filter's size: at most 16 KiB cleared per
+//! slot per probed line (per probed word when classic), where clearing a whole slot of an 800 MB
+//! filter took 48 ms on the event loop. A region no write touched keeps its old bits; reads skip
+//! the slots of any region whose generation has left the window (each region records the
+//! generation it was last brought to), and the encoding writes them as zeros, so a filter holds
+//! and saves what it would had every slot been cleared at once. The filter remembers the
 //! latest timestamp a write used ([`WindowFilter::last_ms`]) and every write returns the timestamp
 //! it used, so a replica applying the same write with that timestamp reaches identical bits.
 //! A timestamp older than the last one (a replica, an NTP step back) is treated as the last one:
@@ -371,7 +381,7 @@ pub struct OutOfRange;
 /// A sliding-window Bloom filter (see [`crate::window`] for the design and its guarantees).
 /// Not `Clone`, like [`crate::BloomFilter`]: a copy allocates its bits, so it goes through a
 /// budget ([`WindowFilter::try_clone`]).
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub struct WindowFilter {
     params: WindowParams,
     shape: WindowShape,
@@ -385,7 +395,32 @@ pub struct WindowFilter {
     items: [u64; SLOTS],
     /// All slots' bits, laid out as the module documentation shows.
     words: Vec<u64>,
+    /// Per region (see [`REGION_SLOT_WORDS`]): the generation its slots were last brought to.
+    /// A write brings the regions it touches to its own generation first, clearing there the
+    /// slots of the generations that began since; a read treats a region's slot as empty when the
+    /// generation it holds is no longer inside the window.
+    regions: Vec<u64>,
+    /// Per region: the slots that may hold bits (set since that slot was last cleared there), so
+    /// that bringing a region forward clears only those.
+    dirty: Vec<u8>,
 }
+
+/// Words of one slot in a region: 16 KiB, 256 blocks. A region is the unit the ring clears in:
+/// a write that starts a generation clears the new generation's slot only in the regions its own
+/// probes touch (at most four slots of 16 KiB per probed line, or per probed word when
+/// classic), so its cost never grows with the filter; the rest of the slot is cleared by the
+/// writes that touch it later, and reads skip the slots a region has not cleared yet. Small
+/// enough for that cost to stay near a probe's (a few µs), big enough for the regions'
+/// generations to take 8 bytes per 64 KiB of bits (an 800 MB filter's fit in L2).
+pub const REGION_SLOT_WORDS: u64 = 2048;
+
+/// Regions of a shape: its slot's words in runs of [`REGION_SLOT_WORDS`].
+fn region_count(shape: &WindowShape) -> u64 {
+    (shape.slot.bits / 64).div_ceil(REGION_SLOT_WORDS)
+}
+
+/// All slots, as a dirty mask.
+const ALL_SLOTS: u8 = (1 << SLOTS) - 1;
 
 impl WindowFilter {
     /// An empty filter whose ring starts at `now_ms`, refused when the parameters are invalid or
@@ -396,7 +431,8 @@ impl WindowFilter {
         budget: &mut B,
     ) -> Result<WindowFilter, WindowError> {
         let shape = params.shape()?;
-        WindowFilter::zeroed(params, shape, now_ms, [0; SLOTS], budget).map_err(WindowError::Limit)
+        WindowFilter::zeroed(params, shape, now_ms, [0; SLOTS], 0, budget)
+            .map_err(WindowError::Limit)
     }
 
     /// An empty filter whose slots have exactly the shape `slot` (as a primary sized them: a
@@ -409,27 +445,25 @@ impl WindowFilter {
         budget: &mut B,
     ) -> Result<WindowFilter, WindowError> {
         params.check_slot(slot)?;
-        WindowFilter::zeroed(params, params.shape_with(slot), now_ms, [0; SLOTS], budget)
+        WindowFilter::zeroed(params, params.shape_with(slot), now_ms, [0; SLOTS], 0, budget)
             .map_err(WindowError::Limit)
     }
 
-    /// The shape shared by the slots, what a creation replicates.
-    pub fn slot_shape(&self) -> LayerSize {
-        self.shape.slot
-    }
-
-    /// An all-zero filter of an exact shape, its one allocation (all slots' bits) charged to
-    /// `budget` first at its allocation size, which is also the filter's total.
+    /// An all-zero filter of an exact shape, its bits charged to `budget` first at their
+    /// allocation size, which is also the filter's total; every region at `last_ms`'s
+    /// generation with the slots of `dirty` marked as possibly holding bits.
     fn zeroed<B: MemoryBudget + ?Sized>(
         params: WindowParams,
         shape: WindowShape,
         last_ms: u64,
         items: [u64; SLOTS],
+        dirty: u8,
         budget: &mut B,
     ) -> Result<WindowFilter, LimitError> {
         let allocation = allocation_size(shape.bytes());
         budget.charge(allocation, allocation)?;
         let generation = shape.generation(last_ms);
+        let regions = region_count(&shape);
         Ok(WindowFilter {
             params,
             shape,
@@ -438,6 +472,8 @@ impl WindowFilter {
             generation_end_ms: shape.generation_end(generation),
             items,
             words: zeroed_words(shape.bytes() / 8)?,
+            regions: filled(regions, generation)?,
+            dirty: filled(regions, dirty)?,
         })
     }
 
@@ -448,8 +484,10 @@ impl WindowFilter {
         budget: &mut B,
     ) -> Result<WindowFilter, LimitError> {
         let mut copy =
-            WindowFilter::zeroed(self.params, self.shape, self.last_ms, self.items, budget)?;
+            WindowFilter::zeroed(self.params, self.shape, self.last_ms, self.items, 0, budget)?;
         copy.words.copy_from_slice(&self.words);
+        copy.regions.copy_from_slice(&self.regions);
+        copy.dirty.copy_from_slice(&self.dirty);
         Ok(copy)
     }
 
@@ -457,13 +495,28 @@ impl WindowFilter {
         &self.params
     }
 
+    /// The shape of the filter: its slots' shape ([`WindowShape::slot`]: bits, hashes and
+    /// layout, what recreating the same slots takes) and its generation length.
     pub fn shape(&self) -> &WindowShape {
         &self.shape
+    }
+
+    /// The shape shared by the four slots (bits, hashes, layout), what a creation replicates.
+    pub fn slot_shape(&self) -> LayerSize {
+        self.shape.slot
     }
 
     /// The latest timestamp a write used.
     pub fn last_ms(&self) -> u64 {
         self.last_ms
+    }
+
+    /// True when the filter's time is more than one window ahead of `now_ms`: the bound a
+    /// client's BF.ADDAT is held to, and what a filter restored from outside must not exceed
+    /// (its time never goes back, so until the clock caught up nothing written would be
+    /// forgotten).
+    pub fn is_ahead_of(&self, now_ms: u64) -> bool {
+        self.last_ms > now_ms.saturating_add(self.params.window_ms)
     }
 
     /// Per slot (slot s holds the generations ≡ s mod 4), the adds that changed its bits.
@@ -474,8 +527,11 @@ impl WindowFilter {
     /// Adds counted in the slots still inside the window at `now_ms`: about the distinct items
     /// of the last 3 to 4 generations (an item refreshed in several generations counts in each).
     pub fn items(&self, now_ms: u64) -> u64 {
-        let live = self.live_slots(now_ms);
-        live.as_slice().iter().map(|&slot| self.items[slot]).sum()
+        let current = self.generation;
+        let oldest = self.seen(now_ms).saturating_sub(GENERATIONS_PER_WINDOW);
+        (oldest..=current)
+            .map(|generation| self.items[(generation % SLOTS as u64) as usize])
+            .sum()
     }
 
     /// Bytes of bits.
@@ -488,9 +544,14 @@ impl WindowFilter {
         allocation_size(self.bytes())
     }
 
-    /// Bytes this filter occupies in memory, bits and bookkeeping, as the allocator counts them.
+    /// Bytes this filter occupies in memory, bits and bookkeeping (the regions' generations and
+    /// marks, about 0.02% of the bits), as the allocator counts them.
     pub fn memory_usage(&self) -> u64 {
-        allocation_size(std::mem::size_of::<Self>() as u64) + self.allocated_bytes()
+        let regions = self.regions.len() as u64;
+        allocation_size(std::mem::size_of::<Self>() as u64)
+            + allocation_size(regions * 8)
+            + allocation_size(regions)
+            + self.allocated_bytes()
     }
 
     /// Hashes `item` under this filter's seed.
@@ -504,8 +565,10 @@ impl WindowFilter {
         now_ms.max(self.last_ms)
     }
 
-    /// Advances the ring to `now_ms` (a write without an item): clears the slots of every
-    /// generation begun since the last write. Returns the timestamp used.
+    /// Advances the ring to `now_ms` (a write without an item): the generations begun since the
+    /// last write start with no items counted; their slots' bits are cleared region by region by
+    /// the writes that touch them (see [`REGION_SLOT_WORDS`]), so this costs O(1). Returns the
+    /// timestamp used.
     pub fn advance(&mut self, now_ms: u64) -> u64 {
         let at = self.write_time(now_ms);
         self.last_ms = at;
@@ -513,57 +576,85 @@ impl WindowFilter {
             return at;
         }
         let (current, target) = (self.generation, self.shape.generation(at));
-        // Generation x reuses slot x mod 4; past four new generations every slot is cleared.
+        // Generation x reuses slot x mod 4; past four new generations every slot starts over.
         for generation in current + 1..=target.min(current + SLOTS as u64) {
-            self.clear_slot((generation % SLOTS as u64) as usize);
+            self.items[(generation % SLOTS as u64) as usize] = 0;
         }
         self.generation = target;
         self.generation_end_ms = self.shape.generation_end(target);
         at
     }
 
-    fn clear_slot(&mut self, slot: usize) {
-        // A slot no add changed is all zero already: leaving it alone keeps a new filter's pages
-        // untouched (unmapped) until items arrive.
-        if self.items[slot] == 0 {
+    /// Brings `region` to generation `to` (the ring's): clears there the slots of the
+    /// generations begun since it was last brought forward, those that may hold bits.
+    #[inline]
+    fn bring(&mut self, region: usize, to: u64) {
+        let from = self.regions[region];
+        if from >= to {
             return;
         }
-        self.items[slot] = 0;
+        let begun = if to - from >= SLOTS as u64 {
+            ALL_SLOTS
+        } else {
+            (from + 1..=to).fold(0, |mask, generation| {
+                mask | 1 << (generation % SLOTS as u64)
+            })
+        };
+        let stale = self.dirty[region] & begun;
+        for slot in 0..SLOTS {
+            if stale & (1 << slot) != 0 {
+                self.clear_region_slot(region, slot);
+            }
+        }
+        self.dirty[region] &= !begun;
+        self.regions[region] = to;
+    }
+
+    /// Zeroes `slot` within `region`: one run of words when classic, one block in every four
+    /// when blocked or in lines (16 KiB either way).
+    fn clear_region_slot(&mut self, region: usize, slot: usize) {
+        let slot_words = (self.shape.slot.bits / 64) as usize;
+        let first = region * REGION_SLOT_WORDS as usize;
+        let end = (first + REGION_SLOT_WORDS as usize).min(slot_words);
         match self.shape.slot.layout {
-            Layout::Classic => self.slot_words_mut(slot).fill(0),
-            Layout::Blocked | Layout::Lines(_) => self
-                .words
+            Layout::Classic => self.words[slot * slot_words..][first..end].fill(0),
+            Layout::Blocked | Layout::Lines(_) => self.words[first * SLOTS..end * SLOTS]
                 .chunks_exact_mut(8 * SLOTS)
                 .for_each(|group| group[slot * 8..][..8].fill(0)),
         }
     }
 
-    fn slot_words_mut(&mut self, slot: usize) -> &mut [u64] {
-        let len = (self.shape.slot.bits / 64) as usize;
-        &mut self.words[slot * len..][..len]
+    /// The region and slot of word `word` of the bits (see the layout pictures).
+    fn place(&self, word: usize) -> (usize, usize) {
+        match self.shape.slot.layout {
+            Layout::Classic => {
+                let slot_words = (self.shape.slot.bits / 64) as usize;
+                (
+                    word % slot_words / REGION_SLOT_WORDS as usize,
+                    word / slot_words,
+                )
+            }
+            Layout::Blocked | Layout::Lines(_) => (
+                word / (REGION_SLOT_WORDS as usize * SLOTS),
+                word / 8 % SLOTS,
+            ),
+        }
     }
 
-    /// The slots inside the window as seen at `now_ms` (never earlier than the last write), newest
-    /// first: the generations from `max(now, last) − 3` to the ring's current one. Computed once
-    /// per operation or batch (it costs two divisions).
-    fn live_slots(&self, now_ms: u64) -> LiveSlots {
-        let current = self.generation;
+    /// The newest generation a read at `now_ms` may see: never before the last write's.
+    fn seen(&self, now_ms: u64) -> u64 {
         // Before the end of the current generation (also before the last write): no division.
-        let seen = if now_ms < self.generation_end_ms {
-            current
+        if now_ms < self.generation_end_ms {
+            self.generation
         } else {
             self.shape.generation(now_ms)
-        };
-        let oldest = seen.saturating_sub(GENERATIONS_PER_WINDOW);
-        let mut live = LiveSlots {
-            slots: [0; SLOTS],
-            len: 0,
-        };
-        for generation in (oldest..=current).rev() {
-            live.slots[live.len] = (generation % SLOTS as u64) as usize;
-            live.len += 1;
         }
-        live
+    }
+
+    /// Which slots of which regions are inside the window as seen at `now_ms`. Computed once per
+    /// operation or batch (it costs two divisions).
+    fn live(&self, now_ms: u64) -> Live {
+        Live::at(self.seen(now_ms))
     }
 
     /// True when `item` may have been added within the window at `now_ms`.
@@ -574,46 +665,127 @@ impl WindowFilter {
     /// [`contains`](Self::contains) for an already hashed item.
     pub fn contains_hash(&self, hash: &ItemHash, now_ms: u64) -> bool {
         let probe = self.probe(hash);
-        let live = self.live_slots(now_ms);
         // All slots' lines start loading at once, rather than each after the previous test.
-        self.prefetch(&probe, live.newest());
-        self.contains_live(&probe, live.as_slice())
+        self.prefetch(&probe, self.newest_slot());
+        self.contains_live(&probe, &self.live(now_ms), ALL_SLOTS)
     }
 
+    /// The slot of the ring's current generation.
+    fn newest_slot(&self) -> usize {
+        (self.generation % SLOTS as u64) as usize
+    }
+
+    /// True when `probe` is set in one slot, among `among`, that is live in every region it
+    /// touches; newest first.
     #[inline]
-    fn contains_live(&self, probe: &Probe, live: &[usize]) -> bool {
-        live.iter().any(|&slot| self.slot_has(slot, probe))
+    fn contains_live(&self, probe: &Probe, live: &Live, among: u8) -> bool {
+        match probe {
+            Probe::Classic(hash) => {
+                let LayerSize {
+                    bits, num_hashes, ..
+                } = self.shape.slot;
+                let slot_words = (bits / 64) as usize;
+                // The slots still holding every position so far; an absent item empties it
+                // within a few positions.
+                let mut holding = among;
+                for p in hash.positions(bits, num_hashes) {
+                    let word = (p / 64) as usize;
+                    holding &= live.mask(self.regions[word / REGION_SLOT_WORDS as usize]);
+                    for slot in 0..SLOTS {
+                        if self.words[slot * slot_words + word] & (1u64 << (p % 64)) == 0 {
+                            holding &= !(1 << slot);
+                        }
+                    }
+                    if holding == 0 {
+                        return false;
+                    }
+                }
+                true
+            }
+            Probe::Blocked { base, mask, region } => {
+                let holding = among & live.mask(self.regions[*region]);
+                live.newest_first(holding).any(|slot| {
+                    // Branch-free over the 8 words (the compiler vectorizes it): cheaper than
+                    // stopping at the first unset bit, whose branch is mispredicted half the time.
+                    missing(self.block(base + slot * 8), mask) == 0
+                })
+            }
+            // Line by line, probe by probe: an absent item usually fails in its first line (as
+            // in a layer; a mask per line would be built for nothing).
+            Probe::Lines {
+                hash,
+                bases,
+                regions,
+                lines,
+                per_line,
+            } => {
+                let lines = usize::from(*lines);
+                let holding = regions[..lines].iter().fold(among, |holding, &region| {
+                    holding & live.mask(self.regions[region])
+                });
+                live.newest_first(holding).any(|slot| {
+                    bases[..lines].iter().enumerate().all(|(j, base)| {
+                        let block = self.block(base + slot * 8);
+                        hash.line_probes(j, u32::from(*per_line))
+                            .all(|p| block[(p / 64) as usize] & (1 << (p % 64)) != 0)
+                    })
+                })
+            }
+        }
     }
 
     /// Adds `item` at `now_ms` (advancing the ring first).
     pub fn insert(&mut self, item: &[u8], now_ms: u64) -> Inserted {
         let probe = self.probe(&self.hash(item));
         let at_ms = self.advance(now_ms);
-        let live = self.live_slots(at_ms);
-        self.prefetch(&probe, live.newest());
+        self.prefetch(&probe, self.newest_slot());
         Inserted {
-            new: self.add_live(&probe, live.as_slice()),
+            new: self.add_probe(&probe, &Live::at(self.generation)),
             at_ms,
         }
     }
 
-    /// Sets `probe` in the newest of the `live` slots of an advanced ring; true when it was absent
-    /// from all of them before.
+    /// Sets `probe` in the newest slot of an advanced ring (whose liveness is `live`), bringing
+    /// the regions it touches to the ring's generation first; true when it was absent from all
+    /// live slots before.
     #[inline]
-    fn add_live(&mut self, probe: &Probe, live: &[usize]) -> bool {
-        let Some((&newest, older)) = live.split_first() else {
-            return false;
-        };
+    fn add_probe(&mut self, probe: &Probe, live: &Live) -> bool {
+        let newest = self.newest_slot();
+        self.bring_probe(probe);
         if !self.slot_add(newest, probe) {
             return false;
         }
         // Every counted add set a bit, so the count never passes the slot's bits, the bound the
-        // decoder checks. Only a count restored from a payload that is not the filter's own can
-        // sit at that bound with bits still unset: holding it there keeps the filter's saves
-        // loadable (an RDB it cannot load back would stop the server from starting).
+        // decoder checks (a count decoded without its bits checked, through the piecewise API,
+        // is held there too, so that the filter's saves stay loadable).
         self.items[newest] = (self.items[newest] + 1).min(self.shape.slot.bits);
         // Present in an older slot: refreshed, not new.
-        !self.contains_live(probe, older)
+        !self.contains_live(probe, live, ALL_SLOTS & !(1 << newest))
+    }
+
+    /// Brings every region `probe` touches to the ring's generation, and marks its newest slot
+    /// there as holding bits.
+    #[inline]
+    fn bring_probe(&mut self, probe: &Probe) {
+        let (to, newest) = (self.generation, 1u8 << self.newest_slot());
+        let bring = |filter: &mut Self, region: usize| {
+            filter.bring(region, to);
+            filter.dirty[region] |= newest;
+        };
+        match probe {
+            Probe::Classic(hash) => {
+                let LayerSize {
+                    bits, num_hashes, ..
+                } = self.shape.slot;
+                for p in hash.positions(bits, num_hashes) {
+                    bring(self, (p / 64 / REGION_SLOT_WORDS) as usize);
+                }
+            }
+            Probe::Blocked { region, .. } => bring(self, *region),
+            Probe::Lines { regions, lines, .. } => regions[..usize::from(*lines)]
+                .iter()
+                .for_each(|&region| bring(self, region)),
+        }
     }
 
     /// Adds a batch of items at one timestamp, calling `added` with each one's
@@ -626,12 +798,12 @@ impl WindowFilter {
         mut added: impl FnMut(bool),
     ) -> u64 {
         let at = self.advance(now_ms);
-        let live = self.live_slots(at);
+        let live = Live::at(self.generation);
         let mut probes = Vec::new();
         for (group, len) in hash_groups(items, self.params.seed) {
-            self.prefetch_group(&group[..len], live.newest(), &mut probes);
+            self.prefetch_group(&group[..len], self.newest_slot(), &mut probes);
             for probe in &probes {
-                added(self.add_live(probe, live.as_slice()));
+                added(self.add_probe(probe, &live));
             }
         }
         at
@@ -644,12 +816,12 @@ impl WindowFilter {
         now_ms: u64,
         mut found: impl FnMut(bool),
     ) {
-        let live = self.live_slots(now_ms);
+        let live = self.live(now_ms);
         let mut probes = Vec::new();
         for (group, len) in hash_groups(items, self.params.seed) {
-            self.prefetch_group(&group[..len], live.newest(), &mut probes);
+            self.prefetch_group(&group[..len], self.newest_slot(), &mut probes);
             for probe in &probes {
-                found(self.contains_live(probe, live.as_slice()));
+                found(self.contains_live(probe, &live, ALL_SLOTS));
             }
         }
     }
@@ -676,62 +848,37 @@ impl WindowFilter {
             num_hashes,
             layout,
         } = self.shape.slot;
+        // Blocks per region.
+        let per_region = REGION_SLOT_WORDS / 8;
         match layout {
             Layout::Classic => Probe::Classic(*hash),
             // The one-line layout's block and in-block bits, as a layer in one line picks them.
-            Layout::Blocked => Probe::Blocked {
-                base: self.block_base(hash.line(0, bits / BLOCK_BITS)),
-                mask: hash.line_mask(0, num_hashes),
-            },
+            Layout::Blocked => {
+                let block = hash.line(0, bits / BLOCK_BITS);
+                Probe::Blocked {
+                    base: self.block_base(block),
+                    mask: hash.line_mask(0, num_hashes),
+                    region: (block / per_region) as usize,
+                }
+            }
             // The h lines a layer in h lines picks, their probes derived line by line.
             Layout::Lines(lines) => {
                 let mut bases = [0; MAX_LINES as usize];
-                for (j, base) in bases.iter_mut().enumerate().take(usize::from(lines)) {
-                    *base = self.block_base(hash.line(j, bits / BLOCK_BITS));
+                let mut regions = [0; MAX_LINES as usize];
+                for j in 0..usize::from(lines) {
+                    let block = hash.line(j, bits / BLOCK_BITS);
+                    bases[j] = self.block_base(block);
+                    regions[j] = (block / per_region) as usize;
                 }
                 Probe::Lines {
                     hash: *hash,
                     bases,
+                    regions,
                     lines,
                     // LayerSize::check bounds it by MAX_BLOCKED_HASHES = 16.
                     per_line: self.shape.slot.hashes_per_line() as u8,
                 }
             }
-        }
-    }
-
-    #[inline]
-    fn slot_has(&self, slot: usize, probe: &Probe) -> bool {
-        match probe {
-            Probe::Classic(hash) => {
-                let LayerSize {
-                    bits, num_hashes, ..
-                } = self.shape.slot;
-                let words = &self.words[slot * (bits / 64) as usize..];
-                hash.positions(bits, num_hashes)
-                    .all(|p| words[(p / 64) as usize] & (1u64 << (p % 64)) != 0)
-            }
-            Probe::Blocked { base, mask } => {
-                let block = self.block(base + slot * 8);
-                // Branch-free over the 8 words (the compiler vectorizes it): cheaper than
-                // stopping at the first unset bit, whose branch is mispredicted half the time.
-                missing(block, mask) == 0
-            }
-            // Line by line, probe by probe: an absent item usually fails in its first line (as
-            // in a layer; a mask per line would be built for nothing).
-            Probe::Lines {
-                hash,
-                bases,
-                lines,
-                per_line,
-            } => bases[..usize::from(*lines)]
-                .iter()
-                .enumerate()
-                .all(|(j, base)| {
-                    let block = self.block(base + slot * 8);
-                    hash.line_probes(j, u32::from(*per_line))
-                        .all(|p| block[(p / 64) as usize] & (1 << (p % 64)) != 0)
-                }),
         }
     }
 
@@ -752,7 +899,7 @@ impl WindowFilter {
                 }
                 changed != 0
             }
-            Probe::Blocked { base, mask } => {
+            Probe::Blocked { base, mask, .. } => {
                 let start = base + slot * 8;
                 let changed = missing(self.block(start), mask) != 0;
                 let block = &mut self.words[start..start + 8];
@@ -764,6 +911,7 @@ impl WindowFilter {
                 bases,
                 lines,
                 per_line,
+                ..
             } => {
                 let mut changed = 0u64;
                 for (j, base) in bases[..usize::from(*lines)].iter().enumerate() {
@@ -778,6 +926,11 @@ impl WindowFilter {
                 changed != 0
             }
         }
+    }
+
+    fn slot_words_mut(&mut self, slot: usize) -> &mut [u64] {
+        let len = (self.shape.slot.bits / 64) as usize;
+        &mut self.words[slot * len..][..len]
     }
 
     /// Replaces `probes` by those of a group of hashed items, after asking the CPU to start
@@ -836,28 +989,47 @@ impl WindowFilter {
     }
 
     /// Copies `out.len()` bytes of the encoded bits (words as little-endian bytes, in memory
-    /// order) starting at byte `offset`.
+    /// order) starting at byte `offset`. A region's slot whose generation has left the window
+    /// (not cleared yet, see [`REGION_SLOT_WORDS`]) reads as zero, as it would once cleared: the
+    /// encoding is of what the filter holds, whichever writes came since.
     pub fn read_bits(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfRange> {
         let mut at = self.byte_range(offset, out.len())?;
+        let live = Live::at(self.generation);
         let mut rest = out;
         while !rest.is_empty() {
             let (word, within) = (at / 8, at % 8);
             let take = (8 - within).min(rest.len());
             let (head, tail) = rest.split_at_mut(take);
-            head.copy_from_slice(&self.words[word].to_le_bytes()[within..within + take]);
+            head.copy_from_slice(&self.held_word(word, &live).to_le_bytes()[within..within + take]);
             at += take;
             rest = tail;
         }
         Ok(())
     }
 
-    /// Overwrites bytes of the encoded bits starting at byte `offset`.
+    /// Word `word` of the bits when its region's slot is live (at the ring's generation), else 0.
+    #[inline]
+    fn held_word(&self, word: usize, live: &Live) -> u64 {
+        let (region, slot) = self.place(word);
+        if live.mask(self.regions[region]) & (1 << slot) != 0 {
+            self.words[word]
+        } else {
+            0
+        }
+    }
+
+    /// Overwrites bytes of the encoded bits starting at byte `offset` (after
+    /// [`encoding::decode_header`]). The regions written are brought to the ring's generation
+    /// first and their slots marked as holding bits, so that what is written reads back.
     pub fn write_bits(&mut self, offset: u64, data: &[u8]) -> Result<(), OutOfRange> {
         let mut at = self.byte_range(offset, data.len())?;
         let mut rest = data;
         while !rest.is_empty() {
             let (word, within) = (at / 8, at % 8);
             let take = (8 - within).min(rest.len());
+            let (region, slot) = self.place(word);
+            self.bring(region, self.generation);
+            self.dirty[region] |= 1 << slot;
             let mut le = self.words[word].to_le_bytes();
             le[within..within + take].copy_from_slice(&rest[..take]);
             self.words[word] = u64::from_le_bytes(le);
@@ -875,24 +1047,109 @@ impl WindowFilter {
         }
         Ok(offset as usize)
     }
-}
 
-/// The slots inside the window at some moment, newest first.
-#[derive(Clone, Copy)]
-struct LiveSlots {
-    slots: [usize; SLOTS],
-    len: usize,
-}
-
-impl LiveSlots {
-    fn as_slice(&self) -> &[usize] {
-        &self.slots[..self.len]
+    /// Bits set per slot, counting only what the filter holds (see
+    /// [`read_bits`](Self::read_bits)). O(the filter): for loading, not for commands.
+    pub fn slot_bits_set(&self) -> [u64; SLOTS] {
+        let live = Live::at(self.generation);
+        let mut set = [0u64; SLOTS];
+        for word in 0..self.words.len() {
+            let (_, slot) = self.place(word);
+            set[slot] += u64::from(self.held_word(word, &live).count_ones());
+        }
+        set
     }
 
-    /// The newest live slot, for prefetching only (slot 0 when none is live: a read long after
-    /// the last write).
-    fn newest(&self) -> usize {
-        self.slots[0]
+    /// Whether every slot's count agrees with its bits: each counted add set between one and k
+    /// of them, so a slot with c adds holds from c to k·c bits (none when c = 0). A filter's own
+    /// writes keep this; a decoded count that breaks it was not written by this filter.
+    pub fn counts_match_bits(&self) -> bool {
+        let k = u64::from(self.shape.slot.num_hashes);
+        self.slot_bits_set()
+            .iter()
+            .zip(self.items)
+            .all(|(&set, items)| items <= set && set <= items.saturating_mul(k))
+    }
+
+    /// Brings each slot's count into the range its bits allow (see
+    /// [`counts_match_bits`](Self::counts_match_bits)): at most the bits set, at least those
+    /// bits over k. For a loader that cannot refuse a value once its bits are read.
+    pub fn recount_from_bits(&mut self) {
+        let k = u64::from(self.shape.slot.num_hashes);
+        let bits_set = self.slot_bits_set();
+        for (items, set) in self.items.iter_mut().zip(bits_set) {
+            *items = (*items).clamp(set.div_ceil(k), set);
+        }
+    }
+}
+
+/// Two filters are equal when they hold the same: parameters, time, counts and the bits as
+/// encoded (a region not yet cleared holds no more than a cleared one).
+impl PartialEq for WindowFilter {
+    fn eq(&self, other: &Self) -> bool {
+        let (mine, theirs) = (Live::at(self.generation), Live::at(other.generation));
+        self.params == other.params
+            && self.shape == other.shape
+            && self.last_ms == other.last_ms
+            && self.items == other.items
+            && self.words.len() == other.words.len()
+            && (0..self.words.len())
+                .all(|word| self.held_word(word, &mine) == other.held_word(word, &theirs))
+    }
+}
+
+/// `len` copies of `value`, or the allocation failure as a value.
+fn filled<T: Copy>(len: u64, value: T) -> Result<Vec<T>, LimitError> {
+    let refused = LimitError::Allocation {
+        needed: len.saturating_mul(std::mem::size_of::<T>() as u64),
+    };
+    let len = usize::try_from(len).map_err(|_| refused)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| refused)?;
+    out.resize(len, value);
+    Ok(out)
+}
+
+/// Which slots are inside the window as seen in generation `seen`, for a region brought to any
+/// generation up to it.
+///
+/// A region brought to generation r holds in slot s the generation r − ((r − s) mod 4), the
+/// latest ≡ s (mod 4) it has seen; it is live when at least `seen − 3` (and not before the
+/// first generation). So the live slots depend only on d = seen − r: those of the generations
+/// r down to seen − 3, none once d ≥ 4.
+#[derive(Clone, Copy)]
+struct Live {
+    seen: u64,
+    /// By d = min(seen − r, 4): the live slots as a mask.
+    masks: [u8; SLOTS + 1],
+}
+
+impl Live {
+    fn at(seen: u64) -> Live {
+        let mut masks = [0u8; SLOTS + 1];
+        for (d, mask) in masks.iter_mut().enumerate().take(SLOTS) {
+            // Generations seen − d down to seen − 3, those that exist.
+            for age in d as u64..=(SLOTS as u64 - 1).min(seen) {
+                *mask |= 1 << ((seen - age) % SLOTS as u64);
+            }
+        }
+        Live { seen, masks }
+    }
+
+    /// The live slots of a region brought to generation `region`.
+    #[inline]
+    fn mask(&self, region: u64) -> u8 {
+        let age = self.seen.saturating_sub(region).min(SLOTS as u64);
+        self.masks[age as usize]
+    }
+
+    /// The slots of `mask`, newest generation first.
+    #[inline]
+    fn newest_first(&self, mask: u8) -> impl Iterator<Item = usize> {
+        let seen = self.seen;
+        (0..SLOTS as u64)
+            .map(move |age| (seen.wrapping_sub(age) % SLOTS as u64) as usize)
+            .filter(move |&slot| mask & (1 << slot) != 0)
     }
 }
 
@@ -900,12 +1157,17 @@ impl LiveSlots {
 enum Probe {
     /// Its k positions, re-derived in each slot.
     Classic(ItemHash),
-    /// Its block's first word (slot 0) and its k bits as a 512-bit mask.
-    Blocked { base: usize, mask: [u64; 8] },
-    /// Its h lines' first words (slot 0), and its hash for the probes in each.
+    /// Its block's first word (slot 0), its k bits as a 512-bit mask, and its region.
+    Blocked {
+        base: usize,
+        mask: [u64; 8],
+        region: usize,
+    },
+    /// Its h lines' first words (slot 0) and regions, and its hash for the probes in each.
     Lines {
         hash: ItemHash,
         bases: [usize; MAX_LINES as usize],
+        regions: [usize; MAX_LINES as usize],
         lines: u8,
         per_line: u8,
     },

@@ -718,6 +718,12 @@ pub fn loadchunk(command: &Command) -> CommandResult {
             DecodeError::Corrupt(_) => BAD_DATA,
             DecodeError::Limit(limit) => limit_error(command, &budget, limit),
         })?;
+        // As for BF.ADDAT: a window's time far ahead of the clock would stop it forgetting.
+        if let Filter::Window(window) = stored.filter() {
+            if !command.is_replayed() && window.is_ahead_of(command.now_ms()) {
+                return Err(TIMESTAMP_AHEAD);
+            }
+        }
         store(&mut key, stored);
     } else {
         let stored = existing.ok_or(NOT_FOUND)?;

@@ -21,7 +21,7 @@ use rustbloom_core::stored::{decode_header, load_commands};
 use rustbloom_core::{DecodeError, Filter, StoredFilter};
 
 use super::config;
-use super::ffi::{self, guard, log, stop_server, Digest, Io, ModuleValue, RedisBuffer};
+use super::ffi::{self, guard, log, now_ms, stop_server, Digest, Io, ModuleValue, RedisBuffer};
 use super::memory::CommandBudget;
 use super::stats;
 
@@ -152,6 +152,15 @@ fn load_filter(rdb: Io) -> Result<StoredFilter, String> {
             ));
         }
         stored.write_bits(offset, bytes);
+    }
+    // A client's RESTORE is held to BF.ADDAT's rule: a window filter's time never goes back, so
+    // one far ahead of the clock would forget nothing until the clock caught up.
+    if let Filter::Window(window) = stored.filter() {
+        if !budget.is_replayed() && window.is_ahead_of(now_ms()) {
+            return Err(String::from(
+                "window filter's last write more than one window ahead of the server's clock",
+            ));
+        }
     }
     Ok(stored)
 }

@@ -146,8 +146,7 @@ impl Command {
 
     /// The server's clock, Unix milliseconds (0 for a clock before 1970).
     pub fn now_ms(&self) -> u64 {
-        // SAFETY: Milliseconds has no arguments.
-        u64::try_from(unsafe { api!(RedisModule_Milliseconds)() }).unwrap_or(0)
+        now_ms()
     }
 
     /// True when this call comes from the primary's replication stream or from AOF loading:
@@ -403,6 +402,12 @@ impl Drop for Key<'_> {
         unsafe { api!(RedisModule_CloseKey)(self.key) };
         self.command.key_open.set(false);
     }
+}
+
+/// The server's clock, Unix milliseconds (0 for a clock before 1970).
+pub fn now_ms() -> u64 {
+    // SAFETY: Milliseconds has no arguments and only reads the clock.
+    u64::try_from(unsafe { api!(RedisModule_Milliseconds)() }).unwrap_or(0)
 }
 
 /// The shape of every command handler.

@@ -16,8 +16,9 @@
 //!  32      8     window W in ms, 4..=2^40
 //!  40      8     last_ms: the latest timestamp a write used (the ring's position)
 //!  48      8     bits per slot: a positive multiple of 64 (of 512 blocked or in lines), at most 2^60
-//!  56      32    per slot 0..3: adds counted, each at most the slot's bits (every counted add
-//!                set at least one bit)
+//!  56      32    per slot 0..3: adds counted, each at most the slot's bits; with the bits, c
+//!                adds hold from c to k·c set bits in their slot (each counted add set one to
+//!                k), none when c = 0: checked once the bits are in (see below)
 //!  88      8     loaded bytes: how many bytes of bits are valid (less than the total only while
 //!                a BF.LOADCHUNK load is incomplete)
 //!  96      8     xxh3-64 of bytes 0..96
@@ -30,6 +31,14 @@
 //! checks the checksum, every field and the total size before it allocates anything, and the
 //! allocation (its allocation size, see [`crate::budget`]) must pass the caller's
 //! [`MemoryBudget`].
+//!
+//! The bits are those the filter holds: a slot whose generation has left the window in a region
+//! no write has cleared yet is written as zeros (see [`super::REGION_SLOT_WORDS`]), so the
+//! encoding of a filter does not depend on where its writes happened to clear, and it is the
+//! same byte order as before regions existed. A decoded filter's counts are checked against its
+//! bits: [`decode`] refuses a mismatch; a loader in pieces calls
+//! [`WindowFilter::counts_match_bits`] or [`WindowFilter::recount_from_bits`] once all the bits
+//! are in. Clearing never trusts a count, so a value whose counts lie still forgets.
 //!
 //! Big filters move in pieces: [`encode_header`], then [`WindowFilter::read_bits`] over the ranges
 //! of [`crate::encoding::pieces`]; on the other side [`decode_header`] gives an all-zero filter
@@ -227,6 +236,8 @@ pub(crate) fn allocate<B: MemoryBudget + ?Sized>(
         header.shape,
         header.last_ms,
         header.slot_items,
+        // No bits yet: write_bits marks the slots it writes.
+        0,
         budget,
     )
     .map_err(DecodeError::Limit)
@@ -249,5 +260,6 @@ pub fn decode<B: MemoryBudget + ?Sized>(
     filter
         .write_bits(0, bits)
         .map_err(|_| DecodeError::Corrupt("bits length"))?;
+    check(filter.counts_match_bits(), "slot counts against their bits")?;
     Ok(filter)
 }

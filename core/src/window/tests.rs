@@ -406,27 +406,116 @@ fn the_decoder_refuses_forged_fields() {
     );
 }
 
-/// A header may count as many adds in a slot as it has bits (the decoder's bound) over bits
-/// that are not full; adds to it then must not pass the bound, so that the filter's own
-/// encoding still decodes.
+/// A slot's count must agree with its bits (each counted add set one to k of them): a header
+/// that counts nothing over set bits, or more adds than bits are set, is refused whole; loaded
+/// in pieces, its counts are brought into what its bits allow.
 #[test]
-fn a_restored_count_at_its_bound_stays_there_and_the_filter_still_encodes() {
+fn slot_counts_that_their_bits_contradict_are_refused_or_recounted() {
     for capacity in [900, 90_000] {
         let mut original = filter(params(1e-2, capacity, 60_000), T0);
-        original.insert(b"x", T0);
-        let mut bytes = encode(&original);
-        let bits = u64::from_le_bytes(bytes[48..56].try_into().unwrap());
-        for slot in 0..SLOTS {
-            bytes[56 + 8 * slot..64 + 8 * slot].copy_from_slice(&bits.to_le_bytes());
+        for i in 0..200u32 {
+            original.insert(&i.to_le_bytes(), T0);
         }
-        reseal(&mut bytes[..HEADER_BYTES]);
-        let mut forged = decode(&bytes, &mut Unlimited).unwrap();
-        for i in 0..100u32 {
-            forged.insert(&i.to_le_bytes(), T0);
+        let k = u64::from(original.shape().slot.num_hashes);
+        let set = original.slot_bits_set();
+        assert!(original.counts_match_bits());
+        let newest = original.newest_slot();
+        assert!(set[newest] >= 200 && set[newest] <= 200 * k, "{set:?}");
+        for forged_count in [0, set[newest] + 1, original.shape().slot.bits] {
+            let mut bytes = encode(&original);
+            let at = 56 + 8 * newest;
+            bytes[at..at + 8].copy_from_slice(&forged_count.to_le_bytes());
+            reseal(&mut bytes[..HEADER_BYTES]);
+            assert_eq!(
+                decode(&bytes, &mut Unlimited).err(),
+                Some(DecodeError::Corrupt("slot counts against their bits")),
+                "count {forged_count}"
+            );
+            let (header, bits) = bytes.split_at(HEADER_BYTES);
+            let mut pieced = decode_header(header, &mut Unlimited).unwrap();
+            pieced.write_bits(0, bits).unwrap();
+            assert!(!pieced.counts_match_bits());
+            pieced.recount_from_bits();
+            assert!(pieced.counts_match_bits());
+            let items = pieced.slot_items()[newest];
+            assert!(items >= set[newest].div_ceil(k) && items <= set[newest]);
+            let again = decode(&encode(&pieced), &mut Unlimited).unwrap();
+            assert_eq!(again, pieced);
         }
-        assert!(forged.slot_items().iter().all(|&items| items <= bits));
-        let again = decode(&encode(&forged), &mut Unlimited).unwrap();
-        assert_eq!(again, forged);
+    }
+}
+
+/// A value whose bits are all set answers "present" to everything only while its generations
+/// are inside the window: its slots are cleared as a real filter's are, whatever its counts
+/// said.
+#[test]
+fn a_filter_restored_full_forgets_as_its_generations_end() {
+    let original = filter(params(1e-2, 90_000, 60_000), T0);
+    let mut bytes = encode(&original);
+    bytes[HEADER_BYTES..].fill(0xff);
+    let (header, bits) = bytes.split_at(HEADER_BYTES);
+    let mut full = decode_header(header, &mut Unlimited).unwrap();
+    full.write_bits(0, bits).unwrap();
+    full.recount_from_bits();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let probes = random_items(&mut rng, 2000);
+    let present = |f: &WindowFilter, now| probes.iter().filter(|p| f.contains(&p[..], now)).count();
+    assert_eq!(present(&full, T0), probes.len());
+    // Reads after the window see none of it, writes or not.
+    let later = T0 + 2 * 60_000;
+    assert_eq!(present(&full, later), 0);
+    // Writes in every generation since clear the old slots where they land; the full bits
+    // left elsewhere are never answered from.
+    let generation = full.shape().generation_ms;
+    for step in 1..=8u64 {
+        let now = T0 + step * generation;
+        for item in random_items(&mut rng, 500) {
+            full.insert(&item, now);
+        }
+    }
+    let end = T0 + 8 * generation;
+    assert!(
+        present(&full, end) < probes.len() / 50,
+        "{}",
+        present(&full, end)
+    );
+    let fresh = decode(&encode(&full), &mut Unlimited).unwrap();
+    assert_eq!(present(&fresh, end), present(&full, end));
+}
+
+/// A write that starts a generation clears the new generation's slot only in the regions its
+/// own probes touch: on a filter of dozens of regions, one insert changes at most a
+/// region's slot per probed line, not the whole slot; every other old bit reads as cleared.
+#[test]
+fn a_write_clears_only_the_regions_it_touches() {
+    for error_rate in [1e-2, 1e-7] {
+        let mut filter = filter(params(error_rate, 900_000, 60_000), T0);
+        let lines = filter.shape().slot.layout.lines().max(1) as usize;
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let generation = filter.shape().generation_ms;
+        for step in 0..4 {
+            for item in random_items(&mut rng, 30_000) {
+                filter.insert(&item, T0 + step * generation);
+            }
+        }
+        assert!(filter.regions.len() > 20, "{}", filter.regions.len());
+        let before = filter.words.clone();
+        let next = T0 + 4 * generation;
+        filter.insert(b"one item", next);
+        let changed = before
+            .iter()
+            .zip(&filter.words)
+            .filter(|(a, b)| a != b)
+            .count();
+        assert!(
+            changed > 0 && changed <= lines * REGION_SLOT_WORDS as usize,
+            "{changed}"
+        );
+        // The slot reused holds nothing but the new item, as if cleared whole.
+        let newest = filter.newest_slot();
+        assert_eq!(filter.slot_items()[newest], 1);
+        let k = u64::from(filter.shape().slot.num_hashes);
+        assert!(filter.slot_bits_set()[newest] <= k);
     }
 }
 
