@@ -20,20 +20,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::encoding::ChunkError;
 use rustbloom_core::filter::WindowOutcome;
+use rustbloom_core::partition::Partition;
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::scalable::{CreateError, LimitError, PushError};
-use rustbloom_core::stored::{decode_load_header, load_chunk, scandump_step};
+use rustbloom_core::stored::{decode_load_header, load_chunk};
 use rustbloom_core::window::WindowError;
 use rustbloom_core::{
     AddOutcome, BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, LayerSize,
-    Outcome, SizingError, StoredFilter, WindowFilter, WindowParams,
+    Outcome, SizingError, StoredFilter, StoredValue, WindowFilter, WindowParams,
 };
 
-use super::args::{self, CreateOptions, InfoField};
+use super::args::{self, CreateOptions, InfoField, PartitionRole};
 use super::config;
 use super::datatype::bloom_type;
 use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key};
 use super::memory::CommandBudget;
+use super::partition;
 use super::stats::{self, BeforeAdd, Footprint};
 
 const NOT_FOUND: CommandError = CommandError::Static("ERR not found");
@@ -85,14 +87,25 @@ fn replay_mismatch(command: &Command, why: &str) -> ! {
 
 /// Stores a new value at the command's key.
 fn store(key: &Key, stored: StoredFilter) {
+    let stored = StoredValue::Filter(stored);
     stats::filter_added(&stored);
     key.set_value(bloom_type(), Box::new(stored));
     key.signal_modified();
 }
 
+/// The filter at `key`, complete or not: Ok(None) when the key is missing; a descriptor is
+/// refused.
+fn stored(key: &Key) -> Result<Option<&mut StoredFilter>, CommandError> {
+    match key.value::<StoredValue>(bloom_type())? {
+        Some(StoredValue::Filter(stored)) => Ok(Some(stored)),
+        Some(StoredValue::Descriptor(_)) => Err(partition::DESCRIPTOR),
+        None => Ok(None),
+    }
+}
+
 /// The complete filter at `key` for reading: Ok(None) when the key is missing.
 fn ready(key: &Key) -> Result<Option<&Filter>, CommandError> {
-    match key.value::<StoredFilter>(bloom_type())? {
+    match stored(key)? {
         Some(stored) => stored.ready().map(Some).ok_or(LOADING),
         None => Ok(None),
     }
@@ -100,7 +113,7 @@ fn ready(key: &Key) -> Result<Option<&Filter>, CommandError> {
 
 /// The complete filter at `key` for writing: Ok(None) when the key is missing.
 fn ready_mut(key: &Key) -> Result<Option<&mut Filter>, CommandError> {
-    match key.value::<StoredFilter>(bloom_type())? {
+    match stored(key)? {
         Some(stored) => stored.ready_mut().map(Some).ok_or(LOADING),
         None => Ok(None),
     }
@@ -193,10 +206,12 @@ fn shape_args(size: LayerSize) -> [String; 3] {
 }
 
 /// Replicates the creation of `filter` with every parameter explicit (and a scalable filter's
-/// first layer's exact shape), so that a replica depends on neither its own defaults, its own
-/// random seed, nor its own sizing code.
-fn replicate_creation(command: &Command, filter: &Filter) {
+/// first layer's exact shape, and its partition identity), so that a replica depends on neither
+/// its own defaults, its own random seed, nor its own sizing code.
+fn replicate_creation(command: &Command, filter: &Filter, partition: Option<&Partition>) {
     let key = command.arg(1);
+    let identity = partition.map(partition::identity_args);
+    let identity = identity.iter().flatten().map(String::as_bytes);
     match filter {
         Filter::Scalable(filter) => {
             let params = filter.params();
@@ -215,6 +230,7 @@ fn replicate_creation(command: &Command, filter: &Filter) {
             }
             argv.extend([b"SEED".as_slice(), seed.as_bytes(), b"SHAPE"]);
             argv.extend(shape.iter().map(String::as_bytes));
+            argv.extend(identity);
             command.replicate("BF.RESERVE", argv);
         }
         Filter::Window(filter) => {
@@ -225,18 +241,16 @@ fn replicate_creation(command: &Command, filter: &Filter) {
                 params.window_ms.to_string(),
                 params.seed.to_string(),
             ];
-            command.replicate(
-                "BF.RESERVE",
-                [
-                    key,
-                    error_rate.as_bytes(),
-                    capacity.as_bytes(),
-                    b"WINDOW",
-                    window.as_bytes(),
-                    b"SEED",
-                    seed.as_bytes(),
-                ],
-            );
+            let argv: [&[u8]; 7] = [
+                key,
+                error_rate.as_bytes(),
+                capacity.as_bytes(),
+                b"WINDOW",
+                window.as_bytes(),
+                b"SEED",
+                seed.as_bytes(),
+            ];
+            command.replicate("BF.RESERVE", argv.into_iter().chain(identity));
         }
         // Created by a command only on a replica of a RedisBloom primary or from a RedisBloom
         // AOF; they arrive otherwise by RDB, RESTORE or BF.LOADCHUNK. A sub-replica creates it
@@ -247,14 +261,32 @@ fn replicate_creation(command: &Command, filter: &Filter) {
 
 /// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [SEED s] [SHAPE bits hashes layout]`
 pub fn reserve(command: &Command) -> CommandResult {
-    let options = args::parse_reserve(command)?;
+    let (mut options, role) = args::parse_reserve(command)?;
     let key = command.open_key(true);
-    if key.value::<StoredFilter>(bloom_type())?.is_some() {
+    if key.value::<StoredValue>(bloom_type())?.is_some() {
         return Err(ITEM_EXISTS);
     }
-    let filter = create(command, options, &mut budget(command))?;
-    replicate_creation(command, &filter);
-    store(&key, StoredFilter::ready_filter(filter));
+    let partition = match role {
+        Some(PartitionRole::Descriptor {
+            partitions,
+            routing_seed,
+        }) => {
+            return partition::reserve_descriptor(command, &key, options, partitions, routing_seed)
+        }
+        Some(PartitionRole::Partition(partition)) => {
+            options.seed = Some(partition::filter_seed(&options, &partition, random_seed)?);
+            Some(partition)
+        }
+        None => None,
+    };
+    let mut stored = StoredFilter::ready_filter(create(command, options, &mut budget(command))?);
+    if let Some(partition) = partition {
+        stored = stored
+            .with_partition(partition)
+            .map_err(|_| partition::SEED_REUSED)?;
+    }
+    replicate_creation(command, stored.filter(), stored.partition());
+    store(&key, stored);
     command.notify(c"bf.reserve");
     command.reply_ok();
     Ok(())
@@ -280,13 +312,13 @@ fn replicate_adds(
     match outcome {
         Outcome::Scalable(outcome) => {
             if let Some(filter) = created {
-                replicate_creation(command, filter);
+                replicate_creation(command, filter, None);
             }
             replicate_scalable_adds(command, first_item, outcome, created.is_some(), complete)
         }
         Outcome::Window(outcome) => {
             if let Some(filter) = created {
-                replicate_creation(command, filter);
+                replicate_creation(command, filter, None);
             }
             replicate_window_adds(command, first_item, outcome)
         }
@@ -385,8 +417,9 @@ fn add_items(
     at_ms: Option<u64>,
     reply: AddReply,
 ) -> CommandResult {
-    // Phase 1: the key, and the filter to add to.
+    // Phase 1: the key, its items' routing, and the filter to add to.
     let key = command.open_key(true);
+    partition::check_items(command, &key, first_item)?;
     let mut budget = budget(command);
     let mut created = None;
     let existing = ready_mut(&key)?;
@@ -563,6 +596,7 @@ pub fn exists(command: &Command) -> CommandResult {
         return Err(CommandError::WrongArity);
     }
     let key = command.open_key(false);
+    partition::check_items(command, &key, 2)?;
     let found =
         ready(&key)?.is_some_and(|filter| filter.contains(command.arg(2), || command.now_ms()));
     stats::count(&stats::LOOKUPS, 1);
@@ -576,6 +610,7 @@ pub fn mexists(command: &Command) -> CommandResult {
         return Err(CommandError::WrongArity);
     }
     let key = command.open_key(false);
+    partition::check_items(command, &key, 2)?;
     let items = command.args_from(2);
     let mut found = Vec::with_capacity(items.len());
     match ready(&key)? {
@@ -608,6 +643,7 @@ enum InfoValue {
     Count(u64),
     Integer(i64),
     Double(f64),
+    Text(String),
     Null,
 }
 
@@ -629,6 +665,10 @@ fn info_name(field: InfoField) -> &'static str {
 pub fn info(command: &Command) -> CommandResult {
     let field = args::parse_info(command)?;
     let key = command.open_key(false);
+    if partition::info_descriptor(command, &key, field.is_some())? {
+        return Ok(());
+    }
+    let identity = partition::of_key(&key)?;
     let filter = ready(&key)?.ok_or(NOT_FOUND)?;
     let now_ms = command.now_ms();
     let value = |field: InfoField| match field {
@@ -645,6 +685,7 @@ pub fn info(command: &Command) -> CommandResult {
         InfoValue::Count(count) => command.reply_count(count),
         InfoValue::Integer(integer) => command.reply_integer(integer),
         InfoValue::Double(double) => command.reply_double(double),
+        InfoValue::Text(text) => command.reply_bulk(text.as_bytes()),
         InfoValue::Null => command.reply_null(),
     };
     if let Some(field) = field {
@@ -678,6 +719,16 @@ pub fn info(command: &Command) -> CommandResult {
             ("Error rate", InfoValue::Double(params.error_rate)),
         ]);
     }
+    if let Some(partition) = identity {
+        fields.extend([
+            ("Partition", InfoValue::Count(u64::from(partition.index()))),
+            ("Partitions", InfoValue::Count(u64::from(partition.count()))),
+            (
+                "Routing seed",
+                InfoValue::Text(partition.routing_seed().to_string()),
+            ),
+        ]);
+    }
     command.reply_map(fields.len());
     for (name, answer) in fields {
         command.reply_simple(name);
@@ -693,8 +744,11 @@ pub fn scandump(command: &Command) -> CommandResult {
     }
     let iterator = args::parse_iterator(command.arg(2))?;
     let key = command.open_key(false);
-    let filter = ready(&key)?.ok_or(NOT_FOUND)?;
-    let (next, data) = scandump_step(filter, iterator);
+    let stored = stored(&key)?.ok_or(NOT_FOUND)?;
+    if stored.is_loading() {
+        return Err(LOADING);
+    }
+    let (next, data) = stored.scandump_step(iterator);
     command.reply_array(2);
     command.reply_count(next);
     command.reply_bulk(&data);
@@ -709,7 +763,7 @@ pub fn loadchunk(command: &Command) -> CommandResult {
     let iterator = args::parse_iterator(command.arg(2))?;
     let data = command.arg(3);
     let key = command.open_key(true);
-    let existing = key.value::<StoredFilter>(bloom_type())?;
+    let existing = stored(&key)?;
     // As RedisBloom: a header (iterator 1) needs a missing key, and a data chunk an existing one.
     if iterator == 1 {
         if existing.is_some() {

@@ -17,12 +17,13 @@ use redis_module::{native_types::RedisType, raw};
 use rustbloom_core::encoding::RDB_PIECE_BYTES;
 use rustbloom_core::redisbloom::{rdb as rb_rdb, RdbError, RdbSource};
 use rustbloom_core::scalable::LimitError;
-use rustbloom_core::stored::{decode_header, load_commands};
-use rustbloom_core::{DecodeError, Filter, StoredFilter};
+use rustbloom_core::stored::{decode_value, load_commands};
+use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
 use super::config;
 use super::ffi::{api, guard, log, stop_server, RedisBuffer};
 use super::memory::CommandBudget;
+use super::partition::descriptor_args;
 use super::stats;
 
 /// Name shared with RedisBloom, so that its RDB files load here.
@@ -61,20 +62,19 @@ pub fn bloom_type() -> *mut raw::RedisModuleType {
     *BLOOM_TYPE.raw_type.borrow()
 }
 
-unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredFilter {
-    &*value.cast::<StoredFilter>()
+unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredValue {
+    &*value.cast::<StoredValue>()
 }
 
 /// Hands `out` the RDB form of a filter, the part shared by rdb_save and digest: the header,
 /// then the bits in pieces of at most RDB_PIECE_BYTES (one reused buffer, never a second copy
 /// of a big filter).
-fn each_rdb_string(stored: &StoredFilter, mut out: impl FnMut(&mut [u8])) {
+fn each_rdb_string(stored: &StoredValue, mut out: impl FnMut(&mut [u8])) {
     out(&mut stored.encode_header());
-    let filter = stored.filter();
     let mut piece = Vec::new();
     for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
         piece.resize(len as usize, 0);
-        filter.read_bits(offset, &mut piece);
+        stored.read_bits(offset, &mut piece);
         out(&mut piece);
     }
 }
@@ -126,10 +126,10 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
     })
 }
 
-fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredFilter, String> {
+fn load_filter(rdb: *mut raw::RedisModuleIO) -> Result<StoredValue, String> {
     let header = load_buffer(rdb).ok_or("short read")?;
     let mut budget = load_budget(rdb);
-    let mut stored = decode_header(header.bytes().unwrap_or_default(), &mut budget).map_err(
+    let mut stored = decode_value(header.bytes().unwrap_or_default(), &mut budget).map_err(
         |error| match error {
             DecodeError::Corrupt(what) => format!("corrupt header ({what})"),
             DecodeError::Limit(limit) => refused_load(rdb, &budget, limit),
@@ -180,7 +180,7 @@ impl RdbSource for RdbFields {
 }
 
 /// A value RedisBloom wrote (encoding 0 to 4): loaded as a RedisBloom filter, ready.
-fn load_redisbloom(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<StoredFilter, String> {
+fn load_redisbloom(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<StoredValue, String> {
     let mut budget = load_budget(rdb);
     let filter =
         rb_rdb::load(&mut RdbFields(rdb), encver, &mut budget).map_err(|error| match error {
@@ -190,7 +190,9 @@ fn load_redisbloom(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Stored
             }
             RdbError::Decode(DecodeError::Limit(limit)) => refused_load(rdb, &budget, limit),
         })?;
-    Ok(StoredFilter::ready_filter(Filter::RedisBloom(filter)))
+    Ok(StoredValue::Filter(StoredFilter::ready_filter(
+        Filter::RedisBloom(filter),
+    )))
 }
 
 /// Loading the dataset (start-up, full sync) restores what the server already held and admitted,
@@ -225,7 +227,14 @@ extern "C" fn aof_rewrite(
     value: *mut c_void,
 ) {
     guard("aof_rewrite", (), || {
-        let stored = unsafe { stored_ref(value) };
+        let stored = match unsafe { stored_ref(value) } {
+            StoredValue::Filter(stored) => stored,
+            StoredValue::Descriptor(descriptor) => {
+                let args = descriptor_args(descriptor);
+                emit_reserve(aof, key, &args);
+                return;
+            }
+        };
         let emit = api!(RedisModule_EmitAOF);
         // A filter still being loaded is rewritten as the same partial load, which stays
         // incomplete (and refuses queries) until its remaining chunks arrive.
@@ -245,9 +254,64 @@ extern "C" fn aof_rewrite(
     })
 }
 
+/// A descriptor's AOF form: `BF.RESERVE key` and its arguments ([`descriptor_args`]: six, or
+/// seven with a growth value).
+fn emit_reserve(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, args: &[String]) {
+    let emit = api!(RedisModule_EmitAOF);
+    let arg = |i: usize| args.get(i).map_or(&b""[..], |arg| arg.as_bytes());
+    let [a0, a1, a2, a3, a4, a5, a6] = std::array::from_fn(arg);
+    let name = c"BF.RESERVE".as_ptr();
+    // SAFETY: the format names one RedisModuleString and then (pointer, length) pairs, one per
+    // argument that follows, every one alive for the call.
+    unsafe {
+        if args.len() == 6 {
+            emit(
+                aof,
+                name,
+                c"sbbbbbb".as_ptr(),
+                key,
+                a0.as_ptr(),
+                a0.len(),
+                a1.as_ptr(),
+                a1.len(),
+                a2.as_ptr(),
+                a2.len(),
+                a3.as_ptr(),
+                a3.len(),
+                a4.as_ptr(),
+                a4.len(),
+                a5.as_ptr(),
+                a5.len(),
+            );
+        } else {
+            emit(
+                aof,
+                name,
+                c"sbbbbbbb".as_ptr(),
+                key,
+                a0.as_ptr(),
+                a0.len(),
+                a1.as_ptr(),
+                a1.len(),
+                a2.as_ptr(),
+                a2.len(),
+                a3.as_ptr(),
+                a3.len(),
+                a4.as_ptr(),
+                a4.len(),
+                a5.as_ptr(),
+                a5.len(),
+                a6.as_ptr(),
+                a6.len(),
+            );
+        }
+    }
+}
+
 extern "C" fn mem_usage(value: *const c_void) -> usize {
-    guard("mem_usage", 0, || unsafe {
-        stored_ref(value).filter().memory_usage() as usize
+    guard("mem_usage", 0, || match unsafe { stored_ref(value) } {
+        StoredValue::Filter(stored) => stored.filter().memory_usage() as usize,
+        StoredValue::Descriptor(_) => std::mem::size_of::<StoredValue>(),
     })
 }
 
@@ -264,7 +328,7 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
 extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
-            let stored = unsafe { Box::from_raw(value.cast::<StoredFilter>()) };
+            let stored = unsafe { Box::from_raw(value.cast::<StoredValue>()) };
             stats::filter_freed(&stored);
         }
     })
@@ -278,8 +342,11 @@ extern "C" fn free(value: *mut c_void) {
 const FREE_EFFORT_UNIT: u64 = 64 << 10;
 
 extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_void) -> usize {
-    guard("free_effort", 1, || unsafe {
-        let bytes = stored_ref(value).filter().allocated_bytes();
+    guard("free_effort", 1, || {
+        let bytes = match unsafe { stored_ref(value) } {
+            StoredValue::Filter(stored) => stored.filter().allocated_bytes(),
+            StoredValue::Descriptor(_) => 0,
+        };
         usize::try_from(bytes / FREE_EFFORT_UNIT + 1).unwrap_or(usize::MAX)
     })
 }
