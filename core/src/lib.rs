@@ -192,6 +192,14 @@
 //!   BF.LOADCHUNK header (iterator 1): one of ours, else RedisBloom's SCANDUMP header
 //! ```
 //!
+//! # Partitioned filters ([`partition`])
+//!
+//! One logical filter can be split by item over P keys (and so over a cluster's nodes): an item
+//! goes to partition `(xxh3_64(item, routing seed) × P) >> 64`, each partition is an ordinary
+//! filter that also records its identity (i, P, routing seed) in its saved header ("RBLP" in
+//! front of its own), and the logical name holds a descriptor ("RBLD"), a [`StoredValue`] of
+//! the same type. The module refuses an item sent to the wrong partition.
+//!
 //! # Sliding windows ([`window`])
 //!
 //! A [`WindowFilter`] forgets: an item added at time t answers present through t + W whatever
@@ -208,6 +216,7 @@ pub mod filter;
 pub mod hash;
 pub mod layer;
 mod math;
+pub mod partition;
 pub mod redisbloom;
 pub mod replication;
 pub mod scalable;
@@ -223,7 +232,7 @@ pub use layer::Layer;
 pub use replication::{Creation, Effect};
 pub use scalable::{AddOutcome, BloomFilter, FilterParams, GrownLayer, Growth, InsertError};
 pub use sizing::{LayerSize, SizingError};
-pub use stored::StoredFilter;
+pub use stored::{StoredFilter, StoredValue};
 pub use window::{WindowFilter, WindowParams};
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use crate::budget::MemoryBudget;
 use crate::encoding::{self, ChunkError, DecodeError, CHUNK_BYTES};
 use crate::filter::Filter;
+use crate::partition::{self, Descriptor, Partition, PartitionError};
 use crate::redisbloom::{envelope, scandump as rb_scandump};
 use crate::window::encoding as window_encoding;
 
@@ -32,6 +33,68 @@ pub struct StoredFilter {
     /// While being loaded by BF.LOADCHUNK: the first `n` bytes of its bits have arrived, in
     /// order; the rest are zero.
     loading: Option<u64>,
+    /// Which partition of a partitioned filter this is, if it is one ([`crate::partition`]).
+    partition: Option<Partition>,
+}
+
+/// What a key of the module's type holds: a filter, or the descriptor of a partitioned filter.
+#[derive(Debug, PartialEq)]
+pub enum StoredValue {
+    Filter(StoredFilter),
+    Descriptor(Descriptor),
+}
+
+impl StoredValue {
+    /// The saved header: a filter's ([`StoredFilter::encode_header`]) or the descriptor's whole
+    /// encoding.
+    pub fn encode_header(&self) -> Vec<u8> {
+        match self {
+            StoredValue::Filter(stored) => stored.encode_header(),
+            StoredValue::Descriptor(descriptor) => descriptor.encode(),
+        }
+    }
+
+    /// The byte ranges of bits to save after the header (none for a descriptor).
+    pub fn pieces(&self, piece: u64) -> Vec<(u64, u64)> {
+        match self {
+            StoredValue::Filter(stored) => stored.pieces(piece),
+            StoredValue::Descriptor(_) => Vec::new(),
+        }
+    }
+
+    /// A copy (COPY) whose bits `budget` admits first.
+    pub fn try_clone<B: MemoryBudget + ?Sized>(
+        &self,
+        budget: &mut B,
+    ) -> Result<StoredValue, crate::scalable::LimitError> {
+        Ok(match self {
+            StoredValue::Filter(stored) => StoredValue::Filter(stored.try_clone(budget)?),
+            StoredValue::Descriptor(descriptor) => StoredValue::Descriptor(*descriptor),
+        })
+    }
+
+    /// Bytes of bits to read after the header ([`pieces`](Self::pieces)); zero for a descriptor.
+    pub fn read_bits(&self, offset: u64, out: &mut [u8]) {
+        if let StoredValue::Filter(stored) = self {
+            stored.filter.read_bits(offset, out);
+        }
+    }
+
+    /// Fills bits right after [`decode_value`]; see [`StoredFilter::write_bits`].
+    pub fn write_bits(&mut self, offset: u64, data: &[u8]) {
+        if let StoredValue::Filter(stored) = self {
+            stored.write_bits(offset, data);
+        }
+    }
+}
+
+/// The seed of a filter's item hash (RedisBloom's filters have none of their own).
+fn filter_seed(filter: &Filter) -> Option<u64> {
+    match filter {
+        Filter::Scalable(filter) => Some(filter.params().seed),
+        Filter::Window(filter) => Some(filter.params().seed),
+        Filter::RedisBloom(_) => None,
+    }
 }
 
 /// Bytes of the checksum that ends a data chunk of our kinds.
@@ -43,13 +106,35 @@ impl StoredFilter {
         StoredFilter {
             filter,
             loading: None,
+            partition: None,
         }
+    }
+
+    /// This filter as partition `partition` of a partitioned filter: refused when its item hash
+    /// uses the routing seed (its items would share the routing's bits) or it is RedisBloom's.
+    pub fn with_partition(self, partition: Partition) -> Result<StoredFilter, PartitionError> {
+        match filter_seed(&self.filter) {
+            Some(seed) if seed != partition.routing_seed() => Ok(StoredFilter {
+                partition: Some(partition),
+                ..self
+            }),
+            _ => Err(PartitionError::SeedReused),
+        }
+    }
+
+    /// Which partition this is, when it is one.
+    pub fn partition(&self) -> Option<&Partition> {
+        self.partition.as_ref()
     }
 
     /// A filter whose first `loaded` bytes of bits are valid: ready when that is all of them.
     pub fn partly_loaded(filter: Filter, loaded: u64) -> StoredFilter {
         let loading = (loaded < filter.bytes()).then_some(loaded);
-        StoredFilter { filter, loading }
+        StoredFilter {
+            filter,
+            loading,
+            partition: None,
+        }
     }
 
     /// The filter, complete or not: for what is about its shape and bytes (saving, digest,
@@ -90,13 +175,28 @@ impl StoredFilter {
         Ok(StoredFilter {
             filter: self.filter.try_clone(budget)?,
             loading: self.loading,
+            partition: self.partition,
         })
     }
 
     /// The header of this value as saved (RDB, DUMP, digest); its bits follow in the pieces
     /// [`Filter::pieces`] gives up to [`loaded_bytes`](Self::loaded_bytes) (zero beyond).
     pub fn encode_header(&self) -> Vec<u8> {
-        header_with(&self.filter, self.loaded_bytes())
+        with_identity(
+            self.partition.as_ref(),
+            header_with(&self.filter, self.loaded_bytes()),
+        )
+    }
+
+    /// One step of BF.SCANDUMP ([`scandump_step`]), the header carrying the partition identity.
+    pub fn scandump_step(&self, iterator: u64) -> (u64, Vec<u8>) {
+        let (next, data) = scandump_step(&self.filter, iterator);
+        match (iterator, &self.filter) {
+            (0, Filter::Scalable(_) | Filter::Window(_)) => {
+                (next, with_identity(self.partition.as_ref(), data))
+            }
+            _ => (next, data),
+        }
     }
 
     /// The byte ranges of bits to save after the header: all of them (a partial load's missing
@@ -115,13 +215,46 @@ fn header_with(filter: &Filter, loaded: u64) -> Vec<u8> {
     }
 }
 
-/// Decodes a saved header (any kind) into a value whose bits are all zero, validating
-/// everything first and allocating only what `budget` admits; the caller then fills the bits in
-/// the pieces of [`StoredFilter::pieces`] ([`StoredFilter::write_bits`]).
+/// A filter's header, wrapped in its partition identity when it has one.
+fn with_identity(partition: Option<&Partition>, header: Vec<u8>) -> Vec<u8> {
+    match partition {
+        Some(partition) => partition::encode_identity(partition, &header),
+        None => header,
+    }
+}
+
+/// Decodes a saved header of any value: a descriptor (complete), or a filter as
+/// [`decode_header`].
+pub fn decode_value<B: MemoryBudget + ?Sized>(
+    bytes: &[u8],
+    budget: &mut B,
+) -> Result<StoredValue, DecodeError> {
+    if bytes.get(..4) == Some(partition::DESCRIPTOR_MAGIC.as_slice()) {
+        return Descriptor::decode(bytes).map(StoredValue::Descriptor);
+    }
+    decode_header(bytes, budget).map(StoredValue::Filter)
+}
+
+/// Decodes a saved filter header (any kind, a partition's included) into a value whose bits
+/// are all zero, validating everything first and allocating only what `budget` admits; the
+/// caller then fills the bits in the pieces of [`StoredFilter::pieces`]
+/// ([`StoredFilter::write_bits`]).
 pub fn decode_header<B: MemoryBudget + ?Sized>(
     bytes: &[u8],
     budget: &mut B,
 ) -> Result<StoredFilter, DecodeError> {
+    if bytes.get(..4) == Some(partition::IDENTITY_MAGIC.as_slice()) {
+        let (partition, inner) = partition::decode_identity(bytes)?;
+        let ours = inner.get(..4).is_some_and(|magic| {
+            magic == encoding::MAGIC.as_slice() || magic == window_encoding::MAGIC.as_slice()
+        });
+        if !ours {
+            return Err(DecodeError::Corrupt("a partition of another kind"));
+        }
+        return decode_header(inner, budget)?
+            .with_partition(partition)
+            .map_err(|_| DecodeError::Corrupt("partition's filter seed is its routing seed"));
+    }
     let (filter, loaded) = match bytes.get(..4) {
         Some(magic) if magic == window_encoding::MAGIC.as_slice() => {
             let header = window_encoding::parse_header(bytes)?;
@@ -202,7 +335,7 @@ pub fn scandump_step(filter: &Filter, iterator: u64) -> (u64, Vec<u8>) {
 pub fn load_commands(stored: &StoredFilter) -> impl Iterator<Item = (u64, Vec<u8>)> + '_ {
     let filter = &stored.filter;
     let loaded = stored.loaded_bytes();
-    let header = transfer_header(filter);
+    let header = with_identity(stored.partition.as_ref(), transfer_header(filter));
     let chunk_bytes = match filter {
         Filter::RedisBloom(_) => rb_scandump::CHUNK_BYTES,
         _ => CHUNK_BYTES,
@@ -245,22 +378,31 @@ pub fn decode_load_header<B: MemoryBudget + ?Sized>(
     budget: &mut B,
 ) -> Result<StoredFilter, DecodeError> {
     let ours = bytes.get(..4).is_some_and(|magic| {
-        [encoding::MAGIC, window_encoding::MAGIC, envelope::MAGIC]
-            .iter()
-            .any(|ours| ours.as_slice() == magic)
+        [
+            encoding::MAGIC,
+            window_encoding::MAGIC,
+            envelope::MAGIC,
+            partition::IDENTITY_MAGIC,
+        ]
+        .iter()
+        .any(|ours| ours.as_slice() == magic)
     });
-    let filter = if ours {
+    let (filter, partition) = if ours {
         let stored = decode_header(bytes, budget)?;
         if stored.is_loading() {
             return Err(DecodeError::Corrupt("not the header of a complete filter"));
         }
-        stored.filter
+        (stored.filter, stored.partition)
     } else {
-        Filter::RedisBloom(rb_scandump::decode_header(bytes, budget)?)
+        (
+            Filter::RedisBloom(rb_scandump::decode_header(bytes, budget)?),
+            None,
+        )
     };
     Ok(StoredFilter {
         filter,
         loading: Some(0),
+        partition,
     })
 }
 

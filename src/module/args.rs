@@ -1,6 +1,7 @@
 //! The one place command arguments are parsed: typed results, and one error reply per failure.
 
 use rustbloom_core::encoding::MAX_EXPANSION;
+use rustbloom_core::partition::{Partition, PartitionError, MAX_PARTITIONS};
 use rustbloom_core::scalable::{MAX_CAPACITY, MAX_LAYERS};
 use rustbloom_core::sizing::Layout;
 use rustbloom_core::window::{MAX_WINDOW_MS, MIN_WINDOW_MS};
@@ -47,6 +48,14 @@ const WINDOW_EXPANSION: CommandError = CommandError::Static(
     "ERR window filters do not expand: WINDOW excludes EXPANSION and NONSCALING",
 );
 const BAD_TIMESTAMP: CommandError = CommandError::Static("ERR bad timestamp");
+const BAD_PARTITION: CommandError =
+    CommandError::Static("ERR bad partition (expected index, partitions and routing seed)");
+const PARTITIONS_RANGE: CommandError =
+    CommandError::Static("ERR partitions must be in the range [1, 4096]");
+const PARTITION_INDEX: CommandError =
+    CommandError::Static("ERR partition index must be below the number of partitions");
+const PARTITION_AND_PARTITIONS: CommandError =
+    CommandError::Static("ERR PARTITION and PARTITIONS exclude each other");
 
 /// Creation parameters a command gave explicitly; the rest come from the configured defaults.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -60,6 +69,15 @@ pub struct CreateOptions {
     pub shape: Option<LayerSize>,
     /// A sliding window in milliseconds: a window filter instead of a scalable one.
     pub window_ms: Option<u64>,
+}
+
+/// What BF.RESERVE creates besides a plain filter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PartitionRole {
+    /// `PARTITION i P routing_seed`: a filter that is one partition of a partitioned filter.
+    Partition(Partition),
+    /// `PARTITIONS P routing_seed`: the descriptor of a partitioned filter.
+    Descriptor { partitions: u32, routing_seed: u64 },
 }
 
 /// BF.INSERT's options and where its items start.
@@ -279,18 +297,69 @@ fn parse_shape(bits: &[u8], hashes: &[u8], layout: &[u8]) -> Result<LayerSize, C
     })
 }
 
-/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`
+/// A count of partitions, 1..=4096.
+fn parse_partitions(bytes: &[u8]) -> Result<u32, CommandError> {
+    parse_u64(bytes)
+        .ok_or(BAD_PARTITION)?
+        .try_into()
+        .ok()
+        .filter(|count| (1..=MAX_PARTITIONS).contains(count))
+        .ok_or(PARTITIONS_RANGE)
+}
+
+/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout] [PARTITION i P routing_seed | PARTITIONS P routing_seed]`
 /// (with WINDOW, SHAPE is the shape of every slot)
-pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
+///
+/// With PARTITIONS the capacity is the whole's, N, bounded by what its partitions may hold.
+pub fn parse_reserve(
+    command: &Command,
+) -> Result<(CreateOptions, Option<PartitionRole>), CommandError> {
     if command.argc() < 4 {
         return Err(CommandError::WrongArity);
     }
     let error_rate = parse_error_rate(command.arg(2))?;
-    let capacity = parse_capacity(command.arg(3))?;
+    let descriptor = command
+        .args_from(4)
+        .any(|arg| arg.eq_ignore_ascii_case(b"PARTITIONS"));
+    let capacity = if descriptor {
+        parse_u64(command.arg(3))
+            .filter(|&n| n >= 1)
+            .ok_or(CAPACITY_RANGE)?
+    } else {
+        parse_capacity(command.arg(3))?
+    };
+    let mut role = None;
     let mut reader = OptionReader::new(command, 4);
     while reader.at < command.argc() {
         let name = reader.value()?;
-        if name.eq_ignore_ascii_case(b"SHAPE") {
+        if name.eq_ignore_ascii_case(b"PARTITION") {
+            if matches!(role, Some(PartitionRole::Descriptor { .. })) {
+                return Err(PARTITION_AND_PARTITIONS);
+            }
+            once(role.is_some(), "PARTITION")?;
+            let (index, count, seed) = (reader.value()?, reader.value()?, reader.value()?);
+            let count = parse_partitions(count)?;
+            let index = parse_u64(index)
+                .and_then(|index| u32::try_from(index).ok())
+                .ok_or(BAD_PARTITION)?;
+            let routing_seed = parse_u64(seed).ok_or(BAD_PARTITION)?;
+            let partition =
+                Partition::new(index, count, routing_seed).map_err(|error| match error {
+                    PartitionError::Index => PARTITION_INDEX,
+                    _ => PARTITIONS_RANGE,
+                })?;
+            role = Some(PartitionRole::Partition(partition));
+        } else if name.eq_ignore_ascii_case(b"PARTITIONS") {
+            if matches!(role, Some(PartitionRole::Partition(_))) {
+                return Err(PARTITION_AND_PARTITIONS);
+            }
+            once(role.is_some(), "PARTITIONS")?;
+            let (count, seed) = (reader.value()?, reader.value()?);
+            role = Some(PartitionRole::Descriptor {
+                partitions: parse_partitions(count)?,
+                routing_seed: parse_u64(seed).ok_or(BAD_PARTITION)?,
+            });
+        } else if name.eq_ignore_ascii_case(b"SHAPE") {
             once(reader.options.shape.is_some(), "SHAPE")?;
             let (bits, hashes, layout) = (reader.value()?, reader.value()?, reader.value()?);
             reader.options.shape = Some(parse_shape(bits, hashes, layout)?);
@@ -299,11 +368,12 @@ pub fn parse_reserve(command: &Command) -> Result<CreateOptions, CommandError> {
         }
     }
     check_window(&reader.options)?;
-    Ok(CreateOptions {
+    let options = CreateOptions {
         error_rate: Some(error_rate),
         capacity: Some(capacity),
         ..reader.options
-    })
+    };
+    Ok((options, role))
 }
 
 /// `BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION n] [NOCREATE] [NONSCALING] [WINDOW ms] [SEED s] ITEMS item...`

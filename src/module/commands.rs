@@ -22,20 +22,22 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::encoding::ChunkError;
+use rustbloom_core::partition::Partition;
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::{add_effects, Creation, Effect};
 use rustbloom_core::scalable::{CreateError, LimitError, PushError};
-use rustbloom_core::stored::{decode_load_header, load_chunk, scandump_step};
+use rustbloom_core::stored::{decode_load_header, load_chunk};
 use rustbloom_core::window::WindowError;
 use rustbloom_core::{
     BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, LayerSize, Outcome,
-    SizingError, StoredFilter, WindowFilter, WindowParams,
+    SizingError, StoredFilter, StoredValue, WindowFilter, WindowParams,
 };
 
-use super::args::{self, CreateOptions, InfoField};
+use super::args::{self, CreateOptions, InfoField, PartitionRole};
 use super::config;
 use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key};
 use super::memory::CommandBudget;
+use super::partition;
 use super::stats::{self, BeforeAdd, Footprint};
 
 const NOT_FOUND: CommandError = CommandError::Static("ERR not found");
@@ -87,14 +89,34 @@ fn replay_mismatch(command: &Command, why: &str) -> ! {
 
 /// Stores a new value at the command's key.
 fn store(key: &mut Key, stored: StoredFilter) {
+    let stored = StoredValue::Filter(stored);
     stats::filter_added(&stored);
     key.set_value(Box::new(stored));
     key.signal_modified();
 }
 
+/// The filter value at `key` (complete or not): Ok(None) when the key is missing; an error
+/// for a partitioned filter's descriptor, which holds no items.
+fn stored<'a>(key: &'a Key) -> Result<Option<&'a StoredFilter>, CommandError> {
+    match key.value::<StoredValue>()? {
+        Some(StoredValue::Filter(stored)) => Ok(Some(stored)),
+        Some(StoredValue::Descriptor(_)) => Err(partition::DESCRIPTOR),
+        None => Ok(None),
+    }
+}
+
+/// [`stored`] for writing.
+fn stored_mut<'a>(key: &'a mut Key) -> Result<Option<&'a mut StoredFilter>, CommandError> {
+    match key.value_mut::<StoredValue>()? {
+        Some(StoredValue::Filter(stored)) => Ok(Some(stored)),
+        Some(StoredValue::Descriptor(_)) => Err(partition::DESCRIPTOR),
+        None => Ok(None),
+    }
+}
+
 /// The complete filter at `key` for reading: Ok(None) when the key is missing.
 fn ready<'a>(key: &'a Key) -> Result<Option<&'a Filter>, CommandError> {
-    match key.value::<StoredFilter>()? {
+    match stored(key)? {
         Some(stored) => stored.ready().map(Some).ok_or(LOADING),
         None => Ok(None),
     }
@@ -102,7 +124,7 @@ fn ready<'a>(key: &'a Key) -> Result<Option<&'a Filter>, CommandError> {
 
 /// The complete filter at `key` for writing: Ok(None) when the key is missing.
 fn ready_mut<'a>(key: &'a mut Key) -> Result<Option<&'a mut Filter>, CommandError> {
-    match key.value_mut::<StoredFilter>()? {
+    match stored_mut(key)? {
         Some(stored) => stored.ready_mut().map(Some).ok_or(LOADING),
         None => Ok(None),
     }
@@ -204,7 +226,7 @@ fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
     let key = command.arg(1);
     for effect in effects {
         match effect {
-            Effect::Create(creation) => replicate_creation(command, creation),
+            Effect::Create(creation) => replicate_creation(command, creation, None),
             Effect::Batch => command.replicate_verbatim(),
             Effect::Add(positions) => {
                 let mut argv: Vec<&[u8]> = Vec::with_capacity(positions.len() + 1);
@@ -232,7 +254,7 @@ fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
 /// A creation as `BF.RESERVE` with every parameter explicit: a replica depends on neither its
 /// own defaults, its own random seed, nor its own sizing code. A RedisBloom filter's names no
 /// seed and no shape, which is how a replica knows to create it by RedisBloom's rule.
-fn replicate_creation(command: &Command, creation: &Creation) {
+fn replicate_creation(command: &Command, creation: &Creation, partition: Option<&Partition>) {
     let (error_rate, capacity) = match creation {
         Creation::Scalable { params, .. } => (params.error_rate, params.capacity),
         Creation::Window { params, .. } => (params.error_rate, params.capacity),
@@ -272,6 +294,9 @@ fn replicate_creation(command: &Command, creation: &Creation) {
         argv.extend(["SEED".into(), seed.to_string(), "SHAPE".into()]);
         argv.extend(shape_args(shape));
     }
+    if let Some(partition) = partition {
+        argv.extend(partition::identity_args(partition));
+    }
     let head = [command.arg(1), error_rate.as_bytes(), capacity.as_bytes()];
     command.replicate(
         "BF.RESERVE",
@@ -281,14 +306,42 @@ fn replicate_creation(command: &Command, creation: &Creation) {
 
 /// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`
 pub fn reserve(command: &Command) -> CommandResult {
-    let options = args::parse_reserve(command)?;
+    let (mut options, role) = args::parse_reserve(command)?;
     let mut key = command.open_key(true);
-    if key.value::<StoredFilter>()?.is_some() {
+    if key.value::<StoredValue>()?.is_some() {
         return Err(ITEM_EXISTS);
     }
-    let filter = create(command, options, &mut budget(command))?;
-    replicate(command, 0, &[Effect::Create(Creation::of(&filter))]);
-    store(&mut key, StoredFilter::ready_filter(filter));
+    let partition = match role {
+        Some(PartitionRole::Descriptor {
+            partitions,
+            routing_seed,
+        }) => {
+            return partition::reserve_descriptor(
+                command,
+                &mut key,
+                options,
+                partitions,
+                routing_seed,
+            )
+        }
+        Some(PartitionRole::Partition(partition)) => {
+            options.seed = Some(partition::filter_seed(&options, &partition, random_seed)?);
+            Some(partition)
+        }
+        None => None,
+    };
+    let mut stored = StoredFilter::ready_filter(create(command, options, &mut budget(command))?);
+    if let Some(partition) = partition {
+        stored = stored
+            .with_partition(partition)
+            .map_err(|_| partition::SEED_REUSED)?;
+    }
+    replicate_creation(
+        command,
+        &Creation::of(stored.filter()),
+        stored.partition(),
+    );
+    store(&mut key, stored);
     command.notify(c"bf.reserve");
     command.reply_ok();
     Ok(())
@@ -325,8 +378,9 @@ fn add_items(
     at_ms: Option<u64>,
     reply: AddReply,
 ) -> CommandResult {
-    // Phase 1: the key, and the filter to add to.
+    // Phase 1: the key, its items' routing, and the filter to add to.
     let mut key = command.open_key(true);
+    partition::check_items(command, &key, first_item)?;
     let mut budget = budget(command);
     let mut created = None;
     let existing = ready_mut(&mut key)?;
@@ -504,6 +558,7 @@ pub fn exists(command: &Command) -> CommandResult {
         return Err(CommandError::WrongArity);
     }
     let key = command.open_key(false);
+    partition::check_items(command, &key, 2)?;
     let found =
         ready(&key)?.is_some_and(|filter| filter.contains(command.arg(2), || command.now_ms()));
     stats::count(&stats::LOOKUPS, 1);
@@ -517,6 +572,7 @@ pub fn mexists(command: &Command) -> CommandResult {
         return Err(CommandError::WrongArity);
     }
     let key = command.open_key(false);
+    partition::check_items(command, &key, 2)?;
     let items = command.args_from(2);
     let mut found = Vec::with_capacity(items.len());
     match ready(&key)? {
@@ -549,6 +605,7 @@ enum InfoValue {
     Count(u64),
     Integer(i64),
     Double(f64),
+    Text(String),
     Null,
 }
 
@@ -570,6 +627,10 @@ fn info_name(field: InfoField) -> &'static str {
 pub fn info(command: &Command) -> CommandResult {
     let field = args::parse_info(command)?;
     let key = command.open_key(false);
+    if partition::info_descriptor(command, &key, field.is_some())? {
+        return Ok(());
+    }
+    let identity = partition::of_key(&key)?;
     let filter = ready(&key)?.ok_or(NOT_FOUND)?;
     let now_ms = command.now_ms();
     let value = |field: InfoField| match field {
@@ -586,6 +647,7 @@ pub fn info(command: &Command) -> CommandResult {
         InfoValue::Count(count) => command.reply_count(count),
         InfoValue::Integer(integer) => command.reply_integer(integer),
         InfoValue::Double(double) => command.reply_double(double),
+        InfoValue::Text(text) => command.reply_bulk(text.as_bytes()),
         InfoValue::Null => command.reply_null(),
     };
     if let Some(field) = field {
@@ -617,6 +679,16 @@ pub fn info(command: &Command) -> CommandResult {
             ("Generation (ms)", InfoValue::Count(shape.generation_ms)),
             ("Last write (ms)", InfoValue::Count(window.last_ms())),
             ("Error rate", InfoValue::Double(params.error_rate)),
+        ]);
+    }
+    if let Some(partition) = identity {
+        fields.extend([
+            ("Partition", InfoValue::Count(u64::from(partition.index()))),
+            ("Partitions", InfoValue::Count(u64::from(partition.count()))),
+            (
+                "Routing seed",
+                InfoValue::Text(partition.routing_seed().to_string()),
+            ),
         ]);
     }
     command.reply_map(fields.len());
@@ -691,8 +763,11 @@ pub fn scandump(command: &Command) -> CommandResult {
     }
     let iterator = args::parse_iterator(command.arg(2))?;
     let key = command.open_key(false);
-    let filter = ready(&key)?.ok_or(NOT_FOUND)?;
-    let (next, data) = scandump_step(filter, iterator);
+    let stored = stored(&key)?.ok_or(NOT_FOUND)?;
+    if stored.is_loading() {
+        return Err(LOADING);
+    }
+    let (next, data) = stored.scandump_step(iterator);
     command.reply_array(2);
     command.reply_count(next);
     command.reply_bulk(&data);
@@ -707,7 +782,7 @@ pub fn loadchunk(command: &Command) -> CommandResult {
     let iterator = args::parse_iterator(command.arg(2))?;
     let data = command.arg(3);
     let mut key = command.open_key(true);
-    let existing = key.value_mut::<StoredFilter>()?;
+    let existing = stored_mut(&mut key)?;
     // As RedisBloom: a header (iterator 1) needs a missing key, and a data chunk an existing one.
     if iterator == 1 {
         if existing.is_some() {

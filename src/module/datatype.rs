@@ -17,12 +17,13 @@ use redis_module::{native_types::RedisType, raw};
 use rustbloom_core::encoding::RDB_PIECE_BYTES;
 use rustbloom_core::redisbloom::{rdb as rb_rdb, RdbError, RdbSource};
 use rustbloom_core::scalable::LimitError;
-use rustbloom_core::stored::{decode_header, load_commands};
-use rustbloom_core::{DecodeError, Filter, StoredFilter};
+use rustbloom_core::stored::{decode_value, load_commands};
+use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
 use super::config;
 use super::ffi::{self, guard, log, now_ms, stop_server, Digest, Io, ModuleValue, RedisBuffer};
 use super::memory::CommandBudget;
+use super::partition::descriptor_args;
 use super::stats;
 
 /// Name shared with RedisBloom, so that its RDB files load here.
@@ -61,9 +62,9 @@ pub fn bloom_type() -> *mut raw::RedisModuleType {
     *BLOOM_TYPE.raw_type.borrow()
 }
 
-// SAFETY: every value of BLOOM_TYPE is a Box<StoredFilter>: set by Key::set_value, rdb_load and
+// SAFETY: every value of BLOOM_TYPE is a Box<StoredValue>: set by Key::set_value, rdb_load and
 // copy, freed by `free`.
-unsafe impl ModuleValue for StoredFilter {
+unsafe impl ModuleValue for StoredValue {
     fn module_type() -> *mut raw::RedisModuleType {
         bloom_type()
     }
@@ -72,23 +73,22 @@ unsafe impl ModuleValue for StoredFilter {
 /// The filter of a value Redis passes a type callback.
 ///
 /// # Safety
-/// `value` is a value of BLOOM_TYPE (a Box<StoredFilter>), alive and unchanged for `'a`: Redis
+/// `value` is a value of BLOOM_TYPE (a Box<StoredValue>), alive and unchanged for `'a`: Redis
 /// does not change or free a value during a callback given it.
-unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredFilter {
+unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredValue {
     // SAFETY: the caller's contract.
-    unsafe { &*value.cast::<StoredFilter>() }
+    unsafe { &*value.cast::<StoredValue>() }
 }
 
 /// Hands `out` the RDB form of a filter, the part shared by rdb_save and digest: the header,
 /// then the bits in pieces of at most RDB_PIECE_BYTES (one reused buffer, never a second copy
 /// of a big filter).
-fn each_rdb_string(stored: &StoredFilter, mut out: impl FnMut(&mut [u8])) {
+fn each_rdb_string(stored: &StoredValue, mut out: impl FnMut(&mut [u8])) {
     out(&mut stored.encode_header());
-    let filter = stored.filter();
     let mut piece = Vec::new();
     for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
         piece.resize(len as usize, 0);
-        filter.read_bits(offset, &mut piece);
+        stored.read_bits(offset, &mut piece);
         out(&mut piece);
     }
 }
@@ -133,10 +133,10 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
     })
 }
 
-fn load_filter(rdb: Io) -> Result<StoredFilter, String> {
+fn load_filter(rdb: Io) -> Result<StoredValue, String> {
     let header = rdb.load_buffer().ok_or("short read")?;
     let mut budget = load_budget(rdb);
-    let mut stored = decode_header(header.bytes().unwrap_or_default(), &mut budget).map_err(
+    let mut stored = decode_value(header.bytes().unwrap_or_default(), &mut budget).map_err(
         |error| match error {
             DecodeError::Corrupt(what) => format!("corrupt header ({what})"),
             DecodeError::Limit(limit) => refused_load(rdb, &budget, limit),
@@ -155,7 +155,10 @@ fn load_filter(rdb: Io) -> Result<StoredFilter, String> {
     }
     // A client's RESTORE is held to BF.ADDAT's rule: a window filter's time never goes back, so
     // one far ahead of the clock would forget nothing until the clock caught up.
-    if let Filter::Window(window) = stored.filter() {
+    if let StoredValue::Filter(filter) = &stored {
+        let Filter::Window(window) = filter.filter() else {
+            return Ok(stored);
+        };
         if !budget.is_replayed() && window.is_ahead_of(now_ms()) {
             return Err(String::from(
                 "window filter's last write more than one window ahead of the server's clock",
@@ -186,7 +189,7 @@ impl RdbSource for RdbFields<'_> {
 }
 
 /// A value RedisBloom wrote (encoding 0 to 4): loaded as a RedisBloom filter, ready.
-fn load_redisbloom(rdb: Io, encver: c_int) -> Result<StoredFilter, String> {
+fn load_redisbloom(rdb: Io, encver: c_int) -> Result<StoredValue, String> {
     let mut budget = load_budget(rdb);
     let filter =
         rb_rdb::load(&mut RdbFields(rdb), encver, &mut budget).map_err(|error| match error {
@@ -196,7 +199,9 @@ fn load_redisbloom(rdb: Io, encver: c_int) -> Result<StoredFilter, String> {
             }
             RdbError::Decode(DecodeError::Limit(limit)) => refused_load(rdb, &budget, limit),
         })?;
-    Ok(StoredFilter::ready_filter(Filter::RedisBloom(filter)))
+    Ok(StoredValue::Filter(StoredFilter::ready_filter(
+        Filter::RedisBloom(filter),
+    )))
 }
 
 /// Loading the dataset (start-up, full sync) restores what the server already held and admitted,
@@ -255,6 +260,13 @@ extern "C" fn aof_rewrite(
     guard("aof_rewrite", (), || {
         // SAFETY: the stream and the value Redis passed this callback.
         let (aof, stored) = unsafe { (Io::new(aof), stored_ref(value)) };
+        let stored = match stored {
+            StoredValue::Filter(stored) => stored,
+            StoredValue::Descriptor(descriptor) => {
+                aof.emit_reserve(key, &descriptor_args(descriptor));
+                return;
+            }
+        };
         // A filter still being loaded is rewritten as the same partial load, which stays
         // incomplete (and refuses queries) until its remaining chunks arrive.
         for (iterator, data) in load_commands(stored) {
@@ -265,8 +277,9 @@ extern "C" fn aof_rewrite(
 
 extern "C" fn mem_usage(value: *const c_void) -> usize {
     // SAFETY: the value Redis passed this callback.
-    guard("mem_usage", 0, || unsafe {
-        stored_ref(value).filter().memory_usage() as usize
+    guard("mem_usage", 0, || match unsafe { stored_ref(value) } {
+        StoredValue::Filter(stored) => stored.filter().memory_usage() as usize,
+        StoredValue::Descriptor(_) => std::mem::size_of::<StoredValue>(),
     })
 }
 
@@ -283,8 +296,8 @@ extern "C" fn free(value: *mut c_void) {
     guard("free", (), || {
         if !value.is_null() {
             // SAFETY: Redis frees each value of this type once, through this callback, and the
-            // value is a Box<StoredFilter> (see ModuleValue for StoredFilter).
-            let stored = unsafe { Box::from_raw(value.cast::<StoredFilter>()) };
+            // value is a Box<StoredValue> (see ModuleValue for StoredValue).
+            let stored = unsafe { Box::from_raw(value.cast::<StoredValue>()) };
             stats::filter_freed(&stored);
         }
     })
@@ -299,8 +312,11 @@ const FREE_EFFORT_UNIT: u64 = 64 << 10;
 
 extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_void) -> usize {
     // SAFETY: the value Redis passed this callback.
-    guard("free_effort", 1, || unsafe {
-        let bytes = stored_ref(value).filter().allocated_bytes();
+    guard("free_effort", 1, || {
+        let bytes = match unsafe { stored_ref(value) } {
+            StoredValue::Filter(stored) => stored.filter().allocated_bytes(),
+            StoredValue::Descriptor(_) => 0,
+        };
         usize::try_from(bytes / FREE_EFFORT_UNIT + 1).unwrap_or(usize::MAX)
     })
 }

@@ -8,6 +8,7 @@ pub(crate) mod config;
 pub(crate) mod datatype;
 pub(crate) mod ffi;
 pub(crate) mod memory;
+pub(crate) mod partition;
 pub(crate) mod stats;
 pub(crate) mod table;
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use redis_module::raw;
 
-use rustbloom_core::{BloomFilter, Filter, StoredFilter};
+use rustbloom_core::{BloomFilter, Filter, StoredValue};
 
 use super::ffi::{guard, InfoCtx};
 
@@ -87,16 +87,21 @@ impl BeforeAdd {
     }
 }
 
-/// A filter came into being (created, loaded, restored, copied).
-pub fn filter_added(stored: &StoredFilter) {
-    FILTERS.fetch_add(1, Ordering::Relaxed);
-    changed(Footprint::default(), Footprint::of(stored.filter()));
+/// A value came into being (created, loaded, restored, copied); a partitioned filter's
+/// descriptor is not a filter, and counts nothing.
+pub fn filter_added(value: &StoredValue) {
+    if let StoredValue::Filter(stored) = value {
+        FILTERS.fetch_add(1, Ordering::Relaxed);
+        changed(Footprint::default(), Footprint::of(stored.filter()));
+    }
 }
 
-/// A filter was freed.
-pub fn filter_freed(stored: &StoredFilter) {
-    FILTERS.fetch_sub(1, Ordering::Relaxed);
-    changed(Footprint::of(stored.filter()), Footprint::default());
+/// A value was freed.
+pub fn filter_freed(value: &StoredValue) {
+    if let StoredValue::Filter(stored) = value {
+        FILTERS.fetch_sub(1, Ordering::Relaxed);
+        changed(Footprint::of(stored.filter()), Footprint::default());
+    }
 }
 
 /// Bytes the allocator handed out for the bits of every filter the server holds.

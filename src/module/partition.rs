@@ -1,0 +1,192 @@
+//! Partitioned filters on the server (docs/partitioning.md): the routing check of item
+//! commands on a partition key, the descriptor at the logical name, and their BF.INFO.
+//!
+//! The core ([`rustbloom_core::partition`]) routes and encodes; here are only the hooks the
+//! command handlers call, so that they stay one line each.
+
+use rustbloom_core::partition::{partition_key, Descriptor, Partition, PartitionGrowth};
+use rustbloom_core::{Growth, StoredValue};
+
+use super::args::CreateOptions;
+use super::config;
+use super::ffi::{Command, CommandError, CommandResult, Key};
+
+/// Non-item commands on a descriptor (BF.CARD, BF.SCANDUMP, ...).
+pub const DESCRIPTOR: CommandError = CommandError::Static(
+    "ERR key is a partitioned filter: its items live in its partitions (BF.INFO lists them)",
+);
+pub const SEED_REUSED: CommandError =
+    CommandError::Static("ERR a partition's SEED must differ from its routing seed");
+const TOO_LARGE: CommandError =
+    CommandError::Static("ERR capacity too large for this many partitions");
+const DESCRIPTOR_OPTIONS: CommandError = CommandError::Static(
+    "ERR PARTITIONS creates a descriptor: SEED and SHAPE apply to its partitions only",
+);
+
+/// The item commands' check, before anything is touched: on a partition key every item from
+/// argument `first_item` must route to it, else the whole command is refused; a descriptor
+/// refuses items (each goes to its partition). Other keys pass.
+pub fn check_items(command: &Command, key: &Key, first_item: usize) -> CommandResult {
+    match key.value::<StoredValue>()? {
+        Some(StoredValue::Filter(stored)) => match stored.partition() {
+            Some(partition) => check_routing(partition, command, first_item),
+            None => Ok(()),
+        },
+        Some(StoredValue::Descriptor(_)) => Err(CommandError::Owned(format!(
+            "ERR {} is a partitioned filter: send each item to its partition (BF.INFO {} lists them)",
+            String::from_utf8_lossy(command.arg(1)),
+            String::from_utf8_lossy(command.arg(1)),
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn check_routing(partition: &Partition, command: &Command, first_item: usize) -> CommandResult {
+    match partition.first_misrouted(command.args_from(first_item)) {
+        None => Ok(()),
+        Some((_, routed)) => Err(CommandError::Owned(format!(
+            "ERR item routed to partition {routed} of {}, not {}",
+            partition.count(),
+            partition.index()
+        ))),
+    }
+}
+
+/// The seed of a partition's filter: the one given (or configured), which must differ from the
+/// routing seed, else a random one that does.
+pub fn filter_seed(
+    options: &CreateOptions,
+    partition: &Partition,
+    random_seed: impl Fn() -> u64,
+) -> Result<u64, CommandError> {
+    match options.seed.or(config::defaults().seed) {
+        Some(seed) if seed == partition.routing_seed() => Err(SEED_REUSED),
+        Some(seed) => Ok(seed),
+        None => Ok(std::iter::repeat_with(random_seed)
+            .find(|&seed| seed != partition.routing_seed())
+            .unwrap_or_default()),
+    }
+}
+
+/// `PARTITION i P routing_seed`, as a partition's creation is replicated.
+pub fn identity_args(partition: &Partition) -> [String; 4] {
+    [
+        String::from("PARTITION"),
+        partition.index().to_string(),
+        partition.count().to_string(),
+        partition.routing_seed().to_string(),
+    ]
+}
+
+/// The arguments after the key that create `descriptor`, everything explicit: `ε N PARTITIONS
+/// P routing_seed` and its growth (replication and AOF rewrite).
+pub fn descriptor_args(descriptor: &Descriptor) -> Vec<String> {
+    let mut args = vec![
+        descriptor.error_rate().to_string(),
+        descriptor.capacity().to_string(),
+        String::from("PARTITIONS"),
+        descriptor.partitions().to_string(),
+        descriptor.routing_seed().to_string(),
+    ];
+    match descriptor.growth() {
+        PartitionGrowth::NonScaling => args.push(String::from("NONSCALING")),
+        PartitionGrowth::Scaling { expansion } => {
+            args.extend([String::from("EXPANSION"), expansion.to_string()])
+        }
+        PartitionGrowth::Window { window_ms } => {
+            args.extend([String::from("WINDOW"), window_ms.to_string()])
+        }
+    }
+    args
+}
+
+/// `BF.RESERVE NAME ε N PARTITIONS P routing_seed [NONSCALING | EXPANSION x | WINDOW ms]` on a
+/// missing key: stores the descriptor and replicates it with its growth explicit.
+pub fn reserve_descriptor(
+    command: &Command,
+    key: &mut Key,
+    options: CreateOptions,
+    partitions: u32,
+    routing_seed: u64,
+) -> CommandResult {
+    if options.seed.is_some() || options.shape.is_some() {
+        return Err(DESCRIPTOR_OPTIONS);
+    }
+    let growth = match options.window_ms {
+        Some(window_ms) => PartitionGrowth::Window { window_ms },
+        None => match options.growth.unwrap_or(config::defaults().growth) {
+            Growth::NonScaling => PartitionGrowth::NonScaling,
+            Growth::Scaling { expansion } => PartitionGrowth::Scaling { expansion },
+        },
+    };
+    let defaults = config::defaults();
+    let descriptor = Descriptor::new(
+        partitions,
+        routing_seed,
+        options.capacity.unwrap_or(defaults.capacity),
+        options.error_rate.unwrap_or(defaults.error_rate),
+        growth,
+    )
+    .map_err(|_| TOO_LARGE)?;
+    let args = descriptor_args(&descriptor);
+    command.replicate(
+        "BF.RESERVE",
+        std::iter::once(command.arg(1)).chain(args.iter().map(String::as_bytes)),
+    );
+    key.set_value(Box::new(StoredValue::Descriptor(descriptor)));
+    key.signal_modified();
+    command.notify(c"bf.reserve");
+    command.reply_ok();
+    Ok(())
+}
+
+/// The partition identity of the filter at `key`, if it is a partition.
+pub fn of_key(key: &Key) -> Result<Option<Partition>, CommandError> {
+    Ok(match key.value::<StoredValue>()? {
+        Some(StoredValue::Filter(stored)) => stored.partition().copied(),
+        _ => None,
+    })
+}
+
+/// BF.INFO of a descriptor: the map of the specification, every partition key included.
+/// Ok(false) when `key` holds no descriptor. A single field is not defined for a descriptor.
+pub fn info_descriptor(
+    command: &Command,
+    key: &Key,
+    field_given: bool,
+) -> Result<bool, CommandError> {
+    let Some(StoredValue::Descriptor(descriptor)) = key.value::<StoredValue>()? else {
+        return Ok(false);
+    };
+    if field_given {
+        return Err(DESCRIPTOR);
+    }
+    let name = command.arg(1);
+    command.reply_map(8);
+    command.reply_simple("Partitions");
+    command.reply_count(u64::from(descriptor.partitions()));
+    command.reply_simple("Routing seed");
+    command.reply_bulk(descriptor.routing_seed().to_string().as_bytes());
+    command.reply_simple("Capacity");
+    command.reply_count(descriptor.capacity());
+    command.reply_simple("Partition capacity");
+    command.reply_count(descriptor.partition_capacity());
+    command.reply_simple("Error rate");
+    command.reply_double(descriptor.error_rate());
+    command.reply_simple("Expansion rate");
+    match descriptor.growth() {
+        PartitionGrowth::Scaling { expansion } => command.reply_integer(i64::from(expansion)),
+        _ => command.reply_null(),
+    }
+    command.reply_simple("Window (ms)");
+    match descriptor.growth() {
+        PartitionGrowth::Window { window_ms } => command.reply_count(window_ms),
+        _ => command.reply_null(),
+    }
+    command.reply_simple("Partition keys");
+    command.reply_array(descriptor.partitions() as usize);
+    for index in 0..descriptor.partitions() {
+        command.reply_bulk(&partition_key(name, index, descriptor.partitions()));
+    }
+    Ok(true)
+}
