@@ -674,12 +674,15 @@ impl RbFilter {
             return Err(InsertError::Present);
         }
         // The chain's count is the links' sum, and the decoders refuse a sum past u64: a chain
-        // holding u64::MAX items takes no more, whatever its links could hold.
-        let items = self
-            .header
-            .items
-            .checked_add(1)
-            .ok_or(InsertError::CannotGrow)?;
+        // holding u64::MAX items takes no more, whatever its links could hold (a non-scaling
+        // one's only link then holds them all, so it is full).
+        let Some(items) = self.header.items.checked_add(1) else {
+            return Err(if self.is_scaling() {
+                InsertError::CannotGrow
+            } else {
+                InsertError::NonScalingFull
+            });
+        };
         let newest = self.links.last().expect("a filter always has a link");
         let grown = if newest.shape.items >= newest.item_limit {
             Some(self.grow(budget)?)
