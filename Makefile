@@ -145,7 +145,7 @@ clean:
 ## parsers, FUZZ_SECONDS each (not in CI). Works on stable through RUSTC_BOOTSTRAP; installs
 ## cargo-fuzz when missing. Crashes land in fuzz/artifacts/<target>/.
 FUZZ_SECONDS ?= 180
-FUZZ_TARGETS := decode_header load_chunk parse_args
+FUZZ_TARGETS := decode_header load_chunk parse_args invariant
 .PHONY: fuzz
 fuzz:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz

@@ -68,8 +68,20 @@ pub const KNOWN_OPTIONS: u32 = NOROUND | ENTS_IS_BITS | FORCE64 | NO_SCALING;
 /// error underflows to zero after about 1075 halvings (measured on 2.8.2: 1067 usable links from
 /// 0.01, then a broken zero-sized one). This bound admits every filter with a usable last link.
 pub const MAX_LINKS: usize = 1100;
-/// Most hashes per link: ⌈log2(1/ε)⌉ is at most 1075 for the smallest positive double.
-pub const MAX_HASHES: u32 = 1100;
+/// Most hashes per link: RedisBloom gives ⌈ln 2 · bpe⌉ = 1075 to the smallest positive error
+/// rate (2^−1074), and a stored count may be one above RedisBloom's (see
+/// [`LinkShape::hash_range`]).
+pub const MAX_HASHES: u32 = 1076;
+/// Most probes one lookup may make over all links: the sum of the links' hashes. A chain that
+/// RedisBloom grew halves the error from link to link (since v2.2; faster before), so each link
+/// needs at least one hash more than the one before it, and none more than 1075: the sum is at
+/// most 1 + 2 + ... + 1075. The longest real chain (EXPANSION 1, capacity 1, from an error near
+/// 1, about 1074 links) comes close; a forged chain of [`MAX_LINKS`] links at the smallest error
+/// (1.2 million probes, and every one a cache miss) does not pass.
+pub const MAX_CHAIN_HASHES: u64 = 1075 * 1076 / 2;
+/// How far a stored bits-per-entry may be from the one RedisBloom derives from the error rate
+/// (relative): C libraries' `log` differ in the last bits, never by this much.
+const BPE_TOLERANCE: f64 = 1e-6;
 /// The largest expansion RedisBloom accepts.
 pub const MAX_GROWTH: u32 = 32768;
 
@@ -171,22 +183,50 @@ impl LinkShape {
         allocation_size(self.bytes.div_ceil(8).saturating_mul(8))
     }
 
+    /// The hash counts a link at this error rate may store: RedisBloom's ⌈ln 2 · bpe⌉, give or
+    /// take one for the rounding of other versions' arithmetic (never below 1).
+    pub fn hash_range(&self) -> std::ops::RangeInclusive<u32> {
+        let exact = (std::f64::consts::LN_2 * bits_per_entry(self.error)).ceil();
+        // error is in (0, 1): exact is in [1, 1075].
+        let exact = exact as u32;
+        exact.saturating_sub(1).max(1)..=exact.saturating_add(1).min(MAX_HASHES)
+    }
+
+    /// The most items a link of this modulus and error rate can be sized for: what its bits
+    /// hold at RedisBloom's bits per entry, −ln ε / ln²2 (RedisBloom sizes a link of `entries`
+    /// with ⌊entries · bpe⌋ bits or more, so entries ≤ (M + 1) / bpe; a hair of slack for the
+    /// last bits of `log`). The decoders refuse a link that claims more entries, and an add treats
+    /// a link holding this many items as full, so no count can outgrow the bits.
+    pub fn max_entries(&self) -> u64 {
+        let bound = (self.modulus() as f64 + 1.0) / bits_per_entry(self.error) * (1.0 + 1e-9);
+        // Saturates at u64::MAX (and NaN, impossible for a validated error rate, gives 0).
+        bound.floor() as u64
+    }
+
+    /// Items after which an add must not set bits in this link any more (it pushes a link, or
+    /// a non-scaling filter is full): its entries, or everything its bits can hold.
+    pub fn item_limit(&self) -> u64 {
+        self.entries.min(self.max_entries())
+    }
+
     /// Checks every field but `bytes` against what RedisBloom can produce (an RDB value gives
     /// the array's length last).
     pub(crate) fn validate_fields(&self) -> Result<(), DecodeError> {
         check(self.entries >= 1, "link entries")?;
         check(self.error > 0.0 && self.error < 1.0, "link error rate")?;
-        check((1..=MAX_HASHES).contains(&self.hashes), "link hashes")?;
+        check(self.hash_range().contains(&self.hashes), "link hashes")?;
+        let bpe = bits_per_entry(self.error);
         check(
-            self.bpe.is_finite() && self.bpe > 0.0,
+            self.bpe.is_finite() && (self.bpe - bpe).abs() <= bpe * BPE_TOLERANCE,
             "link bits per entry",
         )?;
         check(self.items <= self.entries, "link items over entries")?;
         check(self.n2 < 64, "link n2")
     }
 
-    /// Checks every field, and that the array covers the modulus with at most the one word of
-    /// slack RedisBloom's rounding leaves (so a small filter cannot claim a huge array).
+    /// Checks every field, that the array covers the modulus with at most the one word of
+    /// slack RedisBloom's rounding leaves (so a small filter cannot claim a huge array), and that
+    /// the bits can hold the entries.
     pub(crate) fn validate(&self) -> Result<(), DecodeError> {
         self.validate_fields()?;
         check(self.bytes > 0, "empty link")?;
@@ -199,8 +239,17 @@ impl LinkShape {
         check(
             self.bytes <= modulus.div_ceil(64).max(1) * 8,
             "link bytes over its modulus",
+        )?;
+        check(
+            self.entries <= self.max_entries(),
+            "link entries over its bits",
         )
     }
+}
+
+/// RedisBloom's bits per entry for an error rate: −ln ε / ln²2, with its decimal ln²2.
+fn bits_per_entry(error: f64) -> f64 {
+    -(error.ln() / LN2_SQUARED)
 }
 
 fn corrupt(what: &'static str) -> DecodeError {
@@ -253,6 +302,13 @@ impl ChainShape {
         } else {
             check((1..=MAX_GROWTH).contains(&header.growth), "growth")?;
         }
+        if header.arithmetic == Arithmetic::Wrap32 {
+            // Only RDB encoding 1 says Wrap32, and it implies these (see rdb::save).
+            check(
+                header.options == 0 && header.growth == 2,
+                "options of a version 1 filter",
+            )?;
+        }
         let mut items = 0u64;
         let mut bytes = 0u64;
         for link in &self.links {
@@ -261,7 +317,16 @@ impl ChainShape {
                 .checked_add(link.bytes)
                 .ok_or(corrupt("total bytes"))?;
         }
+        check(
+            self.total_hashes() <= MAX_CHAIN_HASHES,
+            "hashes over the chain",
+        )?;
         check(items == header.items, "items differ from the links' sum")
+    }
+
+    /// Probes of one lookup that misses nowhere: the sum of the links' hashes.
+    pub fn total_hashes(&self) -> u64 {
+        self.links.iter().map(|link| u64::from(link.hashes)).sum()
     }
 }
 
@@ -272,6 +337,8 @@ pub struct Link {
     shape: LinkShape,
     /// Cached [`LinkShape::modulus`].
     modulus: u64,
+    /// Cached [`LinkShape::item_limit`].
+    item_limit: u64,
     /// ⌈bytes / 8⌉ words holding the array (see the module documentation).
     words: Vec<u64>,
 }
@@ -281,6 +348,7 @@ impl Link {
     pub(crate) fn zeroed(shape: LinkShape) -> Result<Link, LimitError> {
         Ok(Link {
             modulus: shape.modulus(),
+            item_limit: shape.item_limit(),
             words: zeroed_words(shape.bytes.div_ceil(8))?,
             shape,
         })
@@ -293,6 +361,7 @@ impl Link {
         Ok(Link {
             shape: self.shape,
             modulus: self.modulus,
+            item_limit: self.item_limit,
             words,
         })
     }
@@ -595,16 +664,28 @@ impl RbFilter {
         if self.contains_hash(hash) {
             return Err(InsertError::Present);
         }
-        let grown = if self.newest().items >= self.newest().entries {
+        // The chain's count is the links' sum, and the decoders refuse a sum past u64: a chain
+        // holding u64::MAX items takes no more, whatever its links could hold (a non-scaling
+        // one's only link then holds them all, so it is full).
+        let Some(items) = self.header.items.checked_add(1) else {
+            return Err(if self.is_scaling() {
+                InsertError::CannotGrow
+            } else {
+                InsertError::NonScalingFull
+            });
+        };
+        let newest = self.links.last().expect("a filter always has a link");
+        let grown = if newest.shape.items >= newest.item_limit {
             Some(self.grow(budget)?)
         } else {
             None
         };
         let arithmetic = self.header.arithmetic;
         let newest = self.links.last_mut().expect("a filter always has a link");
-        newest.set(hash, arithmetic);
+        // Below its item limit, so below u64::MAX.
         newest.shape.items += 1;
-        self.header.items += 1;
+        newest.set(hash, arithmetic);
+        self.header.items = items;
         Ok(grown)
     }
 
@@ -667,12 +748,25 @@ impl RbFilter {
             .entries
             .checked_mul(u64::from(self.header.growth))
             .ok_or(InsertError::CannotGrow)?;
-        link_shape(
+        let link = link_shape(
             entries,
             newest.error * 0.5,
             self.header.options & NOROUND != 0,
         )
-        .ok_or(InsertError::CannotGrow)
+        .ok_or(InsertError::CannotGrow)?;
+        // What growth makes, the decoders must take back: the new link passes their checks, and
+        // so does the chain with it (its probes included).
+        link.validate().map_err(|_| InsertError::CannotGrow)?;
+        let hashes = self
+            .links
+            .iter()
+            .map(|link| u64::from(link.shape.hashes))
+            .sum::<u64>()
+            + u64::from(link.hashes);
+        if hashes > MAX_CHAIN_HASHES {
+            return Err(InsertError::CannotGrow);
+        }
+        Ok(link)
     }
 
     /// Bytes of the array of the link this filter would push next; None when it cannot grow.

@@ -75,6 +75,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<Envelope, DecodeError> {
     let loaded_bytes = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     let mut shape = scandump::parse_header(&bytes[FIXED_BYTES..body])?;
     shape.header.arithmetic = arithmetic;
+    shape.validate()?;
     check(loaded_bytes <= shape.total_bytes(), "loaded bytes")?;
     Ok(Envelope {
         shape,

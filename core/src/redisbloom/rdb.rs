@@ -28,12 +28,14 @@
 //!
 //! Only encoding 4 has a writer we can run (RedisBloom 2.8.2); the tests build 0–3 from this
 //! description. Every count is checked before it sizes anything: the link count before the link
-//! list is reserved, each link's fields before its string is read, each string's length against
+//! list is reserved, each link's fields (and the chain's probes so far) before its string is read, each string's length against
 //! the fields, and each link's allocation size against the caller's
 //! [`MemoryBudget`], charged link by link as the arrays are allocated (one
 //! budget for the whole value, so it sees their sum).
 
-use super::chain::{Arithmetic, ChainHeader, ChainShape, Link, LinkShape, RbFilter, MAX_LINKS};
+use super::chain::{
+    Arithmetic, ChainHeader, ChainShape, Link, LinkShape, RbFilter, MAX_CHAIN_HASHES, MAX_LINKS,
+};
 use crate::budget::MemoryBudget;
 use crate::encoding::{check, DecodeError};
 
@@ -121,6 +123,7 @@ pub fn load<S: RdbSource, B: MemoryBudget + ?Sized>(
     let mut links = Vec::with_capacity(count);
     let mut total = 0u64;
     let mut allocated = 0u64;
+    let mut hashes_total = 0u64;
     for _ in 0..count {
         let entries = source.unsigned().map_err(RdbError::Source)?;
         let error = source.double().map_err(RdbError::Source)?;
@@ -150,6 +153,10 @@ pub fn load<S: RdbSource, B: MemoryBudget + ?Sized>(
             items: 0,
         };
         shape.validate_fields()?;
+        // The chain's probes, checked before this link's array is read (ChainShape::validate
+        // checks the same sum at the end).
+        hashes_total += u64::from(hashes);
+        check(hashes_total <= MAX_CHAIN_HASHES, "hashes over the chain")?;
         let array = source.string().map_err(RdbError::Source)?;
         let array = array.as_ref();
         shape.bytes = array.len() as u64;

@@ -1,7 +1,9 @@
 //! The decoders refuse what RedisBloom could not have written, before allocating; growth is
 //! fallible and leaves the filter unchanged when refused.
 
-use super::chain::{GrownLink, LinkShape, RbAddOutcome, RbFilter, MAX_LINKS, NOROUND, NO_SCALING};
+use super::chain::{
+    GrownLink, LinkShape, RbAddOutcome, RbFilter, MAX_CHAIN_HASHES, MAX_LINKS, NOROUND, NO_SCALING,
+};
 use super::rdb::{load, RdbError, RdbSource};
 use super::scandump::{decode_header, encode_header, parse_header, scandump_step, CHUNK_BYTES};
 use crate::budget::{allocation_size, Budget, Unlimited};
@@ -269,7 +271,7 @@ fn one_add_operation_records_its_links_and_is_charged_their_sum() {
         entries: 1,
         error: 0.45,
         hashes: 1,
-        bpe: 1.6619647279353547,
+        bpe: 1.6619891500019202,
         bits: 64,
         n2: 0,
         bytes: 8,
@@ -339,6 +341,7 @@ fn one_add_operation_records_its_links_and_is_charged_their_sum() {
 fn chunks_write_within_odd_sized_links() {
     // Old files may have arrays that are not whole words: 27 bytes for a modulus of 200 bits.
     let odd = LinkShape {
+        entries: 18,
         bits: 200,
         bytes: 27,
         items: 0,
@@ -397,7 +400,7 @@ impl RdbSource for Fields {
 fn rdb_fields(encver: i32, options: u64, links: &[LinkShape], fill: u8) -> Vec<Field> {
     use Field::{D, S, U};
     let mut fields = vec![
-        U(links.iter().map(|l| l.items).sum()),
+        U(links.iter().fold(0u64, |sum, l| sum.wrapping_add(l.items))),
         U(links.len() as u64),
     ];
     if encver >= 2 {
@@ -530,6 +533,193 @@ fn power_of_two_filters_grow_by_powers_of_two() {
     assert_eq!(filter.header().options & NOROUND, 0);
 }
 
+/// The error rate closest to 1: each bit holds the most entries (about 4·10^15).
+const LOOSEST: f64 = 1.0 - f64::EPSILON / 2.0;
+
+/// A NOROUND link of `bytes` bytes at `error`, with the fields RedisBloom derives from it.
+fn link_at(error: f64, bytes: u64, entries: u64, items: u64) -> LinkShape {
+    let bpe = -(error.ln() / 0.480453013918201);
+    LinkShape {
+        entries,
+        error,
+        hashes: (std::f64::consts::LN_2 * bpe).ceil() as u32,
+        bpe,
+        bits: bytes * 8,
+        n2: 0,
+        bytes,
+        items,
+    }
+}
+
+#[test]
+fn entries_beyond_what_the_bits_hold_are_refused() {
+    let bad = |entries| refused(&header(0, OPTIONS, 2, &[LinkShape { entries, ..link(0) }]));
+    // 1152 bits at 11.03 bits per entry hold 104 entries.
+    assert!(parse_header(&header(
+        0,
+        OPTIONS,
+        2,
+        &[LinkShape {
+            entries: 104,
+            ..link(0)
+        }]
+    ))
+    .is_ok());
+    assert_eq!(bad(105), "link entries over its bits");
+    // The header of the report: entries 2^64 − 1 in a small link, which one add used to wrap.
+    assert_eq!(bad(u64::MAX), "link entries over its bits");
+    // 256 bits hold 23.
+    let power = LinkShape {
+        entries: 24,
+        n2: 8,
+        bits: 256,
+        bytes: 32,
+        ..link(0)
+    };
+    assert_eq!(
+        refused(&header(0, 4, 2, &[power])),
+        "link entries over its bits"
+    );
+}
+
+#[test]
+fn hashes_and_bits_per_entry_follow_the_error_rate() {
+    let bad = |change: &dyn Fn(&mut LinkShape)| {
+        let mut shape = link(0);
+        change(&mut shape);
+        parse_header(&header(0, OPTIONS, 2, &[shape])).err()
+    };
+    // RedisBloom gives 8 hashes at 0.005; one either side is tolerated.
+    for hashes in [7, 8, 9] {
+        assert_eq!(bad(&|l| l.hashes = hashes), None, "{hashes} hashes");
+    }
+    let hashes = Some(DecodeError::Corrupt("link hashes"));
+    assert_eq!(bad(&|l| l.hashes = 6), hashes);
+    assert_eq!(bad(&|l| l.hashes = 10), hashes);
+    assert_eq!(bad(&|l| l.hashes = 1100), hashes);
+    let bpe = Some(DecodeError::Corrupt("link bits per entry"));
+    assert_eq!(bad(&|l| l.bpe = 11.03), bpe);
+    assert_eq!(bad(&|l| l.bpe = 1.0), bpe);
+}
+
+#[test]
+fn chains_of_many_slow_links_are_refused() {
+    // 1100 links of 1100 hashes: no error rate gives 1100 hashes.
+    let mut slow = link_at(f64::from_bits(1), 256, 1, 0);
+    slow.hashes = 1100;
+    assert_eq!(
+        refused(&header(0, OPTIONS, 1, &vec![slow; MAX_LINKS])),
+        "link hashes"
+    );
+    // 1100 links at the smallest error rate (1075 hashes each, 1.2 million probes a lookup).
+    let slowest = link_at(f64::from_bits(1), 256, 1, 0);
+    assert_eq!(slowest.hashes, 1075);
+    assert_eq!(
+        refused(&header(0, OPTIONS, 1, &vec![slowest; MAX_LINKS])),
+        "hashes over the chain"
+    );
+    // The same through RDB: refused before the array of the link that crosses the bound.
+    let fields = rdb_fields(4, 5, &vec![slowest; MAX_LINKS], 0xff);
+    assert_eq!(
+        load_fields(fields, 4),
+        Err(RdbError::Decode(DecodeError::Corrupt(
+            "hashes over the chain"
+        )))
+    );
+    // Up to the bound, it loads.
+    let fit = (MAX_CHAIN_HASHES / 1075) as usize;
+    assert!(parse_header(&header(0, OPTIONS, 1, &vec![slowest; fit])).is_ok());
+}
+
+#[test]
+fn growth_stops_where_the_decoders_would() {
+    // EXPANSION 1, one entry per link: from an error near 1, the longest chain RedisBloom grows.
+    let mut filter = RbFilter::new(1, 0.999, Some(1), &mut Unlimited)
+        .unwrap()
+        .unwrap();
+    let mut i = 0u32;
+    let stop = loop {
+        match filter.insert(&i.to_le_bytes(), &mut Unlimited) {
+            Ok(_) => i += 1,
+            Err(error) => break error,
+        }
+    };
+    assert_eq!(stop, InsertError::CannotGrow);
+    let links = filter.links().len();
+    let hashes: u64 = filter
+        .links()
+        .iter()
+        .map(|l| u64::from(l.shape().hashes))
+        .sum();
+    // It stopped because the error underflowed, not at a bound of ours: RedisBloom's own chain
+    // fits them.
+    assert!(links > 1000 && links <= MAX_LINKS, "{links} links");
+    assert!(
+        hashes <= MAX_CHAIN_HASHES && hashes > MAX_CHAIN_HASHES * 99 / 100,
+        "{hashes}"
+    );
+    assert_eq!(filter.links().last().unwrap().shape().error * 0.5, 0.0);
+    let bytes = encode_header(&filter);
+    assert_eq!(
+        encode_header(&decode_header(&bytes, &mut Unlimited).unwrap()),
+        bytes
+    );
+}
+
+#[test]
+fn counts_at_their_bounds_refuse_adds_instead_of_wrapping() {
+    // A link at the loosest error holds u64::MAX entries in 1 KiB; the chain's count is at
+    // u64::MAX, so an add that would need a new link cannot count its item.
+    let first = LinkShape {
+        entries: 1,
+        items: 1,
+        ..link_at(0.45, 8, 1, 1)
+    };
+    let loose = link_at(LOOSEST, 1024, u64::MAX, u64::MAX - 1);
+    let bytes = header(u64::MAX, OPTIONS, 2, &[first, loose]);
+    let mut filter = decode_header(&bytes, &mut Unlimited).unwrap();
+    assert_eq!(
+        filter.insert(b"x", &mut Unlimited),
+        Err(InsertError::CannotGrow)
+    );
+    assert_eq!(
+        encode_header(&filter),
+        bytes,
+        "a refused add changes nothing"
+    );
+    // Its newest link full: a non-scaling one answers full.
+    let full = link_at(LOOSEST, 1024, u64::MAX, u64::MAX);
+    let mut filter = decode_header(
+        &header(u64::MAX, OPTIONS | NO_SCALING, 2, &[full]),
+        &mut Unlimited,
+    )
+    .unwrap();
+    assert_eq!(
+        filter.insert(b"x", &mut Unlimited),
+        Err(InsertError::NonScalingFull)
+    );
+}
+
+#[test]
+fn version_1_envelopes_keep_version_1_options() {
+    use super::envelope;
+    let mut filter = load_fields(rdb_fields(1, 0, &[link(10)], 0), 1).unwrap();
+    let bytes = envelope::encode_header(&filter, 0);
+    assert!(envelope::parse_header(&bytes).is_ok());
+    // The same with growth 3: encoding 1 could not save it.
+    let forged = decode_header(&header(10, 0, 3, &[link(10)]), &mut Unlimited).unwrap();
+    let mut bytes = envelope::encode_header(&forged, 0);
+    bytes[5] = 1;
+    let body = bytes.len() - 8;
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..body]);
+    bytes[body..].copy_from_slice(&sum.to_le_bytes());
+    assert!(matches!(
+        envelope::parse_header(&bytes),
+        Err(DecodeError::Corrupt("options of a version 1 filter"))
+    ));
+    assert_eq!(filter.insert(b"a", &mut Unlimited), Ok(true));
+}
+
 mod hostile {
     //! Whatever bytes arrive, the decoders answer with a value and what they accept works.
 
@@ -591,6 +781,194 @@ mod hostile {
             let loaded = load(&mut Fields(fields.into_iter()), encver, &mut small());
             if let Ok(filter) = loaded {
                 use_filter(filter, &chunk);
+            }
+        }
+    }
+}
+
+mod invariant {
+    //! One invariant for every accepted value: whatever a decoder takes, and whatever adds make
+    //! of it, encodes to bytes the decoders take back as the same filter (the fuzz target
+    //! `invariant` runs the same on any input).
+
+    use proptest::prelude::*;
+
+    use super::super::{envelope, rdb};
+    use super::*;
+
+    /// The fields of one link near the edges of what the checks allow.
+    fn link_strategy() -> impl Strategy<Value = LinkShape> {
+        (
+            prop_oneof![
+                Just(0.45),
+                Just(0.005),
+                Just(1e-300),
+                Just(f64::from_bits(1)),
+                Just(LOOSEST),
+                1e-12f64..1.0,
+            ],
+            1u64..=40,
+            prop_oneof![6 => 0u8..2, 1 => 2u8..5],
+            prop_oneof![3 => Just(0u8), 3 => Just(1u8), 1 => 2u8..5],
+            prop_oneof![6 => Just(0i32), 1 => -2i32..=2],
+            any::<u64>(),
+        )
+            .prop_map(
+                |(error, words, entries_pick, items_pick, hashes_delta, random)| {
+                    let mut shape = link_at(error, words * 8, 1, 0);
+                    let bound = shape.max_entries();
+                    shape.entries = match entries_pick {
+                        0 => random % bound.max(1) + 1,
+                        1 => bound,
+                        2 => bound.saturating_add(1),
+                        3 => u64::MAX,
+                        _ => 1,
+                    };
+                    shape.items = match items_pick {
+                        0 => 0,
+                        1 => shape.entries,
+                        2 => shape.entries.saturating_sub(1),
+                        3 => random,
+                        _ => random % shape.entries.saturating_add(1).max(1),
+                    };
+                    shape.hashes = shape.hashes.saturating_add_signed(hashes_delta);
+                    shape
+                },
+            )
+    }
+
+    /// Decodes `bytes` as `kind` (0: SCANDUMP header, 1: RDB encoding 0..=4).
+    fn decode(
+        kind: u8,
+        links: &[LinkShape],
+        options: u32,
+        growth: u32,
+        items: u64,
+    ) -> Option<RbFilter> {
+        if kind == 0 {
+            return decode_header(&header(items, options, growth, links), &mut small()).ok();
+        }
+        let encver = i32::from(kind) - 1;
+        let mut fields = rdb_fields(encver, u64::from(options), links, 0);
+        fields[0] = Field::U(items);
+        if encver >= 4 {
+            fields[3] = Field::U(u64::from(growth));
+        }
+        load(&mut Fields(fields.into_iter()), encver, &mut small()).ok()
+    }
+
+    fn small() -> Budget {
+        Budget::new(1 << 20, 1 << 20)
+    }
+
+    /// A sink that keeps the fields, for `rdb::save` then `rdb::load`.
+    #[derive(Default)]
+    struct Saved(Vec<Field>);
+
+    impl rdb::RdbSink for Saved {
+        fn unsigned(&mut self, value: u64) {
+            self.0.push(Field::U(value));
+        }
+        fn double(&mut self, value: f64) {
+            self.0.push(Field::D(value));
+        }
+        fn string(&mut self, bytes: &[u8]) {
+            self.0.push(Field::S(bytes.to_vec()));
+        }
+    }
+
+    /// Every encoding of `filter` decodes to `filter` again.
+    fn round_trips(filter: &RbFilter) {
+        // RedisBloom's SCANDUMP stream (which cannot say Wrap32).
+        if filter.header().arithmetic == super::super::Arithmetic::Wide {
+            let mut copy = decode_header(&encode_header(filter), &mut Unlimited)
+                .expect("own SCANDUMP header refused");
+            let mut iterator = 1;
+            loop {
+                let (next, chunk) = scandump_step(filter, iterator);
+                if next == 0 {
+                    break;
+                }
+                super::super::scandump::load_chunk(&mut copy, next, &chunk)
+                    .expect("own chunk refused");
+                iterator = next;
+            }
+            assert_eq!(&copy, filter, "SCANDUMP/LOADCHUNK changed the filter");
+        }
+        // Our envelope, then the arrays.
+        let (mut copy, loaded) = envelope::decode_header(
+            &envelope::encode_header(filter, filter.bytes()),
+            &mut Unlimited,
+        )
+        .expect("own envelope refused");
+        assert_eq!(loaded, filter.bytes());
+        for (offset, len) in filter.pieces(4096) {
+            let mut piece = vec![0; len as usize];
+            filter.read_bits(offset, &mut piece).unwrap();
+            copy.write_bits(offset, &piece).unwrap();
+        }
+        assert_eq!(&copy, filter, "envelope changed the filter");
+        // RedisBloom's RDB value.
+        let mut saved = Saved::default();
+        let encver = rdb::save(filter, &mut saved);
+        let copy = load(&mut Fields(saved.0.into_iter()), encver, &mut Unlimited)
+            .expect("own RDB value refused");
+        assert_eq!(&copy, filter, "RDB value changed the filter");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn accepted_values_and_their_adds_encode_back(
+            kind in 0u8..6,
+            links in proptest::collection::vec(link_strategy(), 1..4),
+            options in prop_oneof![
+                6 => Just(5u32), 2 => Just(13), 2 => Just(4), 1 => Just(0), 1 => any::<u32>()
+            ],
+            growth in prop_oneof![Just(1u32), Just(2), 1u32..40000],
+            items_pick in prop_oneof![6 => Just(0u8), 1 => Just(2u8)],
+            random_items in any::<u64>(),
+            adds in 0u32..300,
+            start in any::<u32>(),
+        ) {
+            let sum = links.iter().try_fold(0u64, |sum, link| sum.checked_add(link.items));
+            let items = match (items_pick, sum) {
+                (0, Some(sum)) | (1, Some(sum)) => sum,
+                _ => random_items,
+            };
+            let Some(mut filter) = decode(kind, &links, options, growth, items) else {
+                return Ok(());
+            };
+            round_trips(&filter);
+            let sample: Vec<[u8; 4]> = (start..start.wrapping_add(64)).map(u32::to_le_bytes).collect();
+            for i in 0..adds {
+                let item = start.wrapping_add(i).to_le_bytes();
+                let before = filter.items();
+                match filter.insert(&item, &mut small()) {
+                    Ok(new) => {
+                        prop_assert!(filter.contains(&item));
+                        prop_assert_eq!(filter.items(), before + u64::from(new));
+                    }
+                    Err(_) => prop_assert_eq!(filter.items(), before),
+                }
+            }
+            round_trips(&filter);
+            let answers: Vec<bool> = sample.iter().map(|item| filter.contains(item)).collect();
+            let again = decode_header(&encode_header(&filter), &mut Unlimited);
+            if let Ok(again) = again {
+                let mut again = again;
+                for (offset, len) in filter.pieces(4096) {
+                    let mut piece = vec![0; len as usize];
+                    filter.read_bits(offset, &mut piece).unwrap();
+                    again.write_bits(offset, &piece).unwrap();
+                }
+                let replies: Vec<bool> = sample.iter().map(|item| again.contains(item)).collect();
+                if filter.header().arithmetic == super::super::Arithmetic::Wide {
+                    prop_assert_eq!(replies, answers);
+                }
+            } else {
+                prop_assert!(false, "own SCANDUMP header refused: {:?}", again.err());
             }
         }
     }

@@ -201,3 +201,69 @@ pub fn mutate_header(rng: &mut ChaCha8Rng, header: &[u8]) -> Vec<u8> {
     fix_xxh3(&mut h);
     h
 }
+
+/// One field of a module value in an RDB payload.
+pub enum ModuleField {
+    Unsigned(u64),
+    Double(f64),
+    Bytes(Vec<u8>),
+}
+
+/// An RDB length: 6 bits, 14 bits, 32 bits or 64 bits (Redis' rdbSaveLen).
+fn rdb_length(n: u64) -> Vec<u8> {
+    if n < 1 << 6 {
+        vec![n as u8]
+    } else if n < 1 << 14 {
+        vec![0x40 | (n >> 8) as u8, n as u8]
+    } else if n <= u64::from(u32::MAX) {
+        let mut out = vec![0x80];
+        out.extend_from_slice(&(n as u32).to_be_bytes());
+        out
+    } else {
+        let mut out = vec![0x81];
+        out.extend_from_slice(&n.to_be_bytes());
+        out
+    }
+}
+
+/// A RESTORE payload of a module value of type `type_name` (9 characters) in encoding `encver`,
+/// its fields saved as RedisModule_SaveUnsigned / SaveDouble / SaveStringBuffer save them, for
+/// the server's RDB `version` (the 2 bytes before the CRC of any DUMP).
+pub fn module_payload(
+    type_name: &str,
+    encver: u64,
+    fields: &[ModuleField],
+    version: [u8; 2],
+) -> Vec<u8> {
+    const CHARSET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let id = type_name.bytes().fold(0u64, |id, c| {
+        let at = CHARSET
+            .iter()
+            .position(|&x| x == c)
+            .expect("type name character");
+        (id << 6) | at as u64
+    });
+    let id = (id << 10) | encver;
+    // RDB_TYPE_MODULE_2, then the module id as a 64-bit length.
+    let mut value = vec![7];
+    value.extend(rdb_length(id));
+    for field in fields {
+        match field {
+            ModuleField::Unsigned(n) => {
+                value.push(2);
+                value.extend(rdb_length(*n));
+            }
+            ModuleField::Double(d) => {
+                value.push(4);
+                value.extend_from_slice(&d.to_le_bytes());
+            }
+            ModuleField::Bytes(b) => {
+                value.push(5);
+                value.extend(rdb_length(b.len() as u64));
+                value.extend_from_slice(b);
+            }
+        }
+    }
+    value.push(0);
+    seal(value, version)
+}
