@@ -3,6 +3,8 @@
 //! primary (`appendonly yes`) with one replica; afterwards the replica, a fresh server loading a
 //! copy of the primary's AOF, and the primary after `DEBUG RELOAD` must each hold the primary's
 //! keys, value for value (`DEBUG DIGEST-VALUE`, the module's whole RDB encoding of the value).
+//! The replica and the AOF server run the test-hooks build, whose sizing differs, and draw random
+//! seeds while the primary's default seed is fixed: they must depend on what they were sent only.
 //!
 //! The workload: creations of every kind (scalable, NONSCALING, EXPANSION x, WINDOW of 50–200 ms
 //! and longer, explicit seeds, creation by the first add with the primary's defaults changed),
@@ -26,6 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use redis::{Connection, Value};
+use rustbloom_testkit::payload;
 use rustbloom_testkit::redisbloom::reply_text;
 use rustbloom_testkit::*;
 
@@ -191,7 +194,8 @@ fn run_seed(seed: u64, ops: usize, fixtures: &Fixtures) -> Result<(), String> {
         "--aof-use-rdb-preamble",
         preamble,
     ]);
-    let replica = Server::start();
+    let other_build = test_hooks_module();
+    let replica = Server::start_custom(&[], &other_build, &[]);
     replicate_from(&primary, &replica);
     let mut pc = primary.conn();
     // Filters created without a SEED take seed 0 on the primary, so that a seed replays the same
@@ -264,6 +268,7 @@ fn run_seed(seed: u64, ops: usize, fixtures: &Fixtures) -> Result<(), String> {
 
     match Server::try_start_with_dir_copy(
         &["--appendonly", "yes"],
+        &other_build,
         &primary.dir().join("appendonlydir"),
         "appendonlydir",
     ) {
@@ -298,6 +303,24 @@ fn run_seed(seed: u64, ops: usize, fixtures: &Fixtures) -> Result<(), String> {
             report.join("\n")
         ))
     }
+}
+
+/// The module built with the test hooks (`make test` builds it), which the replica and the AOF
+/// server run: its sizing differs by one unit per layer, as another release's might, so a write
+/// that reaches them without the exact shape the primary gave it shows as a difference.
+fn test_hooks_module() -> std::path::PathBuf {
+    let path = std::env::var_os("RUSTBLOOM_TEST_HOOKS_MODULE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-hooks/release/librustbloom.so")
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: make test builds it (cargo build --release -p rustbloom --lib \
+         --features test-hooks --target-dir target/test-hooks)",
+        path.display()
+    );
+    path
 }
 
 /// Per key: `TYPE` and `DEBUG DIGEST-VALUE`.
@@ -599,7 +622,8 @@ impl Workload<'_> {
             72..=74 => self.redisbloom_restore(&key),
             75..=76 => self.own_restore(&key),
             77 => self.rewrite(),
-            78..=83 => {
+            78 => self.crafted_loadchunk(&key),
+            79..=83 => {
                 let ms = self.rng.random_range(2..=40);
                 std::thread::sleep(Duration::from_millis(ms));
             }
@@ -1006,6 +1030,61 @@ impl Workload<'_> {
                 self.loadchunks(dst, &source, &chunks);
             }
         }
+    }
+
+    /// BF.LOADCHUNK of a crafted header (an existing filter's, its fields mutated and its
+    /// checksum made right) and chunks of random bits under correct checksums: whatever the
+    /// primary accepts, the replica and the AOF must hold alike.
+    fn crafted_loadchunk(&mut self, dst: &str) {
+        let src = self.source_key();
+        let header = match rawb(self.c, &[b"BF.SCANDUMP", &src, b"0"]) {
+            Ok(Value::Array(a)) => match a.get(1) {
+                Some(Value::BulkString(h)) => h.clone(),
+                _ => return,
+            },
+            _ => return,
+        };
+        // The scalable filter's header: magic, version 1, 56 bytes and 24 per layer.
+        if !header.starts_with(b"RBLM\x01") || header.len() < 80 || (header.len() - 56) % 24 != 0 {
+            return;
+        }
+        let header = payload::mutate_header(&mut self.rng, &header);
+        let _ = self.send(&[b("DEL"), b(dst)], &[dst.as_bytes()]);
+        let mut replies = vec![show_reply(&rawb(
+            self.c,
+            &[b"BF.LOADCHUNK", dst.as_bytes(), b"1", &header],
+        ))];
+        let layers = payload::get(&header, 36, 4) as usize;
+        let total: u64 = (0..layers.min((header.len() - 56) / 24))
+            .map(|l| payload::get(&header, 48 + 24 * l + 8, 8) / 8)
+            .fold(0u64, u64::saturating_add);
+        let mut offset = 0u64;
+        // Small bit arrays only: a crafted size of terabytes stays a half-loaded key.
+        while replies[0] == "OK" && offset < total && total <= 1 << 20 {
+            let len = (total - offset).min(self.rng.random_range(1..=8192));
+            let bits: Vec<u8> = (0..len).map(|_| self.rng.random()).collect();
+            let chunk = payload::forge_chunk(&header, offset, &bits);
+            let it = (1 + offset + len).to_string();
+            replies.push(show_reply(&rawb(
+                self.c,
+                &[b"BF.LOADCHUNK", dst.as_bytes(), it.as_bytes(), &chunk],
+            )));
+            offset += len;
+        }
+        replies.dedup();
+        self.history.remove(dst.as_bytes());
+        self.record(
+            format!(
+                "BF.LOADCHUNK {dst} of a crafted header <hex {}> and {} bytes of random bits -> {}",
+                header
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>(),
+                offset,
+                replies.join(",")
+            ),
+            &[dst.as_bytes()],
+        );
     }
 
     fn redisbloom_loadchunk(&mut self, dst: &str) {

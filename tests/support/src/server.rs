@@ -188,15 +188,17 @@ impl Server {
         Server::start_full(extra_args, Some(module_path()), files, false)
     }
 
-    /// Start a server after copying the files of the directory `from` into `name` under its fresh
-    /// data directory (e.g. another server's `appendonlydir`, to load a copy of its AOF): Err with
-    /// its log when it does not come up (a load it refuses is a result, not a harness failure).
+    /// Start a server with the module build `module` after copying the files of the directory
+    /// `from` into `name` under its fresh data directory (e.g. another server's `appendonlydir`,
+    /// to load a copy of its AOF): Err with its log when it does not come up (a load it refuses is
+    /// a result, not a harness failure).
     pub fn try_start_with_dir_copy(
         extra_args: &[&str],
+        module: &Path,
         from: &Path,
         name: &str,
     ) -> Result<Server, String> {
-        let mut s = Server::new(extra_args, Some(module_path()), false);
+        let mut s = Server::new(extra_args, Some(module.to_path_buf()), false);
         let to = s.dir.path().join(name);
         std::fs::create_dir_all(&to).map_err(|e| format!("create {}: {e}", to.display()))?;
         let entries = std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))?;
