@@ -188,6 +188,45 @@ impl Server {
         Server::start_full(extra_args, Some(module_path()), files, false)
     }
 
+    /// Start a server with the module build `module` after copying the files of the directory
+    /// `from` into `name` under its fresh data directory (e.g. another server's `appendonlydir`,
+    /// to load a copy of its AOF): Err with its log when it does not come up (a load it refuses is
+    /// a result, not a harness failure).
+    pub fn try_start_with_dir_copy(
+        extra_args: &[&str],
+        module: &Path,
+        from: &Path,
+        name: &str,
+    ) -> Result<Server, String> {
+        let mut s = Server::new(extra_args, Some(module.to_path_buf()), false);
+        let to = s.dir.path().join(name);
+        std::fs::create_dir_all(&to).map_err(|e| format!("create {}: {e}", to.display()))?;
+        let entries = std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))?;
+        for entry in entries {
+            let path = entry
+                .map_err(|e| format!("{}: {e}", from.display()))?
+                .path();
+            if let Some(file) = path.file_name().filter(|_| path.is_file()) {
+                std::fs::copy(&path, to.join(file))
+                    .map_err(|e| format!("copy {}: {e}", path.display()))?;
+            }
+        }
+        s.port = free_port();
+        s.spawn();
+        match s.wait_ready() {
+            Ok(()) => Ok(s),
+            Err(exited) => {
+                s.kill();
+                Err(format!(
+                    "server loading a copy of {} did not come up ({}); log tail:\n{}",
+                    from.display(),
+                    if exited { "process exited" } else { "timeout" },
+                    s.log_tail()
+                ))
+            }
+        }
+    }
+
     /// Start a server with another module (`module`, e.g. RedisBloom's) after writing `files`
     /// (name, contents) into its fresh data directory.
     pub fn start_module_with_files(
