@@ -376,7 +376,7 @@ fn add_items(
 ) -> CommandResult {
     // Phase 1: the key, its items' routing, and the filter to add to.
     let mut key = command.open_key(true);
-    partition::check_items(command, &key, first_item)?;
+    let routed = partition::routed_items(command, &key, first_item)?;
     let mut budget = budget(command);
     let mut created = None;
     let existing = ready_mut(&mut key)?;
@@ -393,10 +393,10 @@ fn add_items(
     // Phase 2: one core operation; its outcome survives a panic half-way.
     let before = BeforeAdd::of(filter);
     let mut outcome = filter.new_outcome(|| at_ms.unwrap_or_else(|| command.now_ms()));
-    let items = command.args_from(first_item);
-    let batch_len = items.len();
-    let panicked = catch_unwind(AssertUnwindSafe(|| {
-        filter.insert_many(items, &mut budget, &mut outcome)
+    let batch_len = command.args_from(first_item).len();
+    let panicked = catch_unwind(AssertUnwindSafe(|| match &routed {
+        Some(items) => filter.insert_many(items.iter().copied(), &mut budget, &mut outcome),
+        None => filter.insert_many(command.args_from(first_item), &mut budget, &mut outcome),
     }))
     .is_err();
     if !creating {
