@@ -14,9 +14,9 @@ use std::ptr::null_mut;
 
 use redis_module::{native_types::RedisType, raw};
 
+use rustbloom_core::budget::LimitError;
 use rustbloom_core::encoding::RDB_PIECE_BYTES;
 use rustbloom_core::redisbloom::{rdb as rb_rdb, RdbError, RdbSource};
-use rustbloom_core::scalable::LimitError;
 use rustbloom_core::stored::{decode_value, load_commands};
 use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
@@ -311,8 +311,8 @@ extern "C" fn free(value: *mut c_void) {
 const FREE_EFFORT_UNIT: u64 = 64 << 10;
 
 extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_void) -> usize {
-    // SAFETY: the value Redis passed this callback.
     guard("free_effort", 1, || {
+        // SAFETY: the value Redis passed this callback.
         let bytes = match unsafe { stored_ref(value) } {
             StoredValue::Filter(stored) => stored.filter().allocated_bytes(),
             StoredValue::Descriptor(_) => 0,
