@@ -45,9 +45,10 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use super::budget::LimitError;
 use super::budget::MemoryBudget;
 use super::layer::{layer_allocation_size, Layer};
-use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, MAX_CAPACITY, MAX_LAYERS};
+use super::scalable::{BloomFilter, FilterParams, Growth, MAX_CAPACITY, MAX_LAYERS};
 use super::sizing::{LayerSize, Layout};
 
 pub(crate) const MAGIC: &[u8; 4] = b"RBLM";

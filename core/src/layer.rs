@@ -1,8 +1,7 @@
 //! One fixed-size Bloom filter layer.
 
-use super::budget::allocation_size;
+use super::budget::{allocation_size, LimitError};
 use super::hash::ItemHash;
-use super::scalable::LimitError;
 use super::sizing::{LayerSize, Layout};
 
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.

@@ -224,7 +224,7 @@ pub mod sizing;
 pub mod stored;
 pub mod window;
 
-pub use budget::{Budget, MemoryBudget, Unlimited};
+pub use budget::{Budget, LimitError, MemoryBudget, Unlimited};
 pub use encoding::DecodeError;
 pub use filter::{Filter, Outcome};
 pub use hash::ItemHash;

@@ -3,6 +3,8 @@
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 
+/// The budget's refusal, which a filter's errors carry.
+pub use super::budget::LimitError;
 use super::budget::{allocation_size, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::{layer_allocation_size, Layer};
@@ -166,17 +168,6 @@ impl FilterParams {
         let capacity = self.layer_capacity(index).ok_or("capacity")?;
         sizing::check_shape(size, capacity, self.layer_error_rate(index))
     }
-}
-
-/// A memory limit that refused an allocation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LimitError {
-    /// The filter would exceed the per-filter byte cap.
-    FilterBytes { needed: u64, limit: u64 },
-    /// The allocation would exceed what the server may still allocate.
-    ServerMemory { needed: u64, available: u64 },
-    /// The system refused the allocation.
-    Allocation { needed: u64 },
 }
 
 /// Why a filter cannot be created.

@@ -66,7 +66,7 @@ impl StoredValue {
     pub fn try_clone<B: MemoryBudget + ?Sized>(
         &self,
         budget: &mut B,
-    ) -> Result<StoredValue, crate::scalable::LimitError> {
+    ) -> Result<StoredValue, crate::budget::LimitError> {
         Ok(match self {
             StoredValue::Filter(stored) => StoredValue::Filter(stored.try_clone(budget)?),
             StoredValue::Descriptor(descriptor) => StoredValue::Descriptor(*descriptor),
@@ -171,7 +171,7 @@ impl StoredFilter {
     pub fn try_clone<B: MemoryBudget + ?Sized>(
         &self,
         budget: &mut B,
-    ) -> Result<StoredFilter, crate::scalable::LimitError> {
+    ) -> Result<StoredFilter, crate::budget::LimitError> {
         Ok(StoredFilter {
             filter: self.filter.try_clone(budget)?,
             loading: self.loading,

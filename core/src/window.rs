@@ -169,11 +169,11 @@ pub mod encoding;
 #[cfg(test)]
 mod tests;
 
-use crate::budget::{allocation_size, MemoryBudget};
+use crate::budget::{allocation_size, LimitError, MemoryBudget};
 use crate::hash::ItemHash;
 use crate::layer::zeroed_words;
 use crate::math;
-use crate::scalable::{hash_groups, LimitError, MAX_CAPACITY};
+use crate::scalable::{hash_groups, MAX_CAPACITY};
 use crate::sizing::{
     classic_size, lines_size, LayerSize, Layout, SizingError, BLOCK_BITS, LINES_MAX_COST,
     LINES_MIN_BYTES, MAX_LINES,
@@ -445,8 +445,15 @@ impl WindowFilter {
         budget: &mut B,
     ) -> Result<WindowFilter, WindowError> {
         params.check_slot(slot)?;
-        WindowFilter::zeroed(params, params.shape_with(slot), now_ms, [0; SLOTS], 0, budget)
-            .map_err(WindowError::Limit)
+        WindowFilter::zeroed(
+            params,
+            params.shape_with(slot),
+            now_ms,
+            [0; SLOTS],
+            0,
+            budget,
+        )
+        .map_err(WindowError::Limit)
     }
 
     /// An all-zero filter of an exact shape, its bits charged to `budget` first at their

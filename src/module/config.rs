@@ -11,7 +11,7 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, raw, Context};
 
-use rustbloom_core::scalable::LimitError;
+use rustbloom_core::budget::LimitError;
 use rustbloom_core::Growth;
 
 use super::args;

@@ -47,10 +47,11 @@
 use std::borrow::Cow;
 
 use super::murmur::{murmur2, murmur64a, M64};
+use crate::budget::LimitError;
 use crate::budget::{allocation_size, MemoryBudget};
 use crate::encoding::{check, ChunkError, DecodeError};
 use crate::layer::zeroed_words;
-use crate::scalable::{InsertError, LimitError};
+use crate::scalable::InsertError;
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
 pub const NOROUND: u32 = 1;
