@@ -114,7 +114,7 @@
 //!                +--------------+-----------------+-----+---------------------+
 //!   storage:     |   word 0     |     word 1      | ... |   word bits/64 - 1  |
 //!                +--------------+-----------------+-----+---------------------+
-//!   bit b lives in word b / 64 at bit (b % 64), least significant first (bitvec's Lsb0 on u64);
+//!   bit b lives in word b / 64 at bit (b % 64), least significant first;
 //!   encoded, word w is written as 8 little-endian bytes, so byte j holds bits 8j .. 8j+7.
 //!   In a layout in lines, bit p of line l is bit 512·l + p: word 8·l + p/64, bit p % 64.
 //!
