@@ -35,31 +35,10 @@ pub const MAX_LAYERS: usize = 64;
 /// ns per insert and 36 to 28 ns per lookup, a 12 MB one from 15 to 13 ns; 64 was worse again.
 const BATCH: usize = 32;
 
-/// The hashes of `items` under `seed`, BATCH at a time: each group and how many of it are used.
-pub(crate) fn hash_groups<'a>(
-    items: impl IntoIterator<Item = &'a [u8]>,
-    seed: u64,
-) -> impl Iterator<Item = ([ItemHash; BATCH], usize)> {
-    let mut items = items.into_iter();
-    std::iter::from_fn(move || {
-        let mut group = [ItemHash::default(); BATCH];
-        let len = group
-            .iter_mut()
-            .zip(&mut items)
-            .map(|(slot, item)| {
-                #[cfg(feature = "test-hooks")]
-                test_hooks::panic_on(item);
-                *slot = ItemHash::new(item, seed)
-            })
-            .count();
-        (len > 0).then_some((group, len))
-    })
-}
-
 /// Calls `each` with the hashes of `items`, BATCH at a time, from one array filled in place: no
 /// zeroed group to start from and no group copied out of an iterator (512 bytes each, which a
 /// one-item BF.ADD paid twice). Stops when `each` breaks.
-fn for_each_group<'a>(
+pub(crate) fn for_each_group<'a>(
     items: impl IntoIterator<Item = &'a [u8]>,
     seed: u64,
     mut each: impl FnMut(&[ItemHash]) -> ControlFlow<()>,

@@ -171,11 +171,13 @@ pub mod encoding;
 #[cfg(test)]
 mod tests;
 
+use std::ops::ControlFlow;
+
 use crate::budget::{allocation_size, LimitError, MemoryBudget};
 use crate::hash::ItemHash;
 use crate::layer::zeroed_words;
 use crate::math;
-use crate::scalable::{hash_groups, MAX_CAPACITY};
+use crate::scalable::{for_each_group, MAX_CAPACITY};
 use crate::sizing::{
     check_shape, slot_size, LayerSize, Layout, SizingError, BLOCK_BITS, MAX_LINES,
 };
@@ -793,12 +795,13 @@ impl WindowFilter {
         let at = self.advance(now_ms);
         let live = Live::at(self.generation);
         let mut probes = Vec::new();
-        for (group, len) in hash_groups(items, self.params.seed) {
-            self.prefetch_group(&group[..len], self.newest_slot(), &mut probes);
+        for_each_group(items, self.params.seed, |group| {
+            self.prefetch_group(group, self.newest_slot(), &mut probes);
             for probe in &probes {
                 added(self.add_probe(probe, &live));
             }
-        }
+            ControlFlow::Continue(())
+        });
         at
     }
 
@@ -811,12 +814,13 @@ impl WindowFilter {
     ) {
         let live = self.live(now_ms);
         let mut probes = Vec::new();
-        for (group, len) in hash_groups(items, self.params.seed) {
-            self.prefetch_group(&group[..len], self.newest_slot(), &mut probes);
+        for_each_group(items, self.params.seed, |group| {
+            self.prefetch_group(group, self.newest_slot(), &mut probes);
             for probe in &probes {
                 found(self.contains_live(probe, &live, ALL_SLOTS));
             }
-        }
+            ControlFlow::Continue(())
+        });
     }
 
     /// The first word of `block` in slot 0 (blocked layout); slot s's copy follows 8·s words on.
