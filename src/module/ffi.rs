@@ -229,19 +229,6 @@ impl Command {
         unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, len as c_long) };
     }
 
-    /// Starts an array whose length is set later with [`set_array_length`](Self::set_array_length).
-    pub fn reply_array_postponed(&self) {
-        // SAFETY: a live context.
-        unsafe {
-            api!(RedisModule_ReplyWithArray)(self.ctx, raw::REDISMODULE_POSTPONED_LEN as c_long)
-        };
-    }
-
-    pub fn set_array_length(&self, len: usize) {
-        // SAFETY: a live context; Redis ignores a call without a postponed array.
-        unsafe { api!(RedisModule_ReplySetArrayLength)(self.ctx, len as c_long) };
-    }
-
     /// Starts a map of `pairs` entries (a flat array of 2·pairs in RESP2).
     pub fn reply_map(&self, pairs: usize) {
         // SAFETY: a live context.
