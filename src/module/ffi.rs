@@ -917,15 +917,16 @@ pub struct StringConfigCallbacks {
 
 /// What a string config's setter does with the value Redis passes it: the text of `value`
 /// (may be null: empty), and the reason of a refusal stored where Redis reads it.
-pub fn string_config_set(
+pub fn string_config_set<E: AsRef<str>>(
     value: *mut raw::RedisModuleString,
     err: *mut *mut raw::RedisModuleString,
-    set: impl FnOnce(&[u8]) -> Result<(), &'static str>,
+    set: impl FnOnce(&[u8]) -> Result<(), E>,
 ) -> c_int {
     // SAFETY: the value Redis passed the running setter, alive during the call.
     match set(unsafe { string_bytes(value) }) {
         Ok(()) => OK,
         Err(reason) => {
+            let reason = reason.as_ref();
             if !err.is_null() {
                 // SAFETY: Redis passes a writable slot and takes the string it finds there.
                 unsafe {
