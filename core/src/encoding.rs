@@ -24,7 +24,7 @@
 //!  48+24L  8     xxh3-64 of every byte before it
 //! ```
 //!
-//! Version 2 is version 1 plus layouts 2..=4 (issue 10): a header is written as version 1 whenever
+//! Version 2 is version 1 plus layouts 2..=4: a header is written as version 1 whenever
 //! no layer needs them, so every filter an older release can read is still written so that it can
 //! read it (downgrades, older replicas loading an RDB), and a header is read only at the version
 //! it would be written at, so each filter has exactly one encoding. The layout code is the number

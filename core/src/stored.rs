@@ -449,7 +449,8 @@ pub fn load_chunk(
             }
             filter.write_bits(offset, bits);
             // The last chunk of a window filter: its counts must agree with its bits (see
-            // crate::window::encoding); refused, the chunk's bytes are zero again, as before.
+            // crate::window::encoding); refused, the chunk's bytes are zeroed again, so the
+            // filter holds no bits its counts do not account for.
             if let Filter::Window(window) = &mut *filter {
                 if end == window.bytes() && !window.counts_match_bits() {
                     filter.write_bits(offset, &vec![0; bits.len()]);
