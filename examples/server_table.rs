@@ -1,4 +1,4 @@
-//! The server-level table of `make bench` (issue 10): BF.* against PFADD of the same items on the
+//! The server-level table of `make bench`: BF.* against PFADD of the same items on the
 //! same server in the same run, for rustbloom and, when it is installed, RedisBloom 2.8.2.
 //!
 //! Workload: ITEMS (default 10,000,000) pseudo-random lowercase words of length 4..=12 (wyrand,

@@ -1,7 +1,8 @@
-//! Regressions of the "one plan per command" review, each in the form a user met it: memory
-//! limits that one command, COPY or a lazily zeroed reservation bypassed; a replica or an AOF
-//! replay that kept fewer items than its primary accepted; a panic inside an array reply; a
-//! replica whose sizing differs; big filters freed on the event loop; forged counts; bfctl.
+//! Each command runs one plan (parse, one core operation, reply and replicate), checked in the
+//! form a user would meet a breach of it: memory limits that one command, COPY or a lazily
+//! zeroed reservation bypassed; a replica or an AOF replay that kept fewer items than its primary
+//! accepted; a panic inside an array reply; a replica whose sizing differs; big filters freed on
+//! the event loop; forged counts; bfctl.
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! Hostile arguments (issue 4): weird numbers for every numeric argument, broken option lists,
+//! Hostile arguments: weird numbers for every numeric argument, broken option lists,
 //! bad config values, and thousands of random commands. Every bad request must get an error
 //! reply, no failed command may leave a key behind, and each test ends with the checks of
 //! [`Barrage::finish`].

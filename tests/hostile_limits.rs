@@ -1,4 +1,4 @@
-//! Hostile input, memory limits (issue 4): filters far over `bf.max-filter-bytes`, growth that
+//! Hostile input, memory limits: filters far over `bf.max-filter-bytes`, growth that
 //! breaks the cap or the layer limit, LOADCHUNK headers that claim huge sizes (with a correct
 //! checksum), and the same under a tight `maxmemory`. Every bomb must get an error reply naming
 //! the limit, leave no key behind and take no memory; the test ends with the checks of

@@ -1,4 +1,4 @@
-//! Hostile LOADCHUNK streams (issue 4): forged headers with a correct checksum and odd fields,
+//! Hostile LOADCHUNK streams: forged headers with a correct checksum and odd fields,
 //! chunk streams broken in every way while a load is under way (with correct chunk checksums),
 //! and LOADCHUNK aimed at live filters and at other types. Every broken chunk must be refused
 //! without effect; each test ends with the checks of [`Barrage::finish`].

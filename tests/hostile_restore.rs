@@ -1,4 +1,4 @@
-//! Hostile RESTORE payloads (issue 4): hundreds of mutated DUMP payloads with a correct CRC64,
+//! Hostile RESTORE payloads: hundreds of mutated DUMP payloads with a correct CRC64,
 //! forged so that they reach the module's field validation (the filter header's xxh3-64 checksum
 //! and the RDB framing are rebuilt here). RESTORE must refuse with `ERR Bad data format` and
 //! create nothing, or give a consistent filter; each test ends with the checks of

@@ -129,7 +129,8 @@ fn every_redisbloom_encoding_restores_and_keeps_working() {
     assert_eq!(scandump_all(&mut c, "v4"), after, "encoding 4");
     expected_after.push(("v4".to_string(), after));
 
-    // Saved in our encoding and loaded back: the same filters, and the same digests as before.
+    // Saved in our encoding and loaded back: the same filters, and the same digests as when
+    // first loaded.
     let digests: Vec<String> = expected_after
         .iter()
         .map(|(key, _)| digest(&mut c, key))

@@ -1,4 +1,4 @@
-//! Criterion benches of the filter core (issue 6, item 2): nanoseconds per insert and per lookup,
+//! Criterion benches of the filter core: nanoseconds per insert and per lookup,
 //! members and non-members, on a filter reserved for 10M items at 1% (cache-resident, ~14 MB) and
 //! one reserved for 100M items at 1% (~140 MB, out of cache).
 //!
@@ -23,7 +23,7 @@
 //! disjoint range. The hash scatters them, so consecutive integers give random memory accesses.
 //!
 //! Two more groups, each skipped unless named on the command line or no filter is given:
-//! - `layout/...` (issue 10): classic against the layout in cache lines, per error rate and layer
+//! - `layout/...`: classic against the layout in cache lines, per error rate and layer
 //!   size, plus an alternating A/B by thread CPU time printed as `# ab` lines (see
 //!   [`layout_bench`]; the numbers are recorded at `rustbloom_core::sizing::LINES_MIN_BYTES`).
 //! - `sizing/layer_size/<ε>`: the time to size one layer.

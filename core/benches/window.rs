@@ -1,4 +1,4 @@
-//! Criterion benches of the sliding-window filter (issue 11) against a plain filter of the same
+//! Criterion benches of the sliding-window filter against a plain filter of the same
 //! capacity and error rate: nanoseconds per item for inserts of new items and for lookups of
 //! members and non-members, through the batch APIs (100 items per iteration, as BF.MADD /
 //! BF.MEXISTS would call them) and one item at a time.

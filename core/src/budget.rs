@@ -9,7 +9,16 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::scalable::LimitError;
+/// A memory limit that refused an allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitError {
+    /// The filter would exceed the per-filter byte cap.
+    FilterBytes { needed: u64, limit: u64 },
+    /// The allocation would exceed what the server may still allocate.
+    ServerMemory { needed: u64, available: u64 },
+    /// The system refused the allocation.
+    Allocation { needed: u64 },
+}
 
 /// Admits or refuses the bytes of one operation's allocations.
 /// The bytes asked for are allocation sizes ([`allocation_size`]): what the allocator really hands

@@ -24,7 +24,7 @@
 //!  48+24L  8     xxh3-64 of every byte before it
 //! ```
 //!
-//! Version 2 is version 1 plus layouts 2..=4 (issue 10): a header is written as version 1 whenever
+//! Version 2 is version 1 plus layouts 2..=4: a header is written as version 1 whenever
 //! no layer needs them, so every filter an older release can read is still written so that it can
 //! read it (downgrades, older replicas loading an RDB), and a header is read only at the version
 //! it would be written at, so each filter has exactly one encoding. The layout code is the number
@@ -45,9 +45,10 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use super::budget::LimitError;
 use super::budget::MemoryBudget;
 use super::layer::{layer_allocation_size, Layer};
-use super::scalable::{BloomFilter, FilterParams, Growth, LimitError, MAX_CAPACITY, MAX_LAYERS};
+use super::scalable::{BloomFilter, FilterParams, Growth, MAX_CAPACITY, MAX_LAYERS};
 use super::sizing::{LayerSize, Layout};
 
 pub(crate) const MAGIC: &[u8; 4] = b"RBLM";

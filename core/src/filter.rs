@@ -11,9 +11,10 @@
 //! [`Filter`], and what an add must replicate is computed from its [`Outcome`] by
 //! [`crate::replication`].
 
+use crate::budget::LimitError;
 use crate::budget::MemoryBudget;
 use crate::redisbloom::{RbAddOutcome, RbFilter};
-use crate::scalable::{AddOutcome, BloomFilter, Growth, InsertError, LimitError};
+use crate::scalable::{AddOutcome, BloomFilter, Growth, InsertError};
 use crate::window::WindowFilter;
 
 /// RedisBloom's BF.INFO Size counts its chain's structure (32 bytes on 64-bit builds) ...

@@ -1,8 +1,7 @@
 //! One fixed-size Bloom filter layer.
 
-use super::budget::allocation_size;
+use super::budget::{allocation_size, LimitError};
 use super::hash::ItemHash;
-use super::scalable::LimitError;
 use super::sizing::{LayerSize, Layout};
 
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
@@ -290,8 +289,7 @@ pub fn layer_allocation_size(bytes: u64) -> u64 {
 
 /// A layer's words, zeroed at allocation: up to [`PIECE_BYTES`], one block; above, pieces of
 /// [`PIECE_BYTES`] and a tail, found through a table. Blocks of a page and more are aligned to
-/// [`LINE_ALIGN`] (pieces are whole lines, so no line spans two). Three words, as the bit vector
-/// it replaced, so that a layer's bookkeeping (counted in BF.INFO's Size and MEMORY USAGE) stays
+/// [`LINE_ALIGN`] (pieces are whole lines, so no line spans two). Three words, so that a layer's bookkeeping (counted in BF.INFO's Size and MEMORY USAGE) stays
 /// 56 bytes.
 pub(crate) struct LineWords {
     /// The one block, or (in pieces) the table of the pieces' blocks, as `NonNull<u64>`s.

@@ -40,8 +40,7 @@
 //! A layer in h cache lines (below) is sized from its own model: the bits per item by regula
 //! falsi between the classic optimum ln(1/ε)/ln²2 and 1.05× the classic bits, for each k/h near
 //! log2(1/ε)/h, keeping the cheapest. The model's Poisson sum starts at its mode and walks
-//! outwards by ratios, so a whole layer is sized in tens of microseconds (the earlier blocked
-//! search took 10–30 ms). Layers are sized once, when created; every machine gets the same bits because only
+//! outwards by ratios, so a whole layer is sized in tens of microseconds. Layers are sized once, when created; every machine gets the same bits because only
 //! IEEE basic operations and the crate's own ln and exp (`math.rs`) are used.
 //!
 //! # Layouts: classic, or in h cache lines ([`layer`], [`sizing`])
@@ -70,7 +69,7 @@
 //! here (see [`sizing::LINES_MIN_BYTES`]), lines are as fast or faster than classic from 1 MB up
 //! at every rate (non-member lookups up to 2.8× faster), while at 100 KB, inside L2, they lose
 //! up to 18% on inserts at 1e-2 and 1e-4. The one-line case is the *blocked* layout of format
-//! version 1, bit for bit, sized to the same bits as before, and keeps its name and encoding code.
+//! version 1, bit for bit, and keeps its name and encoding code.
 //!
 //! ```text
 //!   classic:     | word 0 | word 1 | ... | word m/64 - 1 |               k probes anywhere
@@ -114,7 +113,7 @@
 //!                +--------------+-----------------+-----+---------------------+
 //!   storage:     |   word 0     |     word 1      | ... |   word bits/64 - 1  |
 //!                +--------------+-----------------+-----+---------------------+
-//!   bit b lives in word b / 64 at bit (b % 64), least significant first (bitvec's Lsb0 on u64);
+//!   bit b lives in word b / 64 at bit (b % 64), least significant first;
 //!   encoded, word w is written as 8 little-endian bytes, so byte j holds bits 8j .. 8j+7.
 //!   In a layout in lines, bit p of line l is bit 512·l + p: word 8·l + p/64, bit p % 64.
 //!
@@ -224,7 +223,7 @@ pub mod sizing;
 pub mod stored;
 pub mod window;
 
-pub use budget::{Budget, MemoryBudget, Unlimited};
+pub use budget::{Budget, LimitError, MemoryBudget, Unlimited};
 pub use encoding::DecodeError;
 pub use filter::{Filter, Outcome};
 pub use hash::ItemHash;

@@ -3,6 +3,8 @@
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 
+/// The budget's refusal, which a filter's errors carry.
+pub use super::budget::LimitError;
 use super::budget::{allocation_size, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::{layer_allocation_size, Layer};
@@ -33,31 +35,10 @@ pub const MAX_LAYERS: usize = 64;
 /// ns per insert and 36 to 28 ns per lookup, a 12 MB one from 15 to 13 ns; 64 was worse again.
 const BATCH: usize = 32;
 
-/// The hashes of `items` under `seed`, BATCH at a time: each group and how many of it are used.
-pub(crate) fn hash_groups<'a>(
-    items: impl IntoIterator<Item = &'a [u8]>,
-    seed: u64,
-) -> impl Iterator<Item = ([ItemHash; BATCH], usize)> {
-    let mut items = items.into_iter();
-    std::iter::from_fn(move || {
-        let mut group = [ItemHash::default(); BATCH];
-        let len = group
-            .iter_mut()
-            .zip(&mut items)
-            .map(|(slot, item)| {
-                #[cfg(feature = "test-hooks")]
-                test_hooks::panic_on(item);
-                *slot = ItemHash::new(item, seed)
-            })
-            .count();
-        (len > 0).then_some((group, len))
-    })
-}
-
 /// Calls `each` with the hashes of `items`, BATCH at a time, from one array filled in place: no
 /// zeroed group to start from and no group copied out of an iterator (512 bytes each, which a
 /// one-item BF.ADD paid twice). Stops when `each` breaks.
-fn for_each_group<'a>(
+pub(crate) fn for_each_group<'a>(
     items: impl IntoIterator<Item = &'a [u8]>,
     seed: u64,
     mut each: impl FnMut(&[ItemHash]) -> ControlFlow<()>,
@@ -166,17 +147,6 @@ impl FilterParams {
         let capacity = self.layer_capacity(index).ok_or("capacity")?;
         sizing::check_shape(size, capacity, self.layer_error_rate(index))
     }
-}
-
-/// A memory limit that refused an allocation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LimitError {
-    /// The filter would exceed the per-filter byte cap.
-    FilterBytes { needed: u64, limit: u64 },
-    /// The allocation would exceed what the server may still allocate.
-    ServerMemory { needed: u64, available: u64 },
-    /// The system refused the allocation.
-    Allocation { needed: u64 },
 }
 
 /// Why a filter cannot be created.

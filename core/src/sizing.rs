@@ -226,6 +226,36 @@ pub fn lines_size(capacity: u64, error_rate: f64, lines: u32) -> Option<LayerSiz
     in_lines(capacity, error_rate, lines, classic * 2.0)
 }
 
+/// Sizes one of the `slots` slots of a sliding window (see [`crate::window`]) for `capacity`
+/// items at `error_rate`, the slots together taking at most `max_bits`: one cache line per item
+/// (the blocked layout) while it stays within `max_bits` and at most `blocked_max_cost` × a
+/// classic slot; else, by a layer's rule ([`layer_size`]), for a classic slot of
+/// [`LINES_MIN_BYTES`] or more the fewest lines within [`LINES_MAX_COST`] of it and `max_bits`;
+/// else classic. Low rates thus cost h lines per slot, not k words scattered over it.
+pub fn slot_size(
+    capacity: u64,
+    error_rate: f64,
+    slots: u64,
+    max_bits: f64,
+    blocked_max_cost: f64,
+) -> Result<LayerSize, SizingError> {
+    let classic = classic_size(capacity, error_rate)?;
+    let fits = |size: &LayerSize| (size.bits * slots) as f64 <= max_bits;
+    Ok(lines_size(capacity, error_rate, 1)
+        .filter(|blocked| {
+            fits(blocked) && blocked.bits as f64 <= classic.bits as f64 * blocked_max_cost
+        })
+        .or_else(|| {
+            let big = classic.bytes() >= LINES_MIN_BYTES;
+            (2..=MAX_LINES).filter(|_| big).find_map(|lines| {
+                lines_size(capacity, error_rate, lines).filter(|size| {
+                    size.bits as f64 <= classic.bits as f64 * LINES_MAX_COST && fits(size)
+                })
+            })
+        })
+        .unwrap_or(classic))
+}
+
 /// Sizes a layer in `lines` lines with at most `max_bits_per_item` bits per item.
 ///
 /// Model (Putze, Sanders, Singler 2007, §3): each of an item's h lines is a one-line blocked

@@ -66,7 +66,7 @@ impl StoredValue {
     pub fn try_clone<B: MemoryBudget + ?Sized>(
         &self,
         budget: &mut B,
-    ) -> Result<StoredValue, crate::scalable::LimitError> {
+    ) -> Result<StoredValue, crate::budget::LimitError> {
         Ok(match self {
             StoredValue::Filter(stored) => StoredValue::Filter(stored.try_clone(budget)?),
             StoredValue::Descriptor(descriptor) => StoredValue::Descriptor(*descriptor),
@@ -171,7 +171,7 @@ impl StoredFilter {
     pub fn try_clone<B: MemoryBudget + ?Sized>(
         &self,
         budget: &mut B,
-    ) -> Result<StoredFilter, crate::scalable::LimitError> {
+    ) -> Result<StoredFilter, crate::budget::LimitError> {
         Ok(StoredFilter {
             filter: self.filter.try_clone(budget)?,
             loading: self.loading,
@@ -449,7 +449,8 @@ pub fn load_chunk(
             }
             filter.write_bits(offset, bits);
             // The last chunk of a window filter: its counts must agree with its bits (see
-            // crate::window::encoding); refused, the chunk's bytes are zero again, as before.
+            // crate::window::encoding); refused, the chunk's bytes are zeroed again, so the
+            // filter holds no bits its counts do not account for.
             if let Filter::Window(window) = &mut *filter {
                 if end == window.bytes() && !window.counts_match_bits() {
                     filter.write_bits(offset, &vec![0; bits.len()]);

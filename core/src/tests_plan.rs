@@ -3,8 +3,9 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use super::budget::LimitError;
 use super::encoding::{encode_header_as, DecodeError};
-use super::scalable::{LimitError, PushError};
+use super::scalable::PushError;
 use super::stored::decode_header;
 use super::{AddOutcome, BloomFilter, Budget, FilterParams, Growth, InsertError, Unlimited};
 

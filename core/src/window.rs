@@ -65,10 +65,12 @@
 //!    [`MAX_MEMORY_FACTOR`] × a classic filter of N items at ε and a slot at most
 //!    [`BLOCKED_MAX_COST`] × a classic slot: ε from about 3e-2 down to 1e-4 on big windows;
 //! 2. *in h lines* (k/h bits in each of h blocks, h = 2..=4, as a layer in lines), for the fewest
-//!    h within [`LINES_MAX_COST`] of a classic slot, when a classic slot is at least
-//!    [`LINES_MIN_BYTES`] (as for layers: smaller ones are in cache): below 1e-4, 3 lines down
-//!    to 1e-6 and 4 from 1e-7;
+//!    h within [`LINES_MAX_COST`](crate::sizing::LINES_MAX_COST) of a classic slot, when a
+//!    classic slot is at least [`LINES_MIN_BYTES`](crate::sizing::LINES_MIN_BYTES) (as for
+//!    layers: smaller ones are in cache): below 1e-4, 3 lines down to 1e-6 and 4 from 1e-7;
 //! 3. *classic* otherwise (small windows at low rates, tiny ones at any rate).
+//!
+//! [`crate::sizing::slot_size`] applies these rules; this module supplies the budget and costs.
 //!
 //! Memory stays within 2.1× a classic filter for ε ≤ 5% (2.0× classic slots at 5%, 1.5× in
 //! lines from 1e-5 to 1e-9); above, the four slots' share ε/4 is relatively dear and no layout
@@ -169,14 +171,15 @@ pub mod encoding;
 #[cfg(test)]
 mod tests;
 
-use crate::budget::{allocation_size, MemoryBudget};
+use std::ops::ControlFlow;
+
+use crate::budget::{allocation_size, LimitError, MemoryBudget};
 use crate::hash::ItemHash;
 use crate::layer::zeroed_words;
 use crate::math;
-use crate::scalable::{hash_groups, LimitError, MAX_CAPACITY};
+use crate::scalable::{for_each_group, MAX_CAPACITY};
 use crate::sizing::{
-    classic_size, lines_size, LayerSize, Layout, SizingError, BLOCK_BITS, LINES_MAX_COST,
-    LINES_MIN_BYTES, MAX_LINES,
+    check_shape, slot_size, LayerSize, Layout, SizingError, BLOCK_BITS, MAX_LINES,
 };
 
 /// Generations per window (l). Three keeps the forget bound 4⌈W/3⌉ within the 2W the contract
@@ -303,33 +306,20 @@ impl WindowParams {
         if !(MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(&self.window_ms) {
             return Err(WindowError::Window);
         }
-        let slot_capacity = self.slot_capacity();
-        let slot_error = self.slot_error_rate();
-        let classic = classic_size(slot_capacity, slot_error).map_err(|error| match error {
+        // ln comes from crate::math, as all of the sizing, so every machine picks the same layout.
+        let max_bits = MAX_MEMORY_FACTOR * self.capacity as f64 * math::ln(1.0 / self.error_rate)
+            / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
+        let slot = slot_size(
+            self.slot_capacity(),
+            self.slot_error_rate(),
+            SLOTS as u64,
+            max_bits,
+            BLOCKED_MAX_COST,
+        )
+        .map_err(|error| match error {
             SizingError::ErrorRate => WindowError::ErrorRate,
             SizingError::Capacity => WindowError::Capacity,
         })?;
-        // ln and the sizing come from crate::math, so every machine picks the same layout.
-        let budget = MAX_MEMORY_FACTOR * self.capacity as f64 * math::ln(1.0 / self.error_rate)
-            / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
-        let fits = |size: &LayerSize| (size.bits * SLOTS as u64) as f64 <= budget;
-        // One cache line per item (the blocked layout) within the memory budget and
-        // BLOCKED_MAX_COST; else, by a layer's rule (see crate::sizing::layer_size), for a slot of LINES_MIN_BYTES or more the
-        // fewest lines within LINES_MAX_COST of the classic slot; else classic. Low rates thus
-        // cost h lines per slot, not k words scattered over it.
-        let slot = lines_size(slot_capacity, slot_error, 1)
-            .filter(|blocked| {
-                fits(blocked) && blocked.bits as f64 <= classic.bits as f64 * BLOCKED_MAX_COST
-            })
-            .or_else(|| {
-                let big = classic.bytes() >= LINES_MIN_BYTES;
-                (2..=MAX_LINES).filter(|_| big).find_map(|lines| {
-                    lines_size(slot_capacity, slot_error, lines).filter(|size| {
-                        size.bits as f64 <= classic.bits as f64 * LINES_MAX_COST && fits(size)
-                    })
-                })
-            })
-            .unwrap_or(classic);
         #[cfg(feature = "test-hooks")]
         let slot = crate::scalable::test_hooks::skewed(slot);
         Ok(self.shape_with(slot))
@@ -352,9 +342,7 @@ impl WindowParams {
         if slot.bits > encoding::MAX_SLOT_BITS {
             return Err(WindowError::Shape("bit count"));
         }
-        let slot_capacity = self.capacity.div_ceil(GENERATIONS_PER_WINDOW);
-        let slot_error = SLOT_MARGIN * self.error_rate / SLOTS as f64;
-        crate::sizing::check_shape(slot, slot_capacity, slot_error).map_err(WindowError::Shape)
+        check_shape(slot, self.slot_capacity(), self.slot_error_rate()).map_err(WindowError::Shape)
     }
 }
 
@@ -807,12 +795,13 @@ impl WindowFilter {
         let at = self.advance(now_ms);
         let live = Live::at(self.generation);
         let mut probes = Vec::new();
-        for (group, len) in hash_groups(items, self.params.seed) {
-            self.prefetch_group(&group[..len], self.newest_slot(), &mut probes);
+        for_each_group(items, self.params.seed, |group| {
+            self.prefetch_group(group, self.newest_slot(), &mut probes);
             for probe in &probes {
                 added(self.add_probe(probe, &live));
             }
-        }
+            ControlFlow::Continue(())
+        });
         at
     }
 
@@ -825,12 +814,13 @@ impl WindowFilter {
     ) {
         let live = self.live(now_ms);
         let mut probes = Vec::new();
-        for (group, len) in hash_groups(items, self.params.seed) {
-            self.prefetch_group(&group[..len], self.newest_slot(), &mut probes);
+        for_each_group(items, self.params.seed, |group| {
+            self.prefetch_group(group, self.newest_slot(), &mut probes);
             for probe in &probes {
                 found(self.contains_live(probe, &live, ALL_SLOTS));
             }
-        }
+            ControlFlow::Continue(())
+        });
     }
 
     /// The first word of `block` in slot 0 (blocked layout); slot s's copy follows 8·s words on.

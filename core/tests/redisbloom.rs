@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use rustbloom_core::encoding::ChunkError;
 use rustbloom_core::redisbloom::scandump::{decode_header, load_chunk, scandump_step};
 use rustbloom_core::redisbloom::{
-    rdb, Hashing, ItemHash, LinkShape, RbAddOutcome, RbFilter, RdbSink, RdbSource,
+    rdb, Hashing, LinkShape, RbAddOutcome, RbFilter, RbHash, RdbSink, RdbSource,
 };
 use rustbloom_core::stored::{self, StoredFilter};
 use rustbloom_core::{Filter, InsertError, Unlimited};
@@ -261,11 +261,11 @@ fn hashes_match_the_bits_redisbloom_sets() {
             "1" => Hashing::Murmur32,
             other => panic!("options {other}"),
         };
-        let expected = ItemHash {
+        let expected = RbHash {
             a: parts[2].parse().unwrap(),
             b: parts[3].parse().unwrap(),
         };
-        assert_eq!(ItemHash::new(&unhex(parts[1]), hashing), expected, "{line}");
+        assert_eq!(RbHash::new(&unhex(parts[1]), hashing), expected, "{line}");
         checked += 1;
     }
     assert_eq!(checked, 20);

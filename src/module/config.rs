@@ -11,7 +11,9 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, raw, Context};
 
-use rustbloom_core::scalable::LimitError;
+use rustbloom_core::budget::LimitError;
+use rustbloom_core::encoding::MAX_EXPANSION;
+use rustbloom_core::scalable::MAX_CAPACITY;
 use rustbloom_core::Growth;
 
 use super::args;
@@ -28,6 +30,23 @@ pub const DEFAULT_EXPANSION: i64 = 2;
 pub const DEFAULT_MAX_FILTER_BYTES: i64 = 1 << 30;
 /// The seed of every filter when `bf.seed-mode` is `fixed` and the command names none.
 pub const FIXED_SEED: u64 = 0;
+
+/// The values an integer setting accepts, inclusive: the same through CONFIG SET, redis.conf,
+/// RedisBloom's config names and load-time arguments.
+type Bounds = (i64, i64);
+/// `bf.initial-capacity`: up to the core's largest first layer.
+const CAPACITY_BOUNDS: Bounds = (1, MAX_CAPACITY as i64);
+/// `bf.expansion`: up to the largest expansion a filter may have.
+const EXPANSION_BOUNDS: Bounds = (1, MAX_EXPANSION as i64);
+/// `bf.max-filter-bytes`: at least one word.
+const FILTER_BYTES_BOUNDS: Bounds = (64, i64::MAX);
+
+/// `text` as an integer within `bounds`, or why not, naming the setting as `what`.
+fn integer_setting(text: &[u8], what: &str, (min, max): Bounds) -> Result<i64, String> {
+    args::parse_i64(text)
+        .filter(|v| (min..=max).contains(v))
+        .ok_or_else(|| format!("{what} must be an integer in [{min}, {max}]"))
+}
 
 enum_configuration! {
     /// `bf.seed-mode`: where the hash seed of a new filter comes from when the command gives none.
@@ -111,7 +130,10 @@ pub fn defaults() -> Defaults {
             Growth::NonScaling
         } else {
             Growth::Scaling {
-                expansion: EXPANSION.load(Ordering::Relaxed).clamp(1, 32768) as u32,
+                expansion: EXPANSION
+                    .load(Ordering::Relaxed)
+                    .clamp(EXPANSION_BOUNDS.0, EXPANSION_BOUNDS.1)
+                    as u32,
             }
         },
         seed: match SEED_MODE.lock().map(|mode| mode.clone()) {
@@ -178,8 +200,8 @@ pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
             "initial-capacity",
             &INITIAL_CAPACITY,
             DEFAULT_CAPACITY,
-            1,
-            1 << 30,
+            CAPACITY_BOUNDS.0,
+            CAPACITY_BOUNDS.1,
             ConfigurationFlags::DEFAULT,
             None,
         ),
@@ -187,8 +209,8 @@ pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
             "expansion",
             &EXPANSION,
             DEFAULT_EXPANSION,
-            1,
-            32768,
+            EXPANSION_BOUNDS.0,
+            EXPANSION_BOUNDS.1,
             ConfigurationFlags::DEFAULT,
             Some(scaling_again),
         ),
@@ -196,8 +218,8 @@ pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
             "max-filter-bytes",
             &MAX_FILTER_BYTES,
             DEFAULT_MAX_FILTER_BYTES,
-            64,
-            i64::MAX,
+            FILTER_BYTES_BOUNDS.0,
+            FILTER_BYTES_BOUNDS.1,
             ConfigurationFlags::MEMORY,
             None,
         ),
@@ -258,19 +280,14 @@ const REDISBLOOM_MAX_DEFAULT_ERROR_RATE: f64 = 0.25;
 static LOADING_CONFIGS: AtomicBool = AtomicBool::new(false);
 
 impl Alias {
-    fn set(self, text: &[u8]) -> Result<(), &'static str> {
+    fn set(self, text: &[u8]) -> Result<(), String> {
         if text.is_empty() {
             return if LOADING_CONFIGS.load(Ordering::Relaxed) {
                 Ok(())
             } else {
-                Err("a value is required")
+                Err("a value is required".to_string())
             };
         }
-        let integer = |min: i64, max: i64, reason: &'static str| {
-            args::parse_i64(text)
-                .filter(|v| (min..=max).contains(v))
-                .ok_or(reason)
-        };
         match self {
             Alias::ErrorRate => {
                 let rate = args::parse_error_rate(text)
@@ -279,19 +296,13 @@ impl Alias {
                 ERROR_RATE.0.store(rate.to_bits(), Ordering::Relaxed);
             }
             Alias::InitialSize => {
-                let size = integer(
-                    1,
-                    1 << 30,
-                    "initial size must be an integer in [1, 1073741824]",
-                )?;
+                let size = integer_setting(text, "initial size", CAPACITY_BOUNDS)?;
                 INITIAL_CAPACITY.store(size, Ordering::Relaxed);
             }
             Alias::ExpansionFactor => {
-                let factor = integer(
-                    0,
-                    32768,
-                    "expansion factor must be an integer in [0, 32768] (0: non-scaling)",
-                )?;
+                // 0 is RedisBloom's "non-scaling".
+                let factor = integer_setting(text, "expansion factor", (0, EXPANSION_BOUNDS.1))
+                    .map_err(|reason| reason + " (0: non-scaling)")?;
                 if factor > 0 {
                     EXPANSION.store(factor, Ordering::Relaxed);
                 }
@@ -348,7 +359,7 @@ unsafe extern "C" fn alias_set(
         || {
             ffi::string_config_set(value, err, |text| match Alias::from_privdata(privdata) {
                 Some(alias) => alias.set(text),
-                None => Err("unknown config"),
+                None => Err("unknown config".to_string()),
             })
         },
     )
@@ -406,22 +417,18 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
             return Err(format!("module argument {name} has no value"));
         };
         let is = |option: &str| name.eq_ignore_ascii_case(option);
-        let integer = |min: i64, max: i64| {
-            args::parse_i64(value)
-                .filter(|v| (min..=max).contains(v))
-                .ok_or(format!("{name} must be an integer in [{min}, {max}]"))
-        };
+        let integer = |bounds| integer_setting(value, &name, bounds);
         if is("error-rate") || is("ERROR_RATE") {
             ERROR_RATE
                 .set_text(value)
                 .map_err(|reason| format!("{name}: {reason}"))?;
         } else if is("initial-capacity") || is("INITIAL_SIZE") {
-            INITIAL_CAPACITY.store(integer(1, 1 << 30)?, Ordering::Relaxed);
+            INITIAL_CAPACITY.store(integer(CAPACITY_BOUNDS)?, Ordering::Relaxed);
         } else if is("expansion") {
-            EXPANSION.store(integer(1, 32768)?, Ordering::Relaxed);
+            EXPANSION.store(integer(EXPANSION_BOUNDS)?, Ordering::Relaxed);
             NONSCALING_DEFAULT.store(false, Ordering::Relaxed);
         } else if is("max-filter-bytes") {
-            MAX_FILTER_BYTES.store(integer(64, i64::MAX)?, Ordering::Relaxed);
+            MAX_FILTER_BYTES.store(integer(FILTER_BYTES_BOUNDS)?, Ordering::Relaxed);
         } else if is("seed-mode") {
             let mode = match value.to_ascii_lowercase().as_slice() {
                 b"random" => SeedMode::random,

@@ -229,19 +229,6 @@ impl Command {
         unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, len as c_long) };
     }
 
-    /// Starts an array whose length is set later with [`set_array_length`](Self::set_array_length).
-    pub fn reply_array_postponed(&self) {
-        // SAFETY: a live context.
-        unsafe {
-            api!(RedisModule_ReplyWithArray)(self.ctx, raw::REDISMODULE_POSTPONED_LEN as c_long)
-        };
-    }
-
-    pub fn set_array_length(&self, len: usize) {
-        // SAFETY: a live context; Redis ignores a call without a postponed array.
-        unsafe { api!(RedisModule_ReplySetArrayLength)(self.ctx, len as c_long) };
-    }
-
     /// Starts a map of `pairs` entries (a flat array of 2·pairs in RESP2).
     pub fn reply_map(&self, pairs: usize) {
         // SAFETY: a live context.
@@ -930,15 +917,16 @@ pub struct StringConfigCallbacks {
 
 /// What a string config's setter does with the value Redis passes it: the text of `value`
 /// (may be null: empty), and the reason of a refusal stored where Redis reads it.
-pub fn string_config_set(
+pub fn string_config_set<E: AsRef<str>>(
     value: *mut raw::RedisModuleString,
     err: *mut *mut raw::RedisModuleString,
-    set: impl FnOnce(&[u8]) -> Result<(), &'static str>,
+    set: impl FnOnce(&[u8]) -> Result<(), E>,
 ) -> c_int {
     // SAFETY: the value Redis passed the running setter, alive during the call.
     match set(unsafe { string_bytes(value) }) {
         Ok(()) => OK,
         Err(reason) => {
+            let reason = reason.as_ref();
             if !err.is_null() {
                 // SAFETY: Redis passes a writable slot and takes the string it finds there.
                 unsafe {

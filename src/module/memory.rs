@@ -4,8 +4,8 @@
 use std::cell::Cell;
 
 use redis_module::raw;
+use rustbloom_core::budget::LimitError;
 use rustbloom_core::budget::{self, Allocator};
-use rustbloom_core::scalable::LimitError;
 use rustbloom_core::MemoryBudget;
 
 use super::alloc;

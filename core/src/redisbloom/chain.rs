@@ -20,7 +20,8 @@
 //! not always a multiple of 8 in old files; the padding of its last word stays zero and is never
 //! encoded.
 //!
-//! `(a, b)` are two hashes of the item ([`ItemHash`]), computed once and shared by all links.
+//! `(a, b)` are two hashes of the item ([`RbHash`], in [`super::hash`]), computed once and shared
+//! by all links.
 //! A lookup scans links newest to oldest; an add answers false when any link has the item, else
 //! sets its bits in the newest link, first pushing a new link when that one holds `entries` items.
 //!
@@ -46,11 +47,11 @@
 
 use std::borrow::Cow;
 
-use super::murmur::{murmur2, murmur64a, M64};
-use crate::budget::{allocation_size, MemoryBudget};
+use super::hash::{probe, Hashing, RbHash};
+use crate::budget::{allocation_size, LimitError, MemoryBudget};
 use crate::encoding::{check, ChunkError, DecodeError};
 use crate::layer::zeroed_words;
-use crate::scalable::{InsertError, LimitError};
+use crate::scalable::InsertError;
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
 pub const NOROUND: u32 = 1;
@@ -88,18 +89,6 @@ pub const MAX_GROWTH: u32 = 32768;
 /// RedisBloom's decimal approximation of ln²2, which its bits-per-entry formula divides by.
 /// Using the exact value would make some links one bit different.
 const LN2_SQUARED: f64 = 0.480453013918201;
-/// Seed of the first 32-bit hash of an item (the second is seeded with the first).
-const SEED32: u32 = 0x9747_b28c;
-
-/// How a filter derives probe positions from an item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hashing {
-    /// MurmurHash64A twice (the FORCE64 option).
-    Murmur64,
-    /// MurmurHash2 (32-bit) twice.
-    Murmur32,
-}
-
 /// How the probe sum `a + i·b` is reduced before the modulo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arithmetic {
@@ -115,35 +104,6 @@ pub enum Arithmetic {
     /// for such a link — 1 GiB or more, written by v1.0 — 2.8.2 misses items v1.0 added; we
     /// answer as the v1.0 that wrote the bits.
     Wrap32,
-}
-
-/// The two hashes of an item from which every probe position follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ItemHash {
-    pub a: u64,
-    pub b: u64,
-}
-
-impl ItemHash {
-    /// Hashes `item` as RedisBloom does under `hashing`.
-    pub fn new(item: &[u8], hashing: Hashing) -> ItemHash {
-        match hashing {
-            Hashing::Murmur64 => {
-                let a = murmur64a(item, M64);
-                ItemHash {
-                    a,
-                    b: murmur64a(item, a),
-                }
-            }
-            Hashing::Murmur32 => {
-                let a = murmur2(item, SEED32);
-                ItemHash {
-                    a: u64::from(a),
-                    b: u64::from(murmur2(item, a)),
-                }
-            }
-        }
-    }
 }
 
 /// The stored fields of one link, without its bit array.
@@ -427,18 +387,18 @@ impl Link {
     }
 
     /// The probe positions of `hash` in this link.
-    fn positions(&self, hash: ItemHash, arithmetic: Arithmetic) -> impl Iterator<Item = u64> {
+    fn positions(&self, hash: RbHash, arithmetic: Arithmetic) -> impl Iterator<Item = u64> {
         let modulus = self.modulus;
         let wrap = arithmetic == Arithmetic::Wrap32 && self.shape.n2 > 31;
         (0..u64::from(self.shape.hashes)).map(move |i| probe(hash, i, modulus, wrap))
     }
 
-    fn contains(&self, hash: ItemHash, arithmetic: Arithmetic) -> bool {
+    fn contains(&self, hash: RbHash, arithmetic: Arithmetic) -> bool {
         self.positions(hash, arithmetic)
             .all(|x| self.words[(x >> 6) as usize] & (1 << (x & 63)) != 0)
     }
 
-    fn set(&mut self, hash: ItemHash, arithmetic: Arithmetic) {
+    fn set(&mut self, hash: RbHash, arithmetic: Arithmetic) {
         for x in self.positions(hash, arithmetic) {
             self.words[(x >> 6) as usize] |= 1 << (x & 63);
         }
@@ -621,8 +581,8 @@ impl RbFilter {
     }
 
     /// Hashes `item` under this filter's options.
-    pub fn hash(&self, item: &[u8]) -> ItemHash {
-        ItemHash::new(item, self.hashing())
+    pub fn hash(&self, item: &[u8]) -> RbHash {
+        RbHash::new(item, self.hashing())
     }
 
     /// True when `item` may have been added.
@@ -631,7 +591,7 @@ impl RbFilter {
     }
 
     /// [`contains`](Self::contains) for a hashed item: links newest to oldest, as RedisBloom.
-    pub fn contains_hash(&self, hash: ItemHash) -> bool {
+    pub fn contains_hash(&self, hash: RbHash) -> bool {
         let arithmetic = self.header.arithmetic;
         self.links
             .iter()
@@ -658,7 +618,7 @@ impl RbFilter {
     /// Err(Present) when a link already has it. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
         &mut self,
-        hash: ItemHash,
+        hash: RbHash,
         budget: &mut B,
     ) -> Result<Option<(usize, LinkShape)>, InsertError> {
         if self.contains_hash(hash) {
@@ -846,14 +806,6 @@ impl RbFilter {
     }
 }
 
-/// Probe `i` of `hash` in a link of modulus `modulus`; `wrap` sums in 32 bits (see
-/// [`Arithmetic::Wrap32`]).
-fn probe(hash: ItemHash, i: u64, modulus: u64, wrap: bool) -> u64 {
-    let sum = hash.a.wrapping_add(i.wrapping_mul(hash.b));
-    let sum = if wrap { sum & 0xffff_ffff } else { sum };
-    sum % modulus
-}
-
 /// A fresh link for `entries` items at `error`, or None when the sizes cannot be represented.
 fn link_shape(entries: u64, error: f64, noround: bool) -> Option<LinkShape> {
     if !(error > 0.0 && error < 1.0) {
@@ -923,20 +875,6 @@ mod tests {
             (8, 64, 1, 1)
         );
         assert_eq!(link.modulus(), 2);
-    }
-
-    #[test]
-    fn version_1_sums_wrap_at_2_32_in_big_links_only() {
-        let hash = ItemHash {
-            a: 0xffff_fff0,
-            b: 0x20,
-        };
-        assert_eq!(probe(hash, 1, 1 << 40, false), 0x1_0000_0010);
-        assert_eq!(probe(hash, 1, 1 << 40, true), 0x10);
-        assert_eq!(probe(hash, 3, 1000, false), (0xffff_fff0u64 + 0x60) % 1000);
-        // The 64-bit sum wraps at 2^64 in every version.
-        let hash = ItemHash { a: u64::MAX, b: 2 };
-        assert_eq!(probe(hash, 1, 1 << 40, false), 1);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! RedisBloom's filters cannot be converted into ours: their bits were set by its hashes at its
 //! positions, and re-hashing needs the items, which a Bloom filter does not keep. So a migrated
 //! filter stays what it was, a chain of RedisBloom links ([`chain`]), probed and grown by
-//! RedisBloom's rules, hashed by its MurmurHash variants ([`murmur`]). It arrives either as an RDB
+//! RedisBloom's rules, hashed by its MurmurHash variants ([`hash`], [`murmur`]). It arrives either as an RDB
 //! value of RedisBloom's type `MBbloom--` ([`rdb`]) or as a BF.SCANDUMP stream ([`scandump`]),
 //! and leaves as a SCANDUMP stream in the same format or as the same RDB fields (for the glue to
 //! persist it). A SCANDUMP header cannot say that a filter came from encoding 1 (see
@@ -35,14 +35,15 @@
 
 pub mod chain;
 pub mod envelope;
+pub mod hash;
 pub mod murmur;
 pub mod rdb;
 pub mod scandump;
 
 pub use chain::{
-    Arithmetic, ChainHeader, ChainShape, GrownLink, Hashing, ItemHash, Link, LinkShape,
-    RbAddOutcome, RbFilter,
+    Arithmetic, ChainHeader, ChainShape, GrownLink, Link, LinkShape, RbAddOutcome, RbFilter,
 };
+pub use hash::{Hashing, RbHash};
 pub use rdb::{RdbError, RdbSink, RdbSource};
 
 #[cfg(test)]

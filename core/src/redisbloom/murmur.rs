@@ -3,7 +3,7 @@
 //! Both are Austin Appleby's public-domain MurmurHash2 family (2008), as RedisBloom vendors it
 //! under `deps/murmur2`. A filter with the FORCE64 option (every filter since v1.1.1) hashes an
 //! item twice with the 64-bit variant, the second time seeded with the first result; older
-//! filters do the same with the 32-bit variant (see [`super::chain::ItemHash`]).
+//! filters do the same with the 32-bit variant (see [`super::hash::RbHash`]).
 //!
 //! Both read the input in little-endian words (RedisBloom reads native words and only ever ran on
 //! little-endian machines), then fold the 0–7 trailing bytes in, then mix the result:

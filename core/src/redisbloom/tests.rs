@@ -6,9 +6,10 @@ use super::chain::{
 };
 use super::rdb::{load, RdbError, RdbSource};
 use super::scandump::{decode_header, encode_header, parse_header, scandump_step, CHUNK_BYTES};
+use crate::budget::LimitError;
 use crate::budget::{allocation_size, Budget, Unlimited};
 use crate::encoding::{ChunkError, DecodeError};
-use crate::scalable::{InsertError, LimitError};
+use crate::scalable::InsertError;
 
 const OPTIONS: u32 = 5;
 

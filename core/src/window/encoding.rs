@@ -34,11 +34,10 @@
 //!
 //! The bits are those the filter holds: a slot whose generation has left the window in a region
 //! no write has cleared yet is written as zeros (see [`super::REGION_SLOT_WORDS`]), so the
-//! encoding of a filter does not depend on where its writes happened to clear, and it is the
-//! same byte order as before regions existed. A decoded filter's counts are checked against its
-//! bits: [`decode`] refuses a mismatch; a loader in pieces calls
-//! [`WindowFilter::counts_match_bits`] or [`WindowFilter::recount_from_bits`] once all the bits
-//! are in. Clearing never trusts a count, so a value whose counts lie still forgets.
+//! encoding of a filter depends neither on where its writes happened to clear nor on the regions.
+//! A decoded filter's counts are checked against its bits: [`decode`] refuses a mismatch; a
+//! loader in pieces calls [`WindowFilter::counts_match_bits`] or
+//! [`WindowFilter::recount_from_bits`] once all the bits are in. Clearing never trusts a count, so a value whose counts lie still forgets.
 //!
 //! Big filters move in pieces: [`encode_header`], then [`WindowFilter::read_bits`] over the ranges
 //! of [`crate::encoding::pieces`]; on the other side [`decode_header`] gives an all-zero filter
@@ -69,8 +68,8 @@ use crate::sizing::{LayerSize, Layout};
 pub(crate) const MAGIC: &[u8; 4] = b"RBLW";
 /// Version 1: classic or blocked slots, all this format had until slots in 2 to 4 lines came;
 /// version 2: slots in 2 to 4 lines (a reader of version 1 refuses them by their version, not
-/// as a corrupt layout). Classic and blocked filters are still written as version 1, byte for
-/// byte as before.
+/// as a corrupt layout). Classic and blocked filters are written as version 1, which any
+/// reader of version 1 decodes.
 const FORMAT_VERSION_ONE_LINE: u8 = 1;
 const FORMAT_VERSION_LINES: u8 = 2;
 /// Bytes before the checksum.
