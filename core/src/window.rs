@@ -445,8 +445,15 @@ impl WindowFilter {
         budget: &mut B,
     ) -> Result<WindowFilter, WindowError> {
         params.check_slot(slot)?;
-        WindowFilter::zeroed(params, params.shape_with(slot), now_ms, [0; SLOTS], 0, budget)
-            .map_err(WindowError::Limit)
+        WindowFilter::zeroed(
+            params,
+            params.shape_with(slot),
+            now_ms,
+            [0; SLOTS],
+            0,
+            budget,
+        )
+        .map_err(WindowError::Limit)
     }
 
     /// An all-zero filter of an exact shape, its bits charged to `budget` first at their
