@@ -336,11 +336,7 @@ pub fn reserve(command: &Command) -> CommandResult {
             .with_partition(partition)
             .map_err(|_| partition::SEED_REUSED)?;
     }
-    replicate_creation(
-        command,
-        &Creation::of(stored.filter()),
-        stored.partition(),
-    );
+    replicate_creation(command, &Creation::of(stored.filter()), stored.partition());
     store(&mut key, stored);
     command.notify(c"bf.reserve");
     command.reply_ok();
