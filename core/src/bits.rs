@@ -7,7 +7,7 @@
 //! would waste more than [`MAX_SLACK`] of its bits is cut into pieces of a power of two of bytes
 //! (a size class of its own) and one shorter tail, each a block, found through a table of the
 //! pieces: only the tail and the table are rounded up. The piece size is chosen per store, the
-//! largest whose total stays within [`MAX_SLACK`] (the tail is at most a piece, so its rounding
+//! largest up to 1 MiB whose total stays within [`MAX_SLACK`] (the tail is at most a piece, so its rounding
 //! at most a quarter piece), so big stores keep big pieces and few table entries. Nothing of the
 //! bits' order changes: the pieces only say where word w lives.
 //!
@@ -48,6 +48,10 @@ const LINE_ALIGN: usize = 64;
 
 /// The smallest piece: one line of 8 words, so that no line spans two pieces.
 const MIN_PIECE_SHIFT: u32 = 3;
+/// The largest piece, 1 MiB: a big store's waste is then at most a quarter of a tail below
+/// 1 MiB (a sliver of a big filter), and its pieces are blocks the module's allocator may
+/// refuse without aborting.
+const MAX_PIECE_SHIFT: u32 = 17;
 
 /// 64-bit words, zeroed at allocation, in one block or in pieces (see the module's picture).
 /// Three words, as the `Vec<u64>` it replaced, so that a layer's bookkeeping (counted in BF.INFO's
@@ -133,7 +137,7 @@ fn piece_shift(allocator: Allocator, words: u64) -> u32 {
         return 0;
     }
     // Pieces shorter than the store, largest first.
-    let largest = 63 - (words - 1).leading_zeros();
+    let largest = (63 - (words - 1).leading_zeros()).min(MAX_PIECE_SHIFT);
     for shift in (MIN_PIECE_SHIFT..=largest).rev() {
         let allocated = allocation(allocator, words, shift);
         if within(allocated) {
@@ -488,9 +492,11 @@ mod tests {
 
     #[test]
     fn big_stores_keep_big_pieces_and_classes_stay_one_block() {
-        // 12.68 MB: pieces of 1 MiB or more.
-        let words = 12_680_000 / 8;
-        assert!(piece_shift(Allocator::Jemalloc, words) >= 17);
+        // 12.68 MB and 143.8 MB: pieces of 1 MiB, so the tail's rounding is a sliver.
+        for bytes in [12_680_000u64, 143_807_968] {
+            assert_eq!(piece_shift(Allocator::Jemalloc, bytes / 8), MAX_PIECE_SHIFT);
+            assert!(jemalloc(bytes).1 - bytes < 1 << 18, "{bytes}");
+        }
         // Sizes that are a size class already are one block.
         for bytes in [1u64 << 20, 5 << 18, 3 << 28, 1024, 1280] {
             assert_eq!(piece_shift(Allocator::Jemalloc, bytes / 8), 0, "{bytes}");
