@@ -1124,8 +1124,9 @@ fn memory_is_within_2_1_times_a_classic_filter() {
         let ratio = bits as f64 / classic;
         assert!(ratio <= 2.1, "{key}: {ratio:.3}× the classic bits");
         // Size is the bits plus RedisBloom's bookkeeping figures (32, and 64 per slot); MEMORY
-        // USAGE what the allocator hands out: the bits in a bit store (within 1/32 of them), the ring's region table (a
-        // byte or two per 16 KiB of a slot) and a few hundred bytes of bookkeeping.
+        // USAGE what the allocator hands out: the bits in a bit store (within 1/32 of them),
+        // the ring's region table (a byte or two per 16 KiB of a slot) and a few hundred bytes
+        // of bookkeeping.
         let size = info_int(&mut c, &key, "Size") as u64;
         let usage = as_int(&raw_ok(&mut c, &["MEMORY", "USAGE", &key])) as u64;
         assert_eq!(size, 32 + 4 * 64 + bits / 8, "{key}: Size");
