@@ -117,14 +117,15 @@
 //!   encoded, word w is written as 8 little-endian bytes, so byte j holds bits 8j .. 8j+7.
 //!   In a layout in lines, bit p of line l is bit 512·l + p: word 8·l + p/64, bit p % 64.
 //!
-//!   in memory, up to 1 MiB: one block of bits/64 words
-//!   above:  | piece 0: words 0 .. 2^17-1 | piece 1: 2^17 .. 2^18-1 | ... | tail: the rest |
-//!           word w in piece w >> 17 at w & (2^17 - 1), found through a table of the pieces
+//!   in memory ([`bits`]): one block, or pieces of 2^s words (s per layer) and a tail
+//!           | piece 0: words 0 .. 2^s-1 | piece 1: 2^s .. 2^(s+1)-1 | ... | tail: the rest |
+//!           word w in piece w >> s at w & (2^s - 1), found through a table of the pieces
 //! ```
 //!
-//! The pieces (1 MiB, whole lines, so no line spans two) change nothing of the above, only what
-//! the allocator hands out: one block of 12.68 MB is rounded up to jemalloc's 14.68 MB size class;
-//! in pieces only the tail is rounded up ([`layer::layer_allocation_size`]: 12.68 MB).
+//! The pieces (whole lines, so no line spans two) change nothing of the above, only what the
+//! allocator hands out: one block is rounded up to jemalloc's size class, up to 25% more (12.68 MB
+//! takes 14.68 MB); a layer whose block would waste more than 1/32 of its bits comes in pieces,
+//! and only the tail and the table are rounded up ([`layer::layer_allocation_size`]).
 //!
 //! # The scalable filter ([`scalable`])
 //!
@@ -209,6 +210,7 @@
 //! advances lazily on writes, reproducibly; it has its own encoding ([`window::encoding`]). The
 //! module documentation compares it with Age-Partitioned Bloom Filters.
 
+pub mod bits;
 pub mod budget;
 pub mod encoding;
 pub mod filter;

@@ -126,19 +126,20 @@
 //!
 //! N = 1,000,000 items per window, ε = 1%, W = 60,000 ms: G = 20,000 ms; each slot holds
 //! 333,334 items at 0.225%, blocked with k = 8: 8,749 blocks of 512 bits = 4,479,488 bits; four
-//! slots are 17,917,952 bits (2.24 MB, in an allocation of 2.62 MB: jemalloc's size class, see
-//! [`crate::budget::allocation_size`]), 17.9 bits per windowed item, 1.87× the 9.59 of a classic
+//! slots are 17,917,952 bits (2.24 MB; in one block jemalloc would hand out its 2.62 MB size
+//! class, in pieces [`crate::bits`] takes 2.25 MB), 17.9 bits per windowed item, 1.87× the 9.59 of a classic
 //! filter. An item added at t = 1,000,000,005 ms lies in generation 50,000; it answers present at
 //! least through t + W = 1,000,060,005 and is forgotten when generation 50,004 begins, at
 //! 1,000,080,000 = t + 79,995.
 //!
 //! ```
-//! use rustbloom_core::budget::allocation_size;
+//! use rustbloom_core::bits::allocated_bytes;
 //! use rustbloom_core::window::{bytes_needed, WindowFilter, WindowParams};
 //! use rustbloom_core::Unlimited;
 //!
 //! let params = WindowParams { error_rate: 0.01, capacity: 1_000_000, window_ms: 60_000, seed: 7 };
-//! assert_eq!(bytes_needed(&params), Ok(allocation_size(17_917_952 / 8)));
+//! assert_eq!(bytes_needed(&params), Ok(allocated_bytes(17_917_952 / 8)));
+//! assert!(allocated_bytes(17_917_952 / 8) < 17_917_952 / 8 * 33 / 32);
 //! let t = 1_000_000_005;
 //! let mut filter = WindowFilter::new(params, t, &mut Unlimited).unwrap();
 //! let added = filter.insert(b"alice", t);
@@ -173,9 +174,9 @@ mod tests;
 
 use std::ops::ControlFlow;
 
+use crate::bits::{self, BitStore};
 use crate::budget::{allocation_size, LimitError, MemoryBudget};
 use crate::hash::ItemHash;
-use crate::layer::zeroed_words;
 use crate::math;
 use crate::scalable::{for_each_group, MAX_CAPACITY};
 use crate::sizing::{
@@ -347,10 +348,10 @@ impl WindowParams {
 }
 
 /// Bytes a window filter with these parameters allocates for its bits, known before allocating:
-/// the allocation size of [`WindowShape::bytes`] (see [`crate::budget::allocation_size`]), what
-/// its creation charges the budget and [`WindowFilter::allocated_bytes`] reports.
+/// what a bit store of [`WindowShape::bytes`] takes ([`bits::allocated_bytes`]), what its
+/// creation charges the budget and [`WindowFilter::allocated_bytes`] reports.
 pub fn bytes_needed(params: &WindowParams) -> Result<u64, WindowError> {
-    Ok(allocation_size(params.shape()?.bytes()))
+    Ok(bits::allocated_bytes(params.shape()?.bytes()))
 }
 
 /// What an insert did.
@@ -381,8 +382,9 @@ pub struct WindowFilter {
     generation_end_ms: u64,
     /// Per slot: adds that changed at least one of its bits since it was last cleared.
     items: [u64; SLOTS],
-    /// All slots' bits, laid out as the module documentation shows.
-    words: Vec<u64>,
+    /// All slots' bits, laid out as the module documentation shows, in a bit store (its
+    /// pieces are whole lines, so a slot's block never spans two).
+    words: BitStore,
     /// Per region (see [`REGION_SLOT_WORDS`]): the generation its slots were last brought to.
     /// A write brings the regions it touches to its own generation first, clearing there the
     /// slots of the generations that began since; a read treats a region's slot as empty when the
@@ -455,7 +457,7 @@ impl WindowFilter {
         dirty: u8,
         budget: &mut B,
     ) -> Result<WindowFilter, LimitError> {
-        let allocation = allocation_size(shape.bytes());
+        let allocation = bits::allocated_bytes(shape.bytes());
         budget.charge(allocation, allocation)?;
         let generation = shape.generation(last_ms);
         let regions = region_count(&shape);
@@ -466,7 +468,7 @@ impl WindowFilter {
             generation,
             generation_end_ms: shape.generation_end(generation),
             items,
-            words: zeroed_words(shape.bytes() / 8)?,
+            words: BitStore::zeroed(shape.bytes() / 8)?,
             regions: filled(regions, generation)?,
             dirty: filled(regions, dirty)?,
         })
@@ -480,7 +482,10 @@ impl WindowFilter {
     ) -> Result<WindowFilter, LimitError> {
         let mut copy =
             WindowFilter::zeroed(self.params, self.shape, self.last_ms, self.items, 0, budget)?;
-        copy.words.copy_from_slice(&self.words);
+        // Same length, same allocator: cut alike.
+        for (copy, block) in copy.words.blocks_mut().zip(self.words.blocks()) {
+            copy.copy_from_slice(block);
+        }
         copy.regions.copy_from_slice(&self.regions);
         copy.dirty.copy_from_slice(&self.dirty);
         Ok(copy)
@@ -534,9 +539,9 @@ impl WindowFilter {
         self.words.len() as u64 * 8
     }
 
-    /// Bytes the allocator hands out for the bits (see [`crate::budget::allocation_size`]).
+    /// Bytes the allocator hands out for the bits (see [`bits::allocated_bytes`]).
     pub fn allocated_bytes(&self) -> u64 {
-        allocation_size(self.bytes())
+        self.words.allocated_bytes()
     }
 
     /// Bytes this filter occupies in memory, bits and bookkeeping (the regions' generations and
@@ -612,10 +617,14 @@ impl WindowFilter {
         let first = region * REGION_SLOT_WORDS as usize;
         let end = (first + REGION_SLOT_WORDS as usize).min(slot_words);
         match self.shape.slot.layout {
-            Layout::Classic => self.words[slot * slot_words..][first..end].fill(0),
-            Layout::Blocked | Layout::Lines(_) => self.words[first * SLOTS..end * SLOTS]
-                .chunks_exact_mut(8 * SLOTS)
-                .for_each(|group| group[slot * 8..][..8].fill(0)),
+            Layout::Classic => self
+                .words
+                .zero_words(slot * slot_words + first, slot * slot_words + end),
+            Layout::Blocked | Layout::Lines(_) => {
+                for group in (first * SLOTS..end * SLOTS).step_by(8 * SLOTS) {
+                    *self.words.line_mut(group / 8 + slot) = [0; 8];
+                }
+            }
         }
     }
 
@@ -687,7 +696,7 @@ impl WindowFilter {
                     let word = (p / 64) as usize;
                     holding &= live.mask(self.regions[word / REGION_SLOT_WORDS as usize]);
                     for slot in 0..SLOTS {
-                        if self.words[slot * slot_words + word] & (1u64 << (p % 64)) == 0 {
+                        if self.words.word(slot * slot_words + word) & (1u64 << (p % 64)) == 0 {
                             holding &= !(1 << slot);
                         }
                     }
@@ -829,12 +838,10 @@ impl WindowFilter {
         block as usize * SLOTS * 8
     }
 
-    /// The 8 words of one slot's block starting at word `start`.
+    /// The 8 words of one slot's block starting at word `start` (a multiple of 8).
     #[inline]
     fn block(&self, start: usize) -> &[u64; 8] {
-        self.words[start..start + 8]
-            .try_into()
-            .expect("a block is 8 words")
+        self.words.line(start / 8)
     }
 
     /// What `hash` touches, derived once and used in every slot.
@@ -887,10 +894,11 @@ impl WindowFilter {
                 let LayerSize {
                     bits, num_hashes, ..
                 } = self.shape.slot;
-                let words = self.slot_words_mut(slot);
+                let first = slot * (bits / 64) as usize;
                 let mut changed = 0u64;
                 for p in hash.positions(bits, num_hashes) {
-                    let (word, bit) = (&mut words[(p / 64) as usize], 1u64 << (p % 64));
+                    let word = self.words.word_mut(first + (p / 64) as usize);
+                    let bit = 1u64 << (p % 64);
                     changed |= !*word & bit;
                     *word |= bit;
                 }
@@ -899,7 +907,7 @@ impl WindowFilter {
             Probe::Blocked { base, mask, .. } => {
                 let start = base + slot * 8;
                 let changed = missing(self.block(start), mask) != 0;
-                let block = &mut self.words[start..start + 8];
+                let block = self.words.line_mut(start / 8);
                 block.iter_mut().zip(mask).for_each(|(word, m)| *word |= m);
                 changed
             }
@@ -913,7 +921,7 @@ impl WindowFilter {
                 let mut changed = 0u64;
                 for (j, base) in bases[..usize::from(*lines)].iter().enumerate() {
                     let start = base + slot * 8;
-                    let block = &mut self.words[start..start + 8];
+                    let block = self.words.line_mut(start / 8);
                     for p in hash.line_probes(j, u32::from(*per_line)) {
                         let (word, bit) = (&mut block[(p / 64) as usize], 1u64 << (p % 64));
                         changed |= !*word & bit;
@@ -923,11 +931,6 @@ impl WindowFilter {
                 changed != 0
             }
         }
-    }
-
-    fn slot_words_mut(&mut self, slot: usize) -> &mut [u64] {
-        let len = (self.shape.slot.bits / 64) as usize;
-        &mut self.words[slot * len..][..len]
     }
 
     /// Replaces `probes` by those of a group of hashed items, after asking the CPU to start
@@ -955,7 +958,7 @@ impl WindowFilter {
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let fetch = |word: usize| {
-                let word: *const u64 = &self.words[word];
+                let word: *const u64 = self.words.word_ptr(word);
                 // SAFETY: prefetching is a hint on an address inside the slice; it never faults.
                 unsafe { _mm_prefetch(word.cast::<i8>(), _MM_HINT_T0) };
             };
@@ -1009,7 +1012,7 @@ impl WindowFilter {
     fn held_word(&self, word: usize, live: &Live) -> u64 {
         let (region, slot) = self.place(word);
         if live.mask(self.regions[region]) & (1 << slot) != 0 {
-            self.words[word]
+            self.words.word(word)
         } else {
             0
         }
@@ -1027,9 +1030,10 @@ impl WindowFilter {
             let (region, slot) = self.place(word);
             self.bring(region, self.generation);
             self.dirty[region] |= 1 << slot;
-            let mut le = self.words[word].to_le_bytes();
+            let word = self.words.word_mut(word);
+            let mut le = word.to_le_bytes();
             le[within..within + take].copy_from_slice(&rest[..take]);
-            self.words[word] = u64::from_le_bytes(le);
+            *word = u64::from_le_bytes(le);
             at += take;
             rest = &rest[take..];
         }

@@ -15,8 +15,9 @@
 //!                          M   = 2^n2 when n2 > 0, else bits (bits = 0: 8 · bytes)
 //! ```
 //!
-//! Words rather than bytes so that a new link comes from the core's fallible zeroed allocation
-//! ([`crate::layer`]'s `zeroed_words`), whose pages stay untouched until used. A link's `bytes` is
+//! Words rather than bytes so that a link's array is the core's bit store ([`crate::bits`]):
+//! allocated zeroed and fallibly (its pages stay untouched until used), and cut into pieces where
+//! one block would be rounded up by more than a sliver. A link's `bytes` is
 //! not always a multiple of 8 in old files; the padding of its last word stays zero and is never
 //! encoded.
 //!
@@ -48,9 +49,9 @@
 use std::borrow::Cow;
 
 use super::hash::{probe, Hashing, RbHash};
-use crate::budget::{allocation_size, LimitError, MemoryBudget};
+use crate::bits::{self, BitStore};
+use crate::budget::{LimitError, MemoryBudget};
 use crate::encoding::{check, ChunkError, DecodeError};
-use crate::layer::zeroed_words;
 use crate::scalable::InsertError;
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
@@ -137,10 +138,10 @@ impl LinkShape {
         }
     }
 
-    /// Bytes the allocator hands out for this link's array: ⌈bytes / 8⌉ words, rounded up to the
-    /// allocator's size class ([`allocation_size`]). What a [`MemoryBudget`] is charged.
+    /// Bytes the allocator hands out for this link's array: ⌈bytes / 8⌉ words in a bit store
+    /// ([`bits::allocated_bytes`]). What a [`MemoryBudget`] is charged.
     pub fn allocated_bytes(&self) -> u64 {
-        allocation_size(self.bytes.div_ceil(8).saturating_mul(8))
+        bits::allocated_bytes(self.bytes)
     }
 
     /// The hash counts a link at this error rate may store: RedisBloom's ⌈ln 2 · bpe⌉, give or
@@ -300,7 +301,7 @@ pub struct Link {
     /// Cached [`LinkShape::item_limit`].
     item_limit: u64,
     /// ⌈bytes / 8⌉ words holding the array (see the module documentation).
-    words: Vec<u64>,
+    words: BitStore,
 }
 
 impl Link {
@@ -309,20 +310,18 @@ impl Link {
         Ok(Link {
             modulus: shape.modulus(),
             item_limit: shape.item_limit(),
-            words: zeroed_words(shape.bytes.div_ceil(8))?,
+            words: BitStore::zeroed(shape.bytes.div_ceil(8))?,
             shape,
         })
     }
 
     /// A copy of this link, its array allocated fallibly (a refusal is an error, not an abort).
     fn try_clone(&self) -> Result<Link, LimitError> {
-        let mut words = zeroed_words(self.words.len() as u64)?;
-        words.copy_from_slice(&self.words);
         Ok(Link {
             shape: self.shape,
             modulus: self.modulus,
             item_limit: self.item_limit,
-            words,
+            words: self.words.try_clone()?,
         })
     }
 
@@ -330,23 +329,23 @@ impl Link {
         &self.shape
     }
 
-    /// The whole array as RedisBloom lays it out. On little-endian machines that is the words'
-    /// own memory, borrowed: saving a link of gigabytes must not copy it.
+    /// The whole array as RedisBloom lays it out. On little-endian machines, when the words are
+    /// one block, that is their own memory, borrowed; a link in pieces is copied (only
+    /// RedisBloom's own RDB value, which tools write, needs the array in one string).
     pub fn array(&self) -> Cow<'_, [u8]> {
         let len = self.shape.bytes as usize;
         #[cfg(target_endian = "little")]
-        {
+        if let Some(words) = self.words.as_slice() {
             // SAFETY: the words own at least `len` initialised bytes (⌈len / 8⌉ words); u8 has
             // alignment 1 and every bit pattern is a valid u8; the borrow of `self` keeps the
             // words alive and unchanged for the slice's lifetime.
-            Cow::Borrowed(unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), len) })
+            return Cow::Borrowed(unsafe {
+                std::slice::from_raw_parts(words.as_ptr().cast(), len)
+            });
         }
-        #[cfg(not(target_endian = "little"))]
-        {
-            let mut out = vec![0; len];
-            self.read_bytes(0, &mut out);
-            Cow::Owned(out)
-        }
+        let mut out = vec![0; len];
+        self.read_bytes(0, &mut out);
+        Cow::Owned(out)
     }
 
     /// Copies `out.len()` bytes of the array from byte `offset`. Panics outside the array.
@@ -355,9 +354,7 @@ impl Link {
             offset + out.len() <= self.shape.bytes as usize,
             "read past the link"
         );
-        for (at, byte) in (offset..).zip(out) {
-            *byte = (self.words[at / 8] >> (8 * (at % 8))) as u8;
-        }
+        self.words.read_bytes(offset, out);
     }
 
     /// Overwrites bytes of the array from byte `offset`. Panics outside the array.
@@ -366,24 +363,7 @@ impl Link {
             offset + data.len() <= self.shape.bytes as usize,
             "write past the link"
         );
-        let (mut at, mut rest) = (offset, data);
-        // Byte by byte up to a word boundary, then whole words, then the tail.
-        while !rest.is_empty() && (at % 8 != 0 || rest.len() < 8) {
-            let shift = 8 * (at % 8);
-            let word = &mut self.words[at / 8];
-            *word = (*word & !(0xff << shift)) | (u64::from(rest[0]) << shift);
-            at += 1;
-            rest = &rest[1..];
-        }
-        let mut whole = rest.chunks_exact(8);
-        for (word, bytes) in self.words[at / 8..].iter_mut().zip(&mut whole) {
-            *word = u64::from_le_bytes(bytes.try_into().expect("chunks of 8"));
-        }
-        let tail = whole.remainder();
-        let done = rest.len() - tail.len();
-        if !tail.is_empty() {
-            self.write_bytes(at + done, tail);
-        }
+        self.words.write_bytes(offset, data);
     }
 
     /// The probe positions of `hash` in this link.
@@ -395,12 +375,12 @@ impl Link {
 
     fn contains(&self, hash: RbHash, arithmetic: Arithmetic) -> bool {
         self.positions(hash, arithmetic)
-            .all(|x| self.words[(x >> 6) as usize] & (1 << (x & 63)) != 0)
+            .all(|x| self.words.word((x >> 6) as usize) & (1 << (x & 63)) != 0)
     }
 
     fn set(&mut self, hash: RbHash, arithmetic: Arithmetic) {
         for x in self.positions(hash, arithmetic) {
-            self.words[(x >> 6) as usize] |= 1 << (x & 63);
+            *self.words.word_mut((x >> 6) as usize) |= 1 << (x & 63);
         }
     }
 }

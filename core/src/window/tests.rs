@@ -500,12 +500,12 @@ fn a_write_clears_only_the_regions_it_touches() {
             }
         }
         assert!(filter.regions.len() > 20, "{}", filter.regions.len());
-        let before = filter.words.clone();
+        let before: Vec<u64> = filter.words.blocks().flatten().copied().collect();
         let next = T0 + 4 * generation;
         filter.insert(b"one item", next);
         let changed = before
             .iter()
-            .zip(&filter.words)
+            .zip(filter.words.blocks().flatten())
             .filter(|(a, b)| a != b)
             .count();
         assert!(

@@ -1,0 +1,597 @@
+//! The one store of filter bits: layers, window filters' slots and RedisBloom links all keep
+//! their 64-bit words here, cut so that the allocator rounds up almost nothing.
+//!
+//! A block of B bytes is handed out rounded up to the allocator's size class
+//! ([`crate::budget::allocation_size`]): jemalloc has four classes per doubling, so one block
+//! wastes up to 25% (110k items at 1% in one 132 KB block took 160 KB). A store whose one block
+//! would waste more than [`MAX_SLACK`] of its bits is cut into pieces of a power of two of bytes
+//! (a size class of its own) and one shorter tail, each a block, found through a table of the
+//! pieces: only the tail and the table are rounded up. The piece size is chosen per store, the
+//! largest up to 1 MiB whose total stays within [`MAX_SLACK`] (the tail is at most a piece, so its rounding
+//! at most a quarter piece), so big stores keep big pieces and few table entries. Nothing of the
+//! bits' order changes: the pieces only say where word w lives.
+//!
+//! ```text
+//!   word index:  0 ............................................................ len-1
+//!   one block:   | word 0 | word 1 | ...                                | word len-1 |
+//!   in pieces of 2^s words (s = piece_shift, chosen per store; whole 64-byte lines):
+//!                | piece 0: 0 .. 2^s-1 | piece 1: 2^s .. 2^(s+1)-1 | ... | tail: the rest |
+//!   word w:      piece w >> s, at w & (2^s - 1); the table holds each piece's address
+//!   struct:      { ptr: the block, or the table | len: words | piece_shift: 0 = one block }
+//!
+//!   blocks of 4 KiB and more are aligned to 64 bytes (smaller pieces are powers of two from
+//!   64 bytes, which jemalloc's size classes align anyway), so a 512-bit line is a cache line
+//! ```
+//!
+//! With the C library's malloc a block is its request rounded to 16 bytes (64 more when aligned
+//! to 64), so a store there is always one block. [`allocated_bytes`] predicts what a store of a
+//! size takes on the process's allocator exactly, pieces, tail, table and alignment included:
+//! what a budget is charged and MEMORY USAGE counts.
+
+use crate::budget::{allocator, usable_size, Allocator};
+use crate::scalable::LimitError;
+
+/// Most bytes, as a fraction of the bits, that the allocator may add to a store of 8 KiB and
+/// more (smaller ones pay a table and a tail of a few dozen bytes, within 10% from 1 KB): one
+/// block that wastes more is cut into pieces.
+pub const MAX_SLACK: f64 = 1.0 / 32.0;
+
+/// Bytes a block of bits of this size and more is aligned to: one cache line, so that each
+/// 512-bit line of a layout in lines is exactly one cache line (one miss, one prefetch) whatever
+/// the allocator. Redis' jemalloc aligns such blocks anyway; glibc's malloc (tools, benches,
+/// tests) returns big blocks 16 bytes past a page, which split every line over two cache lines:
+/// measured on a 46 MB layer (3 lines per item, 4M lookups after a prefetch of 32 items), ~2× the
+/// time per item. Smaller blocks keep u64's alignment, so that no allocator adds a header to
+/// them.
+const LINE_ALIGN_FROM: usize = 4096;
+const LINE_ALIGN: usize = 64;
+
+/// The smallest piece: one line of 8 words, so that no line spans two pieces.
+const MIN_PIECE_SHIFT: u32 = 3;
+/// The largest piece, 1 MiB: a big store's waste is then at most a quarter of a tail below
+/// 1 MiB (a sliver of a big filter), and its pieces are blocks the module's allocator may
+/// refuse without aborting.
+const MAX_PIECE_SHIFT: u32 = 17;
+
+/// 64-bit words, zeroed at allocation, in one block or in pieces (see the module's picture).
+/// Three words, as the `Vec<u64>` it replaced, so that a layer's bookkeeping (counted in BF.INFO's
+/// Size and MEMORY USAGE) stays 56 bytes.
+pub(crate) struct BitStore {
+    /// The one block, or (in pieces) the table of the pieces' blocks, as `NonNull<u64>`s.
+    ptr: std::ptr::NonNull<u64>,
+    len: usize,
+    /// log2 of a piece's words; 0: one block (or no words).
+    piece_shift: u32,
+}
+
+// SAFETY: BitStore owns its blocks exclusively, like a Vec<u64>.
+unsafe impl Send for BitStore {}
+// SAFETY: shared access only reads the words; writes need `&mut BitStore`.
+unsafe impl Sync for BitStore {}
+
+/// Bytes the allocator of this process hands out for a store of `bytes` bytes of bits (rounded
+/// up to whole words): its blocks, its table, their size classes and alignment.
+///
+/// ```
+/// use rustbloom_core::bits::{allocated_bytes, MAX_SLACK};
+/// use rustbloom_core::budget::allocation_size;
+/// // 132 KB: one block would take the 160 KiB class; in pieces it takes 1.03× at most.
+/// assert_eq!(allocation_size(132_000), 160 << 10);
+/// assert!(allocated_bytes(132_000) as f64 <= 132_000.0 * (1.0 + MAX_SLACK));
+/// // A size class already: one block.
+/// assert_eq!(allocated_bytes(1 << 20), 1 << 20);
+/// ```
+pub fn allocated_bytes(bytes: u64) -> u64 {
+    let words = bytes.div_ceil(8);
+    let allocator = allocator();
+    allocation(allocator, words, piece_shift(allocator, words))
+}
+
+/// What `allocator` hands out for one block of `bytes` bytes of bits, as the global allocator
+/// asks for it (see [`LINE_ALIGN`]): the module's allocator makes a block aligned to 64 from
+/// jemalloc by rounding its size to 64, from the C library's malloc with 64 bytes more.
+fn block_allocation(allocator: Allocator, bytes: u64) -> u64 {
+    if bytes < LINE_ALIGN_FROM as u64 {
+        return usable_size(allocator, bytes);
+    }
+    match allocator {
+        Allocator::Jemalloc => usable_size(allocator, bytes.next_multiple_of(LINE_ALIGN as u64)),
+        Allocator::Libc => usable_size(allocator, bytes.saturating_add(LINE_ALIGN as u64)),
+    }
+}
+
+/// What `allocator` hands out for a store of `words` words cut at `shift` (0: one block).
+fn allocation(allocator: Allocator, words: u64, shift: u32) -> u64 {
+    if words == 0 {
+        return 0;
+    }
+    let bytes = words.saturating_mul(8);
+    if shift == 0 {
+        return block_allocation(allocator, bytes);
+    }
+    let piece = 8u64 << shift;
+    let (whole, tail) = (bytes / piece, bytes % piece);
+    let pieces = whole + u64::from(tail > 0);
+    let tail = if tail > 0 {
+        block_allocation(allocator, tail)
+    } else {
+        0
+    };
+    whole
+        .saturating_mul(block_allocation(allocator, piece))
+        .saturating_add(tail)
+        .saturating_add(usable_size(allocator, pieces * 8))
+}
+
+/// How a store of `words` words is cut on `allocator`: 0 (one block) when that block is within
+/// [`MAX_SLACK`] of the bits, else the largest piece that keeps the whole store within it, else
+/// whichever cut takes least.
+fn piece_shift(allocator: Allocator, words: u64) -> u32 {
+    let bytes = words.saturating_mul(8);
+    let within = |allocated: u64| (allocated - bytes) as f64 <= bytes as f64 * MAX_SLACK;
+    if allocator == Allocator::Libc || words <= 1 << MIN_PIECE_SHIFT {
+        return 0;
+    }
+    let mut best = (allocation(allocator, words, 0), 0);
+    if within(best.0) {
+        return 0;
+    }
+    // Pieces shorter than the store, largest first.
+    let largest = (63 - (words - 1).leading_zeros()).min(MAX_PIECE_SHIFT);
+    for shift in (MIN_PIECE_SHIFT..=largest).rev() {
+        let allocated = allocation(allocator, words, shift);
+        if within(allocated) {
+            return shift;
+        }
+        best = best.min((allocated, shift));
+    }
+    best.1
+}
+
+impl BitStore {
+    /// The layout of a block of `len` words (see [`LINE_ALIGN`]).
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        let bytes = len.checked_mul(8)?;
+        let align = if bytes >= LINE_ALIGN_FROM {
+            LINE_ALIGN
+        } else {
+            8
+        };
+        std::alloc::Layout::from_size_align(bytes, align).ok()
+    }
+
+    fn in_pieces(&self) -> bool {
+        self.piece_shift != 0
+    }
+
+    /// Blocks holding the words: 0, 1, or the pieces.
+    fn block_count(&self) -> usize {
+        if self.len == 0 {
+            0
+        } else if self.in_pieces() {
+            self.len.div_ceil(1 << self.piece_shift)
+        } else {
+            1
+        }
+    }
+
+    /// Words of block `index`.
+    fn block_len(&self, index: usize) -> usize {
+        if self.in_pieces() {
+            piece_len(self.len, self.piece_shift, index)
+        } else {
+            self.len
+        }
+    }
+
+    /// The pieces' blocks (in pieces).
+    fn table(&self) -> &[std::ptr::NonNull<u64>] {
+        // SAFETY: in pieces, `ptr` is the boxed table of `block_count` blocks that `zeroed` made.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast(), self.block_count()) }
+    }
+
+    /// The address of block `index`.
+    fn block_ptr(&self, index: usize) -> std::ptr::NonNull<u64> {
+        if self.in_pieces() {
+            self.table()[index]
+        } else {
+            self.ptr
+        }
+    }
+
+    /// `words` zeroed words, cut as [`allocated_bytes`] predicts on this process's allocator, or
+    /// the allocation failure as a value (`vec![0; n]` would abort the whole server when the
+    /// allocator refuses). Zeroed blocks keep a fresh filter's pages untouched until used.
+    pub(crate) fn zeroed(words: u64) -> Result<BitStore, LimitError> {
+        let refused = LimitError::Allocation {
+            needed: words.saturating_mul(8),
+        };
+        let len = usize::try_from(words).map_err(|_| refused)?;
+        Self::layout(len).ok_or(refused)?;
+        if len == 0 {
+            return Ok(BitStore {
+                ptr: std::ptr::NonNull::dangling(),
+                len,
+                piece_shift: 0,
+            });
+        }
+        let piece_shift = piece_shift(allocator(), words);
+        if piece_shift == 0 {
+            let block = Self::layout(len).and_then(zeroed_block).ok_or(refused)?;
+            return Ok(BitStore {
+                ptr: block,
+                len,
+                piece_shift,
+            });
+        }
+        let pieces = len.div_ceil(1 << piece_shift);
+        let mut table: Vec<std::ptr::NonNull<u64>> = Vec::new();
+        table.try_reserve_exact(pieces).map_err(|_| refused)?;
+        for index in 0..pieces {
+            let piece = piece_len(len, piece_shift, index);
+            match Self::layout(piece).and_then(zeroed_block) {
+                Some(block) => table.push(block),
+                None => {
+                    for (index, block) in table.iter().enumerate() {
+                        free_block(*block, piece_len(len, piece_shift, index));
+                    }
+                    return Err(refused);
+                }
+            }
+        }
+        let table = Box::into_raw(table.into_boxed_slice());
+        Ok(BitStore {
+            // SAFETY: from a box, never null.
+            ptr: unsafe { std::ptr::NonNull::new_unchecked(table.cast::<u64>()) },
+            len,
+            piece_shift,
+        })
+    }
+
+    /// A copy, allocated fallibly (a refusal is an error, not an abort).
+    pub(crate) fn try_clone(&self) -> Result<BitStore, LimitError> {
+        let mut copy = BitStore::zeroed(self.len as u64)?;
+        for (copy, block) in copy.blocks_mut().zip(self.blocks()) {
+            copy.copy_from_slice(block);
+        }
+        Ok(copy)
+    }
+
+    /// Words held.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes the allocator handed out for this store (see [`allocated_bytes`]).
+    pub(crate) fn allocated_bytes(&self) -> u64 {
+        allocation(allocator(), self.len as u64, self.piece_shift)
+    }
+
+    /// Where word `index` is. Panics past the end, as slice indexing does.
+    #[inline]
+    pub(crate) fn word_ptr(&self, index: usize) -> *mut u64 {
+        assert!(index < self.len, "word {index} of {}", self.len);
+        if self.in_pieces() {
+            // SAFETY: the table has a block for every piece, and index < len.
+            let piece = unsafe {
+                *self
+                    .ptr
+                    .as_ptr()
+                    .cast::<std::ptr::NonNull<u64>>()
+                    .add(index >> self.piece_shift)
+            };
+            // SAFETY: within its piece, since index < len.
+            unsafe { piece.as_ptr().add(index & ((1 << self.piece_shift) - 1)) }
+        } else {
+            // SAFETY: within the one block, since index < len.
+            unsafe { self.ptr.as_ptr().add(index) }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn word(&self, index: usize) -> u64 {
+        // SAFETY: an initialised word owned by self.
+        unsafe { *self.word_ptr(index) }
+    }
+
+    #[inline]
+    pub(crate) fn word_mut(&mut self, index: usize) -> &mut u64 {
+        // SAFETY: an initialised word owned by self, borrowed exclusively with it.
+        unsafe { &mut *self.word_ptr(index) }
+    }
+
+    /// The 8 words of line `line`, words 8·line to 8·line + 7 (a piece is whole lines: a line
+    /// never spans two).
+    #[inline]
+    pub(crate) fn line(&self, line: usize) -> &[u64; 8] {
+        assert!(line < self.len / 8, "line {line} of {}", self.len / 8);
+        // SAFETY: 8 initialised words of one block, owned by self.
+        unsafe { &*self.word_ptr(line * 8).cast::<[u64; 8]>() }
+    }
+
+    #[inline]
+    pub(crate) fn line_mut(&mut self, line: usize) -> &mut [u64; 8] {
+        assert!(line < self.len / 8, "line {line} of {}", self.len / 8);
+        // SAFETY: as in `line`, borrowed exclusively with self.
+        unsafe { &mut *self.word_ptr(line * 8).cast::<[u64; 8]>() }
+    }
+
+    /// The words block by block, in order.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = &[u64]> {
+        (0..self.block_count()).map(move |index| {
+            // SAFETY: `block_len` initialised words of a block owned by self.
+            unsafe {
+                std::slice::from_raw_parts(self.block_ptr(index).as_ptr(), self.block_len(index))
+            }
+        })
+    }
+
+    pub(crate) fn blocks_mut(&mut self) -> impl Iterator<Item = &mut [u64]> {
+        let blocks: Vec<(std::ptr::NonNull<u64>, usize)> = (0..self.block_count())
+            .map(|index| (self.block_ptr(index), self.block_len(index)))
+            .collect();
+        // SAFETY: distinct blocks owned by self, borrowed exclusively with it.
+        blocks
+            .into_iter()
+            .map(|(block, len)| unsafe { std::slice::from_raw_parts_mut(block.as_ptr(), len) })
+    }
+
+    /// All words as one slice, when they are one block (or none).
+    pub(crate) fn as_slice(&self) -> Option<&[u64]> {
+        match self.block_count() {
+            0 => Some(&[]),
+            1 => self.blocks().next(),
+            _ => None,
+        }
+    }
+
+    /// Zeroes words `start..end`. Panics past the end.
+    pub(crate) fn zero_words(&mut self, start: usize, end: usize) {
+        assert!(
+            start <= end && end <= self.len,
+            "words {start}..{end} of {}",
+            self.len
+        );
+        let mut at = 0;
+        for block in self.blocks_mut() {
+            let (from, to) = (start.max(at), end.min(at + block.len()));
+            if from < to {
+                block[from - at..to - at].fill(0);
+            }
+            at += block.len();
+        }
+    }
+
+    /// Copies `out.len()` bytes of the little-endian encoding of the words (word w is bytes
+    /// 8w .. 8w+7), starting at byte `offset`. Panics past the end.
+    pub(crate) fn read_bytes(&self, offset: usize, out: &mut [u8]) {
+        let mut at = offset;
+        let mut rest = out;
+        while !rest.is_empty() {
+            let (word, within) = (at / 8, at % 8);
+            let take = (8 - within).min(rest.len());
+            let (head, tail) = rest.split_at_mut(take);
+            head.copy_from_slice(&self.word(word).to_le_bytes()[within..within + take]);
+            at += take;
+            rest = tail;
+        }
+    }
+
+    /// Overwrites bytes of the little-endian encoding from byte `offset`. Panics past the end.
+    pub(crate) fn write_bytes(&mut self, offset: usize, data: &[u8]) {
+        let mut at = offset;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let (word, within) = (at / 8, at % 8);
+            let take = (8 - within).min(rest.len());
+            let word = self.word_mut(word);
+            let mut le = word.to_le_bytes();
+            le[within..within + take].copy_from_slice(&rest[..take]);
+            *word = u64::from_le_bytes(le);
+            at += take;
+            rest = &rest[take..];
+        }
+    }
+}
+
+/// Words of piece `index` of a store of `len` words in pieces of 2^`shift`: whole pieces, then
+/// the tail.
+fn piece_len(len: usize, shift: u32, index: usize) -> usize {
+    (len - (index << shift)).min(1 << shift)
+}
+
+/// A zeroed block of `layout` (non-zero size) from the global allocator, None when refused.
+fn zeroed_block(layout: std::alloc::Layout) -> Option<std::ptr::NonNull<u64>> {
+    // SAFETY: callers pass a layout of non-zero size.
+    std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>())
+}
+
+/// Frees a block of `len` words that [`zeroed_block`] allocated with `BitStore::layout(len)`.
+fn free_block(block: std::ptr::NonNull<u64>, len: usize) {
+    let layout = BitStore::layout(len).expect("the layout it was allocated with");
+    // SAFETY: allocated by `zeroed_block` with exactly this layout.
+    unsafe { std::alloc::dealloc(block.as_ptr().cast(), layout) };
+}
+
+impl Drop for BitStore {
+    fn drop(&mut self) {
+        let blocks = self.block_count();
+        for index in 0..blocks {
+            free_block(self.block_ptr(index), self.block_len(index));
+        }
+        if self.in_pieces() {
+            // SAFETY: the table was boxed by `zeroed` with exactly this length.
+            drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.ptr.as_ptr().cast::<std::ptr::NonNull<u64>>(),
+                    blocks,
+                ))
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for BitStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BitStore({} words)", self.len)
+    }
+}
+
+/// Equal when the words are, however they are cut.
+impl PartialEq for BitStore {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len
+            && self
+                .blocks()
+                .flatten()
+                .zip(other.blocks().flatten())
+                .all(|(a, b)| a == b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::allocation_size;
+
+    /// jemalloc's allocation of `bytes` in one block and as cut here.
+    fn jemalloc(bytes: u64) -> (u64, u64) {
+        let words = bytes / 8;
+        let shift = piece_shift(Allocator::Jemalloc, words);
+        (
+            block_allocation(Allocator::Jemalloc, bytes),
+            allocation(Allocator::Jemalloc, words, shift),
+        )
+    }
+
+    #[test]
+    fn no_store_from_a_kilobyte_up_wastes_more_than_its_slack() {
+        // Every size class boundary's neighbours and a spread of sizes, 1 KB to 2 GB.
+        let mut sizes: Vec<u64> = (10..31u32)
+            .flat_map(|lg| (4..8u64).map(move |q| q << (lg - 2)))
+            .flat_map(|class| [class - 8, class, class + 8])
+            .collect();
+        sizes.extend((0..400u64).map(|i| 1024 + i * i * i * 37 / 8 * 8));
+        for bytes in sizes.into_iter().filter(|&b| b >= 1024) {
+            let (one, cut) = jemalloc(bytes);
+            assert!(cut <= one, "{bytes}: {cut} over one block's {one}");
+            // Small stores pay a table and a tail of a few dozen bytes.
+            let slack = if bytes >= 8192 { MAX_SLACK } else { 0.1 };
+            assert!(cut as f64 <= bytes as f64 * (1.0 + slack), "{bytes}: {cut}");
+        }
+        // Below, the cut never takes more than one block.
+        for bytes in (8..1024u64).step_by(8) {
+            let (one, cut) = jemalloc(bytes);
+            assert!(cut <= one, "{bytes}");
+        }
+        // The C library's malloc: one block, 64 bytes more when aligned to a line.
+        assert_eq!(piece_shift(Allocator::Libc, 20_000), 0);
+        assert_eq!(allocation(Allocator::Libc, 20_000, 0), 160_064);
+        assert_eq!(allocation(Allocator::Libc, 100, 0), 800);
+    }
+
+    #[test]
+    fn big_stores_keep_big_pieces_and_classes_stay_one_block() {
+        // 12.68 MB and 143.8 MB: pieces of 1 MiB, so the tail's rounding is a sliver.
+        for bytes in [12_680_000u64, 143_807_968] {
+            assert_eq!(piece_shift(Allocator::Jemalloc, bytes / 8), MAX_PIECE_SHIFT);
+            assert!(jemalloc(bytes).1 - bytes < 1 << 18, "{bytes}");
+        }
+        // Sizes that are a size class already are one block.
+        for bytes in [1u64 << 20, 5 << 18, 3 << 28, 1024, 1280] {
+            assert_eq!(piece_shift(Allocator::Jemalloc, bytes / 8), 0, "{bytes}");
+        }
+        // The store's own figure is the prediction, and jemalloc's is what this process's
+        // allocator is told it is (the default).
+        for bytes in [132_000u64, 12_680_000, 1_048_576 + 64] {
+            let store = BitStore::zeroed(bytes / 8).unwrap();
+            assert_eq!(store.allocated_bytes(), allocated_bytes(bytes));
+            assert_eq!(allocated_bytes(bytes), jemalloc(bytes).1);
+        }
+        assert_eq!(allocated_bytes(0), 0);
+        assert_eq!(allocated_bytes(100), allocation_size(104));
+    }
+
+    /// A store of `words` words with word w = w · an odd constant, written word by word.
+    fn numbered(words: u64) -> BitStore {
+        let mut store = BitStore::zeroed(words).unwrap();
+        for w in 0..words as usize {
+            *store.word_mut(w) = (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+        store
+    }
+
+    #[test]
+    fn pieces_hold_the_words_in_order_on_aligned_lines() {
+        // 132 KB in pieces, 1 MiB in one block, 2.5 MB in pieces.
+        for (words, pieced) in [(16_500u64, true), (1 << 17, false), (312_500, true)] {
+            let store = numbered(words);
+            assert_eq!(store.in_pieces(), pieced, "{words}");
+            assert_eq!(
+                store.blocks().map(<[u64]>::len).sum::<usize>(),
+                words as usize
+            );
+            assert!(store
+                .blocks()
+                .flatten()
+                .enumerate()
+                .all(|(w, &word)| word == (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+            let blocks = store.blocks().count();
+            for (index, block) in store.blocks().enumerate() {
+                assert!(index + 1 == blocks || block.len() % 8 == 0, "whole lines");
+                if block.len() * 8 >= LINE_ALIGN_FROM {
+                    assert!((block.as_ptr() as usize).is_multiple_of(LINE_ALIGN));
+                }
+            }
+            let last = store.len() / 8 - 1;
+            assert_eq!(store.line(last)[7], store.word(last * 8 + 7));
+            assert_eq!(store.as_slice().is_some(), !pieced);
+        }
+    }
+
+    #[test]
+    fn bytes_written_across_a_piece_edge_read_back_and_nothing_else_changes() {
+        let mut store = numbered(16_500);
+        assert!(store.in_pieces());
+        let edges: Vec<usize> = store
+            .blocks()
+            .scan(0, |at, block| {
+                *at += block.len() * 8;
+                Some(*at)
+            })
+            .collect();
+        let pattern: Vec<u8> = (1..=40).collect();
+        for &edge in &edges[..edges.len() - 1] {
+            let at = edge - 17;
+            let mut before = vec![0u8; 80];
+            store.read_bytes(at - 20, &mut before);
+            store.write_bytes(at, &pattern);
+            let mut after = vec![0u8; 80];
+            store.read_bytes(at - 20, &mut after);
+            assert_eq!(after[20..60], pattern[..]);
+            assert_eq!((&after[..20], &after[60..]), (&before[..20], &before[60..]));
+        }
+        // Zeroing a range across an edge clears exactly it.
+        let (start, end) = (edges[0] / 8 - 3, edges[0] / 8 + 5);
+        store.zero_words(start, end);
+        assert!((start..end).all(|w| store.word(w) == 0));
+        assert!(store.word(start - 1) != 0 && store.word(end) != 0);
+    }
+
+    #[test]
+    fn a_clone_holds_the_same_words_in_blocks_of_its_own() {
+        for words in [0u64, 3, 16_500, 312_500] {
+            let store = numbered(words);
+            let mut copy = store.try_clone().unwrap();
+            assert_eq!(copy, store);
+            if words > 0 {
+                *copy.word_mut(words as usize - 1) ^= 1;
+                assert_ne!(copy, store);
+                assert!(store
+                    .blocks()
+                    .zip(copy.blocks())
+                    .all(|(a, b)| a.as_ptr() != b.as_ptr()));
+            }
+        }
+    }
+}
