@@ -50,28 +50,41 @@ pub struct ReserveIfMissing {
     pub shape: Shape,
 }
 
+/// What to do when the filter does not exist and no --capacity was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// Let BF.MADD create it with the server's defaults (`bf.initial-size`, `bf.error-rate`).
+    ServerDefaults,
+    /// Refuse: the caller must size it.
+    RequireCapacity,
+}
+
 impl ReserveIfMissing {
     pub fn given(&self) -> bool {
         self.capacity.is_some() || self.error.is_some() || self.shape.given()
     }
 
-    /// The filter at `name`: the existing one, else one reserved from these options (`default`
-    /// capacity when none is given), else a plain key that BF.MADD creates with the server's
-    /// defaults.
-    pub fn open(&self, conn: &mut Connection, name: &str, default: Option<u64>) -> Result<Filter> {
+    /// The filter at `name`: the existing one, else one reserved from these options, else
+    /// what `missing` says.
+    pub fn open(&self, conn: &mut Connection, name: &str, missing: Missing) -> Result<Filter> {
         if let Some(f) = Filter::discover(conn, name.as_bytes())? {
             return Ok(f);
         }
-        let capacity = match (self.capacity, default) {
+        let capacity = match (self.capacity, missing) {
             (Some(c), _) => c,
-            (None, Some(d)) if self.given() => d,
+            (None, Missing::RequireCapacity) => {
+                return Err(anyhow!(
+                    "{name} does not exist: give --capacity (and --error, default 0.01) to \
+                     reserve it, or create it first with `bfctl reserve`"
+                ))
+            }
             (None, _) if self.shape.partitions.is_some() => {
                 return Err(anyhow!(
                     "{name} does not exist: a partitioned filter needs --capacity"
                 ))
             }
             (None, _) if self.given() => 100,
-            (None, _) => return Ok(Filter::plain(name.as_bytes())),
+            (None, Missing::ServerDefaults) => return Ok(Filter::plain(name.as_bytes())),
         };
         let opts = ReserveOptions {
             error_rate: self.error.unwrap_or(0.01),
@@ -93,7 +106,9 @@ impl ReserveIfMissing {
 
 pub fn run(url: &str, args: &LoadArgs, show: bool) -> Result<()> {
     let mut conn = Client::open(url)?.connect()?;
-    let filter = args.reserve.open(&mut conn, &args.key, None)?;
+    let filter = args
+        .reserve
+        .open(&mut conn, &args.key, Missing::ServerDefaults)?;
     let (reader, total) = open_input(args.file.as_deref())?;
     let mut reader = BufReader::with_capacity(1 << 20, reader);
     let pb = match total {

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use redis::{Connection, RedisError, Value};
 
+mod dedup;
 mod drop;
 mod dumpfile;
 mod exists;
@@ -21,8 +22,6 @@ mod input;
 mod load;
 mod migrate;
 mod reserve;
-
-use input::read_line;
 
 use rustbloom_core::encoding::parse_header;
 
@@ -61,13 +60,7 @@ enum Command {
     Exists(exists::ExistsArgs),
     /// Delete a filter (every partition of a partitioned one included).
     Drop(drop::DropArgs),
-    /// Copy stdin to stdout, dropping lines the filter has already seen (and adding the new ones).
-    Dedup {
-        key: String,
-        /// Most lines per BF.MADD (a batch is also sent as soon as stdin has no more input ready).
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-        batch: u64,
-    },
+    Dedup(dedup::DedupArgs),
     /// Save a filter to FILE with BF.SCANDUMP (works for filters of any size).
     Dump {
         key: String,
@@ -186,10 +179,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Load(args) => load::run(&cli.url, &args, progress),
         Command::Exists(args) => exists::run(&cli.url, &args),
         Command::Drop(args) => drop::run(&cli.url, &args),
-        Command::Dedup { key, batch } => {
-            let mut c = connect(&cli.url)?;
-            dedup(&mut c, &key, batch as usize)
-        }
+        Command::Dedup(args) => dedup::run(&cli.url, &args),
         Command::Dump { key, file } => {
             let mut c = connect(&cli.url)?;
             dump(&mut c, &key, &file, progress)
@@ -322,81 +312,6 @@ fn bar(show: bool, total: Option<u64>, template: &str) -> ProgressBar {
 
 fn rate(count: u64, elapsed: Duration) -> f64 {
     count as f64 / elapsed.as_secs_f64().max(1e-9)
-}
-
-// ---------------------------------------------------------------------------------------------
-// dedup
-// ---------------------------------------------------------------------------------------------
-
-fn dedup(c: &mut Connection, key: &str, batch: usize) -> Result<()> {
-    let mut reader = BufReader::with_capacity(1 << 16, io::stdin().lock());
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let mut lines: Vec<Vec<u8>> = Vec::with_capacity(batch);
-    let mut line = Vec::new();
-    loop {
-        lines.clear();
-        let mut eof = false;
-        // Take up to `batch` lines, but stop early when the input has nothing more buffered, so a
-        // slow stream (tail -f) is answered line by line instead of waiting for a full batch.
-        while lines.len() < batch {
-            match read_line(&mut reader, &mut line).context("read stdin")? {
-                None => {
-                    eof = true;
-                    break;
-                }
-                Some(_) => lines.push(line.clone()),
-            }
-            if reader.buffer().is_empty() {
-                break;
-            }
-        }
-        if !lines.is_empty() {
-            let mut cmd = redis::cmd("BF.MADD");
-            cmd.arg(key);
-            for l in &lines {
-                cmd.arg(&l[..]);
-            }
-            let reply = query(c, &cmd)?;
-            let answers = match reply {
-                Value::Array(a) => a,
-                other => bail!("unexpected BF.MADD reply {other:?}"),
-            };
-            // BF.MADD answers item by item, in order: a line repeated within the batch answers 0
-            // the second time, exactly as if it had come in a later command.
-            let mut failure = None;
-            for (l, a) in lines.iter().zip(&answers) {
-                match a {
-                    Value::ServerError(e) => {
-                        failure = Some(explain(server_error_text(e)));
-                        break;
-                    }
-                    a => match as_int(a) {
-                        Some(1) => {
-                            out.write_all(l)?;
-                            out.write_all(b"\n")?;
-                        }
-                        Some(0) => {}
-                        _ => bail!("unexpected BF.MADD answer {a:?}"),
-                    },
-                }
-            }
-            out.flush().context("write stdout")?;
-            if let Some(e) = failure {
-                return Err(e);
-            }
-            if answers.len() != lines.len() {
-                bail!(
-                    "BF.MADD answered {} of {} items",
-                    answers.len(),
-                    lines.len()
-                );
-            }
-        }
-        if eof {
-            return Ok(());
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
