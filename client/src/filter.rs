@@ -845,7 +845,8 @@ fn key_info(pairs: &[(Value, Value)]) -> KeyInfo {
     }
 }
 
-pub(crate) fn as_u64(v: &Value) -> Option<u64> {
+/// An integer reply (or a number sent as text) that fits in a u64.
+pub fn as_u64(v: &Value) -> Option<u64> {
     match v {
         Value::Int(i) => u64::try_from(*i).ok(),
         Value::Boolean(b) => Some(u64::from(*b)),
