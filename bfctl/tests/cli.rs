@@ -363,7 +363,7 @@ fn dedup_prints_exactly_the_distinct_lines_whatever_the_batches_in_flight() {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let n = (x >> 33) % 6000;
-        if n % 97 == 0 {
+        if n.is_multiple_of(97) {
             input.push_str(&format!("{}\n", "long-".repeat(40 + (n % 50) as usize)));
         } else if n == 1 {
             input.push('\n');
