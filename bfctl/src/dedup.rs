@@ -17,7 +17,7 @@ use redis::Value;
 use rustbloom_client::error::{explain, server_error_text, server_text};
 use rustbloom_client::{Client, Filter, WriteOptions};
 
-use crate::input::LineBlocks;
+use crate::input::{LineBlocks, Round};
 use crate::load::{Missing, ReserveIfMissing};
 
 /// Copy the input to stdout, dropping lines the filter has already seen (and adding the new ones).
@@ -240,36 +240,13 @@ fn in_rounds(
     batch: usize,
     depth: usize,
 ) -> Result<()> {
-    let round = batch.saturating_mul(depth);
     let opts = WriteOptions {
         batch,
         ..WriteOptions::default()
     };
-    let mut text: Vec<u8> = Vec::new();
-    let mut ends: Vec<usize> = Vec::new();
-    loop {
-        text.clear();
-        ends.clear();
-        while ends.len() < round {
-            let got = input
-                .take(round - ends.len(), |line| {
-                    text.extend_from_slice(line);
-                    ends.push(text.len());
-                })
-                .context("read input")?;
-            if got == 0 || !input.ready() {
-                break;
-            }
-        }
-        if ends.is_empty() {
-            return Ok(());
-        }
-        let mut items: Vec<&[u8]> = Vec::with_capacity(ends.len());
-        let mut from = 0;
-        for &to in &ends {
-            items.push(&text[from..to]);
-            from = to;
-        }
+    let mut round = Round::default();
+    while round.fill(input, batch.saturating_mul(depth), true)? > 0 {
+        let items = round.items();
         let answers = filter.add(conn, &items, &opts)?;
         for (line, new) in items.iter().zip(answers) {
             if new {
@@ -279,4 +256,5 @@ fn in_rounds(
         }
         out.flush().context("write stdout")?;
     }
+    Ok(())
 }

@@ -1,44 +1,15 @@
 //! Reading items, one per line, from a file or stdin.
 
 use std::fs::File;
-use std::io::{self, BufRead, Read};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
-/// The input to read (a file, or stdin for `-` or none) and its length when known.
-pub fn open_input(file: Option<&Path>) -> Result<(Box<dyn Read>, Option<u64>)> {
-    Ok(match file {
-        None => (Box::new(io::stdin().lock()), None),
-        Some(p) if p == Path::new("-") => (Box::new(io::stdin().lock()), None),
-        Some(p) => {
-            let f = File::open(p).with_context(|| format!("open {}", p.display()))?;
-            let len = f.metadata().ok().map(|m| m.len());
-            (Box::new(f), len)
-        }
-    })
-}
-
-/// Reads one line without its `\n` (and a `\r` before it); None at the end of input.
-pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
-    buf.clear();
-    let n = r.read_until(b'\n', buf)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-    }
-    Ok(Some(n))
-}
-
 /// A file or stdin read in large blocks and cut into lines in place: no copy and no allocation
-/// per line. Lines are those of [`read_line`]: without `\n` or `\r\n`, the last one counted
-/// even without its `\n`.
+/// per line. A line is given without its `\n` (and a `\r` before it); the last one counts even
+/// without its `\n`.
 pub struct LineBlocks {
     input: Box<dyn Read>,
     fd: RawFd,
@@ -160,5 +131,53 @@ impl LineBlocks {
             taken += 1;
         }
         Ok(taken)
+    }
+}
+
+/// A round of lines gathered into one buffer (no allocation per line), passed on as slices.
+#[derive(Default)]
+pub struct Round {
+    text: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Round {
+    /// Replaces the round with up to `most` lines of `input`; with `idle_stops`, stops early
+    /// when no more input is waiting (so a slow stream is answered as it comes). Answers how
+    /// many lines it holds (0 only at the end of input).
+    pub fn fill(
+        &mut self,
+        input: &mut LineBlocks,
+        most: usize,
+        idle_stops: bool,
+    ) -> io::Result<usize> {
+        self.text.clear();
+        self.ends.clear();
+        while self.ends.len() < most {
+            let got = input.take(most - self.ends.len(), |line| {
+                self.text.extend_from_slice(line);
+                self.ends.push(self.text.len());
+            })?;
+            if got == 0 || (idle_stops && !input.ready()) {
+                break;
+            }
+        }
+        Ok(self.ends.len())
+    }
+
+    /// The lines, in order.
+    pub fn items(&self) -> Vec<&[u8]> {
+        let mut out = Vec::with_capacity(self.ends.len());
+        let mut from = 0;
+        for &to in &self.ends {
+            out.push(&self.text[from..to]);
+            from = to;
+        }
+        out
+    }
+
+    /// Bytes of input the round took (each line with one byte for its end).
+    pub fn input_bytes(&self) -> u64 {
+        (self.text.len() + self.ends.len()) as u64
     }
 }
