@@ -15,6 +15,21 @@
 //! ```
 //! Nothing may follow the count. The data is passed to BF.LOADCHUNK untouched; the module's own
 //! chunk checksums protect it, the end record and the count catch truncated files.
+//!
+//! A partitioned filter (docs/partitioning.md) is saved as its descriptor, then one dump as
+//! above per partition, in partition order:
+//!
+//! ```text
+//!  magic    8 bytes  "BFCTLPRT"
+//!  version  u32 LE   1
+//!  argc     u32 LE   number of arguments that follow
+//!  args     argc × (u32 LE length, bytes): the descriptor's BF.RESERVE arguments after its
+//!                    name (ε N PARTITIONS P routing_seed [NONSCALING | EXPANSION x | WINDOW ms])
+//!  parts    u32 LE   P
+//!  P dumps  "BFCTLDMP" … count, each as above (only the last may end the file)
+//! ```
+//! The descriptor's arguments, not its bits, are saved: BF.SCANDUMP does not read a descriptor,
+//! and its partition keys follow from the name it is restored under.
 
 use std::io::{self, Read, Write};
 
@@ -22,6 +37,11 @@ use anyhow::{bail, Context, Result};
 
 pub const MAGIC: &[u8; 8] = b"BFCTLDMP";
 pub const VERSION: u32 = 1;
+pub const PARTITIONED_MAGIC: &[u8; 8] = b"BFCTLPRT";
+/// Most arguments and partitions a partitioned dump may declare.
+const MAX_ARGS: u32 = 64;
+const MAX_ARG: u32 = 1 << 16;
+const MAX_PARTS: u32 = 4096;
 /// Largest record accepted on reading (module chunks are at most 16 MiB plus a checksum).
 pub const MAX_RECORD: u64 = 256 << 20;
 const MAX_KEY: u32 = 512 << 20;
@@ -64,11 +84,89 @@ impl<W: Write> Writer<W> {
     }
 }
 
+/// Writes the head of a partitioned dump: the descriptor's BF.RESERVE arguments and P; the P
+/// partition dumps follow, each through a [`Writer`].
+pub fn write_partitioned_head(w: &mut impl Write, args: &[Vec<u8>], parts: u32) -> Result<()> {
+    w.write_all(PARTITIONED_MAGIC)?;
+    w.write_all(&VERSION.to_le_bytes())?;
+    w.write_all(
+        &u32::try_from(args.len())
+            .context("too many arguments")?
+            .to_le_bytes(),
+    )?;
+    for a in args {
+        w.write_all(
+            &u32::try_from(a.len())
+                .context("argument too long")?
+                .to_le_bytes(),
+        )?;
+        w.write_all(a)?;
+    }
+    w.write_all(&parts.to_le_bytes())?;
+    Ok(())
+}
+
+/// A dump file as [`open`] found it.
+pub enum Dump<R: Read> {
+    /// One filter's records.
+    Plain(Reader<R>),
+    /// A partitioned filter: the descriptor's BF.RESERVE arguments after its name, P, and the
+    /// input positioned at the first partition's dump (read each with [`Reader::section`]).
+    Partitioned {
+        args: Vec<Vec<u8>>,
+        parts: u32,
+        r: R,
+    },
+}
+
+fn read_u32(r: &mut impl Read, what: &str) -> Result<u32> {
+    let mut b = [0u8; 4];
+    read_exact_or(r, &mut b, what)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// Reads a dump file's head: a plain dump or a partitioned one.
+pub fn open<R: Read>(mut r: R) -> Result<Dump<R>> {
+    let mut magic = [0u8; 8];
+    read_exact_or(&mut r, &mut magic, "the file header")?;
+    if &magic == MAGIC {
+        return Ok(Dump::Plain(Reader::after_magic(r, true)?));
+    }
+    if &magic != PARTITIONED_MAGIC {
+        bail!("not a bfctl dump file (bad magic)");
+    }
+    let version = read_u32(&mut r, "the file header")?;
+    if version != VERSION {
+        bail!("unsupported bfctl dump version {version} (this bfctl reads version {VERSION})");
+    }
+    let argc = read_u32(&mut r, "the descriptor")?;
+    if argc > MAX_ARGS {
+        bail!("corrupt dump file ({argc} descriptor arguments)");
+    }
+    let mut args = Vec::new();
+    for _ in 0..argc {
+        let len = read_u32(&mut r, "the descriptor")?;
+        if len > MAX_ARG {
+            bail!("corrupt dump file (descriptor argument of {len} bytes)");
+        }
+        let mut a = vec![0u8; len as usize];
+        read_exact_or(&mut r, &mut a, "the descriptor")?;
+        args.push(a);
+    }
+    let parts = read_u32(&mut r, "the partition count")?;
+    if !(1..=MAX_PARTS).contains(&parts) {
+        bail!("corrupt dump file ({parts} partitions)");
+    }
+    Ok(Dump::Partitioned { args, parts, r })
+}
+
 pub struct Reader<R: Read> {
     r: R,
     count: u64,
     position: u64,
     done: bool,
+    /// Whether the input must end with this dump.
+    last: bool,
     pub key: Vec<u8>,
 }
 
@@ -83,17 +181,28 @@ fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<()> {
 }
 
 impl<R: Read> Reader<R> {
-    pub fn new(mut r: R) -> Result<Self> {
-        let mut head = [0u8; 16];
-        read_exact_or(&mut r, &mut head, "the file header")?;
-        if &head[..8] != MAGIC {
+    /// One of the dumps of a partitioned file; `last` when the file must end with it.
+    pub fn section(r: R, last: bool) -> Result<Self> {
+        Self::read(r, last)
+    }
+
+    fn read(mut r: R, last: bool) -> Result<Self> {
+        let mut magic = [0u8; 8];
+        read_exact_or(&mut r, &mut magic, "the file header")?;
+        if &magic != MAGIC {
             bail!("not a bfctl dump file (bad magic)");
         }
-        let version = u32::from_le_bytes(head[8..12].try_into().unwrap());
+        Self::after_magic(r, last)
+    }
+
+    fn after_magic(mut r: R, last: bool) -> Result<Self> {
+        let mut head = [0u8; 8];
+        read_exact_or(&mut r, &mut head, "the file header")?;
+        let version = u32::from_le_bytes(head[..4].try_into().unwrap());
         if version != VERSION {
             bail!("unsupported bfctl dump version {version} (this bfctl reads version {VERSION})");
         }
-        let klen = u32::from_le_bytes(head[12..16].try_into().unwrap());
+        let klen = u32::from_le_bytes(head[4..8].try_into().unwrap());
         if klen > MAX_KEY {
             bail!("corrupt dump file (key length {klen})");
         }
@@ -104,6 +213,7 @@ impl<R: Read> Reader<R> {
             count: 0,
             position: 16 + u64::from(klen),
             done: false,
+            last,
             key,
         })
     }
@@ -137,7 +247,7 @@ impl<R: Read> Reader<R> {
                 );
             }
             let mut extra = [0u8; 1];
-            if self.r.read(&mut extra)? != 0 {
+            if self.last && self.r.read(&mut extra)? != 0 {
                 bail!("corrupt dump file (data after the end)");
             }
             self.position += 8;
@@ -165,7 +275,7 @@ mod tests {
         w.record(1, b"header").unwrap();
         w.record(9, b"").unwrap();
         let bytes = w.finish().unwrap();
-        let mut r = Reader::new(&bytes[..]).unwrap();
+        let mut r = Reader::section(&bytes[..], true).unwrap();
         assert_eq!(r.key, b"k");
         assert_eq!(r.next_record().unwrap(), Some((1, b"header".to_vec())));
         assert_eq!(r.next_record().unwrap(), Some((9, Vec::new())));
@@ -173,7 +283,7 @@ mod tests {
         assert_eq!(r.position(), bytes.len() as u64);
         for cut in 0..bytes.len() {
             let mut ok = true;
-            match Reader::new(&bytes[..cut]) {
+            match Reader::section(&bytes[..cut], true) {
                 Err(_) => ok = false,
                 Ok(mut r) => loop {
                     match r.next_record() {
@@ -190,7 +300,7 @@ mod tests {
         }
         let mut more = bytes.clone();
         more.push(0);
-        let mut r = Reader::new(&more[..]).unwrap();
+        let mut r = Reader::section(&more[..], true).unwrap();
         r.next_record().unwrap();
         r.next_record().unwrap();
         assert!(r.next_record().is_err());

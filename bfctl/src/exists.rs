@@ -1,13 +1,13 @@
 //! `bfctl exists NAME [FILE]`: prints 1 or 0 for every input line, in order.
 
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use rustbloom_client::{Client, Filter};
 
-use crate::input::{open_input, read_line};
+use crate::input::{LineBlocks, Round};
 
 #[derive(Args, Debug)]
 pub struct ExistsArgs {
@@ -25,28 +25,16 @@ pub fn run(url: &str, args: &ExistsArgs) -> Result<()> {
     let Some(filter) = Filter::discover(&mut conn, args.name.as_bytes())? else {
         bail!("{}: not found", args.name);
     };
-    let (reader, _) = open_input(args.file.as_deref())?;
-    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    let mut input = LineBlocks::open(args.file.as_deref())?;
     let mut out = BufWriter::new(io::stdout().lock());
     let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
-    let mut lines: Vec<Vec<u8>> = Vec::with_capacity(batch);
-    let mut line = Vec::new();
-    loop {
-        lines.clear();
-        while lines.len() < batch {
-            match read_line(&mut reader, &mut line).context("read input")? {
-                None => break,
-                Some(_) => lines.push(line.clone()),
-            }
-        }
-        if lines.is_empty() {
-            break;
-        }
-        let items: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+    let mut lines = Round::default();
+    while lines.fill(&mut input, batch, true).context("read input")? > 0 {
+        let items = lines.items();
         for present in filter.exists(&mut conn, &items, batch)? {
             out.write_all(if present { b"1\n" } else { b"0\n" })?;
         }
-        if lines.len() < batch || reader.fill_buf()?.is_empty() {
+        if !input.ready() {
             out.flush()?;
         }
     }

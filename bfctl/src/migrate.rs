@@ -1,10 +1,11 @@
-//! `bfctl migrate`: a live copy of Bloom filters from one server to another over BF.SCANDUMP /
-//! BF.LOADCHUNK, checked afterwards.
+//! `bfctl migrate`: a live copy of Bloom filters from one server or cluster to another over
+//! BF.SCANDUMP / BF.LOADCHUNK, checked afterwards.
 //!
 //! The plan, key by key:
 //!
 //! 1. Before anything is copied: the keys are listed (explicit names checked with TYPE, patterns
-//!    through `SCAN MATCH … TYPE MBbloom--`), and the run is refused when a destination key
+//!    through `SCAN MATCH … TYPE MBbloom--` on every master of a cluster; a partitioned filter's
+//!    name brings its partitions), and the run is refused when a destination key
 //!    already exists (unless `--replace`) or when source and destination are the same database.
 //! 2. The filter is streamed chunk by chunk into a temporary key beside the destination key (one
 //!    chunk in memory at a time, whatever the filter's size), between two BF.INFO snapshots of
@@ -14,15 +15,24 @@
 //!    BF.CARD, and BF.MEXISTS of `--sample` random probes, answer by answer.
 //! 4. Only then is the temporary key renamed onto the destination key (RENAMENX, or RENAME with
 //!    `--replace`), so readers of the destination never see a half-loaded filter and a failure
-//!    leaves the destination as it was. A TTL on the source key is carried over.
+//!    leaves the destination as it was. A TTL on the source key is carried over. On a cluster the
+//!    temporary key carries the hash tag of the destination key's slot, so both are on one node.
+//! 5. A partitioned filter's descriptor is not a dump (BF.SCANDUMP refuses it): once all its
+//!    partitions are copied it is created again on the destination from its BF.INFO
+//!    (`BF.RESERVE NAME ε N PARTITIONS P seed …`), so a descriptor always has its partitions.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use redis::{Connection, Value};
+use clap::Args;
+use redis::Value;
+use rustbloom_client::filter::as_u64;
+use rustbloom_client::routing::{key_slot, partition_of, slot_tag};
+use rustbloom_client::{scandump, Client, Connection, Filter, KeyInfo};
 
-use super::{as_int, bar, connect, info_pairs, query};
+use crate::bar;
+use crate::dump::descriptor_args;
 
 /// The module type both RedisBloom and rustbloom register.
 const BLOOM_TYPE: &str = "MBbloom--";
@@ -33,48 +43,77 @@ const SCAN_COUNT: u64 = 1000;
 /// Without a progress bar, a line about a long copy at most this often.
 const QUIET_REPORT: Duration = Duration::from_secs(10);
 
+/// Copy Bloom filters from a live RedisBloom or rustbloom server or cluster to a rustbloom one.
+///
+/// Each filter is streamed with BF.SCANDUMP / BF.LOADCHUNK (one chunk in memory at a time,
+/// any size) into a temporary key beside its destination key, checked against the source
+/// (BF.INFO capacity, items, layers and expansion; BF.CARD; BF.MEXISTS of --sample random
+/// probes answered alike), and only then renamed onto the destination key, with the
+/// source's TTL. A source that changes during its copy is copied again (--retries). Nothing
+/// is copied when a destination key already exists, unless --replace. A filter that fails
+/// is reported and left out (its destination key unchanged); the others are still copied,
+/// and the exit code is 1. Either side may be a cluster, given by any node's URL: patterns
+/// are matched on every master, and a partitioned filter's name copies its partitions and
+/// then creates its descriptor. `--url` is not used: give both servers.
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
 pub struct Options {
+    /// Source server: redis://[user:password@]host:port[/db] or redis+unix:///path/to.sock
+    #[arg(long)]
     pub from: String,
+    /// Destination server (rustbloom), same forms.
+    #[arg(long)]
     pub to: String,
+    /// Keys to copy; an argument with a glob character (* ? [ \) is a pattern matched with
+    /// SCAN MATCH … TYPE MBbloom--. None: every Bloom filter of the source database.
+    #[arg(value_name = "KEY|PATTERN")]
     pub keys: Vec<String>,
+    /// Overwrite destination keys that already exist (each is replaced only once its copy is
+    /// complete and checked).
+    #[arg(long)]
     pub replace: bool,
+    /// Random probes asked of both copies with BF.MEXISTS; 0 compares BF.INFO and BF.CARD
+    /// only.
+    #[arg(long, default_value_t = 10000)]
     pub sample: u64,
+    /// Fresh copies of a filter that changed while it was copied, before giving up on it.
+    #[arg(long, default_value_t = 3)]
     pub retries: u32,
-    pub progress: bool,
 }
 
-/// What BF.INFO says about a filter, the fields a faithful copy keeps (Size is left out: it is
-/// each module's own accounting of memory).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Shape {
-    capacity: i64,
-    items: i64,
-    filters: i64,
-    /// None for a non-scaling filter.
-    expansion: Option<i64>,
-    size: i64,
+/// The BF.INFO fields a faithful copy keeps (Size is left out: it is each module's own
+/// accounting of memory).
+fn same_filter(a: &KeyInfo, b: &KeyInfo) -> bool {
+    a.capacity == b.capacity
+        && a.items == b.items
+        && a.filters == b.filters
+        && a.expansion == b.expansion
+        && a.partition == b.partition
 }
 
-impl Shape {
-    fn same_filter(&self, other: &Shape) -> bool {
-        self.capacity == other.capacity
-            && self.items == other.items
-            && self.filters == other.filters
-            && self.expansion == other.expansion
-    }
+fn describe(s: &KeyInfo) -> String {
+    format!(
+        "capacity {}, items {}, layers {}, expansion {}{}",
+        s.capacity,
+        s.items,
+        s.filters,
+        match s.expansion {
+            Some(x) => x.to_string(),
+            None => "none (non-scaling)".into(),
+        },
+        match s.partition {
+            Some((i, p, _)) => format!(", partition {i} of {p}"),
+            None => String::new(),
+        }
+    )
+}
 
-    fn describe(&self) -> String {
-        format!(
-            "capacity {}, items {}, layers {}, expansion {}",
-            self.capacity,
-            self.items,
-            self.filters,
-            match self.expansion {
-                Some(x) => x.to_string(),
-                None => "none (non-scaling)".into(),
-            }
-        )
-    }
+/// Items per kind of Bloom key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Filter,
+    /// A partitioned filter's descriptor (docs/partitioning.md).
+    Descriptor,
 }
 
 /// A key as text for messages (keys are binary-safe; invalid UTF-8 is shown escaped).
@@ -108,73 +147,45 @@ fn text(v: &Value) -> String {
         .unwrap_or_else(|| format!("{v:?}"))
 }
 
-fn bf_shape(c: &mut Connection, key: &[u8]) -> Result<Shape> {
-    let pairs = info_pairs(query(c, redis::cmd("BF.INFO").arg(key))?)?;
-    let mut shape = Shape {
-        capacity: -1,
-        items: -1,
-        filters: -1,
-        expansion: None,
-        size: -1,
-    };
-    for (k, v) in pairs {
-        let n = as_int(&v);
-        match text(&k).as_str() {
-            "Capacity" => shape.capacity = n.unwrap_or(-1),
-            "Size" => shape.size = n.unwrap_or(-1),
-            "Number of filters" => shape.filters = n.unwrap_or(-1),
-            "Number of items inserted" => shape.items = n.unwrap_or(-1),
-            "Expansion rate" => shape.expansion = n,
-            _ => {}
-        }
-    }
-    if shape.capacity < 0 || shape.items < 0 || shape.filters < 0 {
+fn bf_shape(c: &mut Connection, key: &[u8]) -> Result<KeyInfo> {
+    let shape = KeyInfo::read(c, key)?;
+    if shape.filters == 0 {
         bail!("BF.INFO did not report capacity, items and number of filters");
     }
     Ok(shape)
 }
 
-fn card(c: &mut Connection, key: &[u8]) -> Result<i64> {
-    let v = query(c, redis::cmd("BF.CARD").arg(key))?;
-    as_int(&v).ok_or_else(|| anyhow!("unexpected BF.CARD reply {v:?}"))
-}
-
-/// One BF.SCANDUMP step: (next iterator, data).
-fn scandump(c: &mut Connection, key: &[u8], it: i64) -> Result<(i64, Vec<u8>)> {
-    let reply = query(c, redis::cmd("BF.SCANDUMP").arg(key).arg(it))?;
-    match reply {
-        Value::Array(v) if v.len() == 2 => {
-            let next =
-                as_int(&v[0]).ok_or_else(|| anyhow!("bad BF.SCANDUMP iterator {:?}", v[0]))?;
-            let data = match &v[1] {
-                Value::Nil => Vec::new(),
-                d => bulk_bytes(d).ok_or_else(|| anyhow!("bad BF.SCANDUMP data {d:?}"))?,
-            };
-            Ok((next, data))
-        }
-        other => bail!("unexpected BF.SCANDUMP reply {other:?}"),
-    }
+fn card(c: &mut Connection, key: &[u8]) -> Result<u64> {
+    let v = c.query(redis::cmd("BF.CARD").arg(key))?;
+    as_u64(&v).ok_or_else(|| anyhow!("unexpected BF.CARD reply {v:?}"))
 }
 
 /// Identity of the server behind a connection and the database it uses, to refuse copying a
 /// database onto itself.
 fn identity(c: &mut Connection, url: &str) -> Result<(String, i64)> {
-    let v = query(c, redis::cmd("INFO").arg("server"))?;
-    let info = text(&v);
-    let run_id = info
-        .lines()
-        .find_map(|l| l.strip_prefix("run_id:"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
+    let who = if c.is_cluster() {
+        // A cluster is the same cluster when it has the same masters.
+        let mut masters: Vec<String> = c.masters()?.into_iter().map(|m| m.addr).collect();
+        masters.sort();
+        masters.join(",")
+    } else {
+        let v = c.query(redis::cmd("INFO").arg("server"))?;
+        text(&v)
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
     let db = redis::Client::open(url)
         .map(|c| c.get_connection_info().redis_settings().db())
         .unwrap_or(0);
-    Ok((run_id, db))
+    Ok((who, db))
 }
 
 /// The keys to copy: explicit names (must be Bloom filters on the source) and the keys matching
-/// each pattern (all Bloom keys when none is given), each once, in the order found.
-fn list_keys(c: &mut Connection, args: &[String]) -> Result<Vec<Vec<u8>>> {
+/// each pattern on every master (all Bloom keys when none is given), each once, in the order
+/// found; a partitioned filter's partitions come before its descriptor.
+fn list_keys(c: &mut Connection, args: &[String]) -> Result<Vec<(Vec<u8>, Kind)>> {
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
     let mut out = Vec::new();
     let default = ["*".to_string()];
@@ -182,48 +193,55 @@ fn list_keys(c: &mut Connection, args: &[String]) -> Result<Vec<Vec<u8>>> {
     let mut problems = Vec::new();
     for arg in args {
         if is_pattern(arg) {
-            let mut cursor: u64 = 0;
-            loop {
-                let v = query(
-                    c,
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(arg)
-                        .arg("COUNT")
-                        .arg(SCAN_COUNT)
-                        .arg("TYPE")
-                        .arg(BLOOM_TYPE),
-                )
-                .with_context(|| format!("SCAN MATCH {arg} on the source"))?;
-                let (next, keys) = match v {
-                    Value::Array(mut a) if a.len() == 2 => {
-                        let keys = a.pop().unwrap_or(Value::Nil);
-                        let next = a.pop().unwrap_or(Value::Nil);
-                        (next, keys)
+            for master in c.masters()? {
+                let slot = master.ranges.first().map_or(0, |r| r.0);
+                let mut cursor: u64 = 0;
+                loop {
+                    let v = c
+                        .to_slot(
+                            redis::cmd("SCAN")
+                                .arg(cursor)
+                                .arg("MATCH")
+                                .arg(arg)
+                                .arg("COUNT")
+                                .arg(SCAN_COUNT)
+                                .arg("TYPE")
+                                .arg(BLOOM_TYPE),
+                            slot,
+                        )
+                        .map_err(|e| anyhow!("{e}"))
+                        .with_context(|| {
+                            format!("SCAN MATCH {arg} on the source ({})", master.addr)
+                        })?;
+                    let (next, keys) = match v {
+                        Value::Array(mut a) if a.len() == 2 => {
+                            let keys = a.pop().unwrap_or(Value::Nil);
+                            let next = a.pop().unwrap_or(Value::Nil);
+                            (next, keys)
+                        }
+                        other => bail!("unexpected SCAN reply {other:?}"),
+                    };
+                    cursor = text(&next)
+                        .parse()
+                        .map_err(|_| anyhow!("bad SCAN cursor {next:?}"))?;
+                    let keys = match keys {
+                        Value::Array(k) => k,
+                        other => bail!("unexpected SCAN keys {other:?}"),
+                    };
+                    for k in keys {
+                        let k = bulk_bytes(&k).ok_or_else(|| anyhow!("bad SCAN key {k:?}"))?;
+                        if seen.insert(k.clone()) {
+                            out.push(k);
+                        }
                     }
-                    other => bail!("unexpected SCAN reply {other:?}"),
-                };
-                cursor = text(&next)
-                    .parse()
-                    .map_err(|_| anyhow!("bad SCAN cursor {next:?}"))?;
-                let keys = match keys {
-                    Value::Array(k) => k,
-                    other => bail!("unexpected SCAN keys {other:?}"),
-                };
-                for k in keys {
-                    let k = bulk_bytes(&k).ok_or_else(|| anyhow!("bad SCAN key {k:?}"))?;
-                    if seen.insert(k.clone()) {
-                        out.push(k);
+                    if cursor == 0 {
+                        break;
                     }
-                }
-                if cursor == 0 {
-                    break;
                 }
             }
         } else {
             let key = arg.as_bytes().to_vec();
-            let t = text(&query(c, redis::cmd("TYPE").arg(&key[..]))?);
+            let t = text(&c.query(redis::cmd("TYPE").arg(&key[..]))?);
             if t == "none" {
                 problems.push(format!("{arg}: no such key on the source"));
             } else if t != BLOOM_TYPE {
@@ -236,21 +254,47 @@ fn list_keys(c: &mut Connection, args: &[String]) -> Result<Vec<Vec<u8>>> {
     if !problems.is_empty() {
         bail!("nothing copied:\n  {}", problems.join("\n  "));
     }
-    Ok(out)
+    // Descriptors: their partitions first (each once), then the descriptor.
+    let mut ordered: Vec<(Vec<u8>, Kind)> = Vec::with_capacity(out.len());
+    let mut descriptors = Vec::new();
+    let mut placed: HashSet<Vec<u8>> = HashSet::new();
+    for key in out {
+        match Filter::discover(c, &key)?.and_then(|f| f.partitioning().map(|p| p.keys.clone())) {
+            Some(parts) => {
+                for part in parts {
+                    if placed.insert(part.clone()) {
+                        ordered.push((part, Kind::Filter));
+                    }
+                }
+                descriptors.push(key);
+            }
+            None => {
+                if placed.insert(key.clone()) {
+                    ordered.push((key, Kind::Filter));
+                }
+            }
+        }
+    }
+    ordered.extend(descriptors.into_iter().map(|k| (k, Kind::Descriptor)));
+    Ok(ordered)
 }
 
 /// Destination keys that already exist, with their type.
 fn existing(c: &mut Connection, keys: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, String)>> {
     let mut out = Vec::new();
     for batch in keys.chunks(1000) {
-        let mut pipe = redis::pipe();
-        for k in batch {
-            pipe.cmd("TYPE").arg(&k[..]);
-        }
-        let types: Vec<Value> = pipe.query(c).map_err(super::cmd_err)?;
+        let cmds: Vec<redis::Cmd> = batch
+            .iter()
+            .map(|k| {
+                let mut cmd = redis::cmd("TYPE");
+                cmd.arg(&k[..]);
+                cmd
+            })
+            .collect();
+        let types = c.pipeline(&cmds).map_err(|e| anyhow!("TYPE: {e}"))?;
         for (k, t) in batch.iter().zip(types) {
             if let Value::ServerError(e) = &t {
-                return Err(super::explain(super::server_error_text(e)));
+                bail!("TYPE: {}", rustbloom_client::error::server_error_text(e));
             }
             let t = text(&t);
             if t != "none" {
@@ -273,6 +317,18 @@ impl Probes {
         z ^ (z >> 31)
     }
 
+    /// A probe for `shape`'s key: on a partition, one that routes to it (the module refuses
+    /// items of other partitions).
+    fn item_for(&mut self, shape: &KeyInfo) -> Vec<u8> {
+        loop {
+            let item = self.item();
+            match shape.partition {
+                Some((i, p, seed)) if partition_of(&item, seed, p) != i => {}
+                _ => return item,
+            }
+        }
+    }
+
     /// A probe of 1 to 24 random bytes.
     fn item(&mut self) -> Vec<u8> {
         let len = 1 + (self.next_u64() % 24) as usize;
@@ -285,16 +341,16 @@ impl Probes {
     }
 }
 
-fn mexists(c: &mut Connection, key: &[u8], items: &[Vec<u8>]) -> Result<Vec<i64>> {
+fn mexists(c: &mut Connection, key: &[u8], items: &[Vec<u8>]) -> Result<Vec<u64>> {
     let mut cmd = redis::cmd("BF.MEXISTS");
     cmd.arg(key);
     for i in items {
         cmd.arg(&i[..]);
     }
-    match query(c, &cmd)? {
+    match c.query(&cmd)? {
         Value::Array(a) => a
             .iter()
-            .map(|v| as_int(v).ok_or_else(|| anyhow!("unexpected BF.MEXISTS answer {v:?}")))
+            .map(|v| as_u64(v).ok_or_else(|| anyhow!("unexpected BF.MEXISTS answer {v:?}")))
             .collect(),
         other => bail!("unexpected BF.MEXISTS reply {other:?}"),
     }
@@ -317,6 +373,8 @@ struct Migrator<'a> {
     src: &'a mut Connection,
     dst: &'a mut Connection,
     opts: &'a Options,
+    /// A bar is drawn (otherwise a line about a long copy now and then).
+    progress: bool,
     pb: indicatif::ProgressBar,
     probes: Probes,
     /// Bytes copied by the keys done so far (for the bar).
@@ -330,11 +388,13 @@ impl Migrator<'_> {
         &mut self,
         key: &[u8],
         tmp: &[u8],
-    ) -> Result<(Copied, std::result::Result<Shape, Mismatch>)> {
+    ) -> Result<(Copied, std::result::Result<KeyInfo, Mismatch>)> {
         let before = bf_shape(self.src, key).context("BF.INFO on the source")?;
         // A leftover temporary key of an earlier, interrupted run: ours to remove.
-        query(self.dst, redis::cmd("DEL").arg(tmp)).context("DEL of the temporary key")?;
-        let mut it: i64 = 0;
+        self.dst
+            .query(redis::cmd("DEL").arg(tmp))
+            .context("DEL of the temporary key")?;
+        let mut it: u64 = 0;
         let mut copied = Copied {
             chunks: 0,
             bytes: 0,
@@ -349,32 +409,31 @@ impl Migrator<'_> {
             if next <= it && it != 0 {
                 bail!("BF.SCANDUMP on the source went back from iterator {it} to {next}");
             }
-            query(
-                self.dst,
-                redis::cmd("BF.LOADCHUNK").arg(tmp).arg(next).arg(&data[..]),
-            )
-            .map_err(|e| {
-                if copied.chunks == 0 {
-                    // The header: the destination does not read this dump format.
-                    e.context(
-                        "the destination refused the filter's header: it must be a rustbloom \
+            self.dst
+                .query(redis::cmd("BF.LOADCHUNK").arg(tmp).arg(next).arg(&data[..]))
+                .map_err(|e| {
+                    let e = anyhow::Error::new(e);
+                    if copied.chunks == 0 {
+                        // The header: the destination does not read this dump format.
+                        e.context(
+                            "the destination refused the filter's header: it must be a rustbloom \
                          that reads the source's format (RedisBloom's or its own)",
+                        )
+                    } else {
+                        e
+                    }
+                })
+                .with_context(|| {
+                    format!(
+                        "BF.LOADCHUNK {next} ({} bytes, chunk {}) on the destination",
+                        data.len(),
+                        copied.chunks + 1
                     )
-                } else {
-                    e
-                }
-            })
-            .with_context(|| {
-                format!(
-                    "BF.LOADCHUNK {next} ({} bytes, chunk {}) on the destination",
-                    data.len(),
-                    copied.chunks + 1
-                )
-            })?;
+                })?;
             copied.chunks += 1;
             copied.bytes += data.len() as u64;
             self.pb.set_position(self.done_bytes + copied.bytes);
-            if !self.opts.progress && last_report.elapsed() >= QUIET_REPORT {
+            if !self.progress && last_report.elapsed() >= QUIET_REPORT {
                 last_report = Instant::now();
                 eprintln!(
                     "  {}: {} bytes in {} chunks so far",
@@ -386,13 +445,13 @@ impl Migrator<'_> {
             it = next;
         }
         let after = bf_shape(self.src, key).context("BF.INFO on the source after the copy")?;
-        if !after.same_filter(&before) {
+        if !same_filter(&after, &before) {
             return Ok((
                 copied,
                 Err(Mismatch::SourceChanged(format!(
                     "before the copy: {}; after: {}",
-                    before.describe(),
-                    after.describe()
+                    describe(&before),
+                    describe(&after)
                 ))),
             ));
         }
@@ -405,14 +464,14 @@ impl Migrator<'_> {
         &mut self,
         key: &[u8],
         tmp: &[u8],
-        snapshot: &Shape,
+        snapshot: &KeyInfo,
     ) -> Result<std::result::Result<u64, Mismatch>> {
         let copy = bf_shape(self.dst, tmp).context("BF.INFO of the copy")?;
-        if !copy.same_filter(snapshot) {
+        if !same_filter(&copy, snapshot) {
             return Ok(Err(Mismatch::Differs(format!(
                 "BF.INFO differs: source {}; copy {}",
-                snapshot.describe(),
-                copy.describe()
+                describe(snapshot),
+                describe(&copy)
             ))));
         }
         let (sc, dc) = (
@@ -430,7 +489,7 @@ impl Migrator<'_> {
         let mut positives = 0u64;
         while left > 0 {
             let n = left.min(PROBE_BATCH as u64) as usize;
-            let batch: Vec<Vec<u8>> = (0..n).map(|_| self.probes.item()).collect();
+            let batch: Vec<Vec<u8>> = (0..n).map(|_| self.probes.item_for(snapshot)).collect();
             let a = mexists(self.src, key, &batch).context("BF.MEXISTS on the source")?;
             let b = mexists(self.dst, tmp, &batch).context("BF.MEXISTS of the copy")?;
             if a.len() != n || b.len() != n {
@@ -462,30 +521,66 @@ impl Migrator<'_> {
     fn changed_or(
         &mut self,
         key: &[u8],
-        snapshot: &Shape,
+        snapshot: &KeyInfo,
         what: String,
     ) -> Result<std::result::Result<u64, Mismatch>> {
         let now = bf_shape(self.src, key).context("BF.INFO on the source")?;
-        if now.same_filter(snapshot) {
+        if same_filter(&now, snapshot) {
             Ok(Err(Mismatch::Differs(what)))
         } else {
             Ok(Err(Mismatch::SourceChanged(format!(
                 "{what}; the source changed meanwhile ({})",
-                now.describe()
+                describe(&now)
             ))))
         }
+    }
+
+    /// Creates a partitioned filter's descriptor on the destination from the source's, once
+    /// every one of its partitions was copied (`failed`: the keys that were not).
+    fn migrate_descriptor(&mut self, key: &[u8], failed: &[(Vec<u8>, String)]) -> Result<String> {
+        let filter = Filter::discover(self.src, key)?
+            .filter(|f| f.partitioning().is_some())
+            .ok_or_else(|| anyhow!("no longer a partitioned filter on the source"))?;
+        let parts = filter.partitioning().map_or(0, |p| p.partitions);
+        if let Some((k, _)) = failed
+            .iter()
+            .find(|(k, _)| filter.keys().iter().skip(1).any(|p| p == k))
+        {
+            bail!(
+                "its partition {} was not copied; the descriptor is left out",
+                show(k)
+            );
+        }
+        let args = descriptor_args(&filter.info(self.src)?)?;
+        if self.opts.replace {
+            self.dst
+                .query(redis::cmd("DEL").arg(key))
+                .context("DEL of the destination's descriptor")?;
+        }
+        let mut cmd = redis::cmd("BF.RESERVE");
+        cmd.arg(key);
+        for a in &args {
+            cmd.arg(a.as_slice());
+        }
+        self.dst
+            .query(&cmd)
+            .context("BF.RESERVE of the descriptor on the destination")?;
+        Ok(format!("the descriptor of its {parts} partitions"))
     }
 
     /// Copies one key; Ok(summary line) or the reason it was not copied. The destination key is
     /// written only by the final rename.
     fn migrate_key(&mut self, key: &[u8]) -> Result<String> {
         let start = Instant::now();
-        let mut tmp = key.to_vec();
-        tmp.extend_from_slice(format!(":bfctl-migrate-tmp-{}", std::process::id()).as_bytes());
+        // The hash tag of the key's own slot keeps the temporary key on the key's node, where
+        // RENAME can move it (a cluster refuses a RENAME across slots).
+        let tag = slot_tag(key_slot(key)).unwrap_or_default();
+        let mut tmp = format!("{{{tag}}}bfctl-migrate-tmp-{}:", std::process::id()).into_bytes();
+        tmp.extend_from_slice(key);
         let result = self.migrate_via(key, &tmp, start);
         if result.is_err() {
             // Never leave the temporary key behind (the destination key was not touched).
-            let _ = query(self.dst, redis::cmd("DEL").arg(&tmp[..]));
+            let _ = self.dst.query(redis::cmd("DEL").arg(&tmp[..]));
         }
         result
     }
@@ -522,19 +617,26 @@ impl Migrator<'_> {
             }
         };
         // The source's TTL, taken after the copy: the key must not outlive it.
-        let pttl = as_int(&query(self.src, redis::cmd("PTTL").arg(key))?).unwrap_or(-1);
+        let pttl = match self.src.query(redis::cmd("PTTL").arg(key))? {
+            Value::Int(ms) => ms,
+            _ => -1,
+        };
         if self.opts.replace {
-            query(self.dst, redis::cmd("RENAME").arg(tmp).arg(key))
+            self.dst
+                .query(redis::cmd("RENAME").arg(tmp).arg(key))
                 .context("RENAME of the copy onto the destination key")?;
         } else {
-            let v = query(self.dst, redis::cmd("RENAMENX").arg(tmp).arg(key))
+            let v = self
+                .dst
+                .query(redis::cmd("RENAMENX").arg(tmp).arg(key))
                 .context("RENAMENX of the copy onto the destination key")?;
-            if as_int(&v) != Some(1) {
+            if as_u64(&v) != Some(1) {
                 bail!("the key was created on the destination during the copy; left as it is (use --replace to overwrite)");
             }
         }
         if pttl > 0 {
-            query(self.dst, redis::cmd("PEXPIRE").arg(key).arg(pttl))
+            self.dst
+                .query(redis::cmd("PEXPIRE").arg(key).arg(pttl))
                 .context("PEXPIRE of the destination key")?;
         }
         self.done_bytes += copied.bytes;
@@ -542,7 +644,7 @@ impl Migrator<'_> {
             "{} bytes in {} chunks; {}; {} random probes answered alike ({} of them present){}{} ({:.2} s)",
             copied.bytes,
             copied.chunks,
-            snapshot.describe(),
+            describe(&snapshot),
             self.opts.sample,
             positives,
             if pttl > 0 {
@@ -560,9 +662,13 @@ impl Migrator<'_> {
     }
 }
 
-pub fn migrate(opts: &Options) -> Result<()> {
-    let mut src = connect(&opts.from).context("source (--from)")?;
-    let mut dst = connect(&opts.to).context("destination (--to)")?;
+pub fn run(opts: &Options, progress: bool) -> Result<()> {
+    let mut src = Client::open(&opts.from)
+        .and_then(|c| c.connect())
+        .context("source (--from)")?;
+    let mut dst = Client::open(&opts.to)
+        .and_then(|c| c.connect())
+        .context("destination (--to)")?;
     let (src_id, src_db) = identity(&mut src, &opts.from)?;
     let (dst_id, dst_db) = identity(&mut dst, &opts.to)?;
     if !src_id.is_empty() && src_id == dst_id && src_db == dst_db {
@@ -584,7 +690,8 @@ pub fn migrate(opts: &Options) -> Result<()> {
         return Ok(());
     }
     if !opts.replace {
-        let clash = existing(&mut dst, &keys).context("checking the destination's keys")?;
+        let names: Vec<Vec<u8>> = keys.iter().map(|(k, _)| k.clone()).collect();
+        let clash = existing(&mut dst, &names).context("checking the destination's keys")?;
         if !clash.is_empty() {
             let shown: Vec<String> = clash
                 .iter()
@@ -609,10 +716,10 @@ pub fn migrate(opts: &Options) -> Result<()> {
     // Total for the bar: the filters' sizes as the source reports them (close to the bytes the
     // stream carries).
     let mut total = 0u64;
-    if opts.progress {
-        for k in &keys {
+    if progress {
+        for (k, _) in keys.iter().filter(|(_, kind)| *kind == Kind::Filter) {
             if let Ok(s) = bf_shape(&mut src, k) {
-                total += u64::try_from(s.size).unwrap_or(0);
+                total += s.size;
             }
         }
     }
@@ -624,7 +731,7 @@ pub fn migrate(opts: &Options) -> Result<()> {
         opts.to
     );
     let pb = bar(
-        opts.progress,
+        progress,
         Some(total),
         "{spinner} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
     );
@@ -637,6 +744,7 @@ pub fn migrate(opts: &Options) -> Result<()> {
         src: &mut src,
         dst: &mut dst,
         opts,
+        progress,
         pb: pb.clone(),
         probes: Probes(seed),
         done_bytes: 0,
@@ -644,9 +752,13 @@ pub fn migrate(opts: &Options) -> Result<()> {
     let started = Instant::now();
     let mut failed: Vec<(Vec<u8>, String)> = Vec::new();
     let n = keys.len();
-    for (i, key) in keys.iter().enumerate() {
+    for (i, (key, kind)) in keys.iter().enumerate() {
         pb.set_message(format!("{}/{n} {}", i + 1, show(key)));
-        match m.migrate_key(key) {
+        let outcome = match kind {
+            Kind::Filter => m.migrate_key(key),
+            Kind::Descriptor => m.migrate_descriptor(key, &failed),
+        };
+        match outcome {
             Ok(line) => pb.suspend(|| eprintln!("[{}/{n}] {}: copied, {line}", i + 1, show(key))),
             Err(e) => {
                 let msg = format!("{e:#}");

@@ -1,10 +1,10 @@
 //! `bfctl info` and `bfctl plan --window` for sliding-window filters (`BF.RESERVE key e c WINDOW
 //! ms`). A window filter is a ring of four equal slots, one per generation of ⌈W/3⌉ ms (see
 //! `rustbloom_core::window`), not a chain of layers, so it gets its own report: kept in this
-//! file so that the plain filters' code in main.rs stays as it was.
+//! file so that the plain filters' code in info.rs stays as it was.
 
 use anyhow::{anyhow, bail, Result};
-use redis::{Connection, Value};
+use redis::Value;
 use rustbloom_core::scalable::MAX_CAPACITY;
 use rustbloom_core::sizing::{expected_error_rate, LayerSize, Layout};
 use rustbloom_core::window::encoding::{parse_header, WindowHeader};
@@ -14,7 +14,10 @@ use rustbloom_core::window::{
 };
 use rustbloom_core::{FilterParams, Growth};
 
-use crate::{as_int, human_bytes, query, scan_bits, BfInfo};
+use rustbloom_client::{Connection, KeyInfo};
+
+use crate::info::scan_bits;
+use crate::plan::human_bytes;
 
 /// The window header in a BF.SCANDUMP header chunk, when the key holds a window filter.
 pub fn header(chunk: &[u8]) -> Option<WindowHeader> {
@@ -36,15 +39,13 @@ fn layout_name(layout: Layout) -> String {
 
 /// The server's clock in Unix ms (TIME): windows are measured on it, not on this machine's.
 fn server_ms(c: &mut Connection) -> Result<u64> {
-    let reply = query(c, &redis::cmd("TIME"))?;
+    let reply = c.query(&redis::cmd("TIME"))?;
     let parts = match reply {
         Value::Array(parts) if parts.len() == 2 => parts,
         other => bail!("unexpected TIME reply {other:?}"),
     };
     let number = |v: &Value| {
-        as_int(v)
-            .and_then(|i| u64::try_from(i).ok())
-            .ok_or_else(|| anyhow!("unexpected TIME reply {v:?}"))
+        rustbloom_client::filter::as_u64(v).ok_or_else(|| anyhow!("unexpected TIME reply {v:?}"))
     };
     Ok(number(&parts[0])? * 1000 + number(&parts[1])? / 1000)
 }
@@ -110,7 +111,7 @@ fn slots(header: &WindowHeader, now: u64) -> Vec<SlotView> {
 pub fn info(
     c: &mut Connection,
     key: &str,
-    bi: &BfInfo,
+    bi: &KeyInfo,
     header: &WindowHeader,
     scan: bool,
     show: bool,
@@ -237,7 +238,8 @@ fn count_ones(
 }
 
 /// `bfctl plan --window MS`: the shape and memory of a window filter, against a classic filter.
-pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<()> {
+/// Answers the bytes allocated.
+pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<u64> {
     let params = WindowParams {
         error_rate: error,
         capacity: items,
@@ -327,5 +329,5 @@ pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<()> {
             if n == items { "  (capacity)" } else { "" }
         );
     }
-    Ok(())
+    Ok(bytes)
 }

@@ -304,10 +304,144 @@ fn dedup_prints_only_unseen_lines_in_order() {
 }
 
 #[test]
-fn dedup_with_batch_of_one_matches() {
+fn dedup_refuses_a_missing_filter_without_capacity_and_reserves_it_with_one() {
     let s = Server::start();
-    let out = ok(&s.bfctl(&["dedup", "k", "--batch", "1"], b"a\nb\na\n\nc\n\nb\n"));
+    let err = fails(&s.bfctl(&["dedup", "k"], b"a\n"));
+    assert!(err.contains("--capacity"), "{err}");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("k")
+        .query(&mut s.conn().unwrap())
+        .unwrap();
+    assert_eq!(exists, 0, "a refused dedup created the filter");
+    let out = ok(&s.bfctl(
+        &[
+            "dedup",
+            "k",
+            "--batch",
+            "1",
+            "--capacity",
+            "5000",
+            "--error",
+            "0.001",
+        ],
+        b"a\nb\na\n\nc\n\nb\n",
+    ));
     assert_eq!(out, "a\nb\n\nc\n");
+    let info = ok(&s.bfctl(&["info", "k"], b""));
+    assert_eq!(field(&info, "capacity:"), "5000");
+    assert!(info.contains("error rate:        0.001"), "{info}");
+    // Once it exists the options are not needed (and a second --capacity changes nothing).
+    let out = ok(&s.bfctl(&["dedup", "k", "--capacity", "7"], b"c\nd\n"));
+    assert_eq!(out, "d\n");
+    assert_eq!(
+        field(&ok(&s.bfctl(&["info", "k"], b"")), "capacity:"),
+        "5000"
+    );
+}
+
+/// The lines of `input` seen for the first time, in order.
+fn distinct_in_order(input: &str) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = String::new();
+    for l in input.lines() {
+        if seen.insert(l) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn dedup_prints_exactly_the_distinct_lines_whatever_the_batches_in_flight() {
+    let s = Server::start();
+    // 20,000 lines of 6,000 distinct ones, some long, some with \r\n, some empty.
+    let mut input = String::new();
+    let mut x: u64 = 7;
+    for _ in 0..20_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = (x >> 33) % 6000;
+        if n.is_multiple_of(97) {
+            input.push_str(&format!("{}\n", "long-".repeat(40 + (n % 50) as usize)));
+        } else if n == 1 {
+            input.push('\n');
+        } else {
+            input.push_str(&format!("w{n}\n"));
+        }
+    }
+    let want = distinct_in_order(&input);
+    for (i, (batch, pipeline)) in [("1000", "8"), ("7", "1"), ("100", "64")]
+        .iter()
+        .enumerate()
+    {
+        let name = format!("d{i}");
+        let _: () = redis::cmd("BF.RESERVE")
+            .arg(&name)
+            .arg(0.000001)
+            .arg(10000)
+            .arg("SEED")
+            .arg(1)
+            .query(&mut s.conn().unwrap())
+            .unwrap();
+        let out = ok(&s.bfctl(
+            &["dedup", &name, "--batch", batch, "--pipeline", pipeline],
+            input.as_bytes(),
+        ));
+        assert!(out == want, "--batch {batch} --pipeline {pipeline}");
+    }
+    // From a file as from stdin, and a file with \r\n endings gives the same lines.
+    let f = s.path("words");
+    std::fs::write(&f, input.replace('\n', "\r\n")).unwrap();
+    let out = ok(&s.bfctl(
+        &[
+            "dedup",
+            "fromfile",
+            f.to_str().unwrap(),
+            "--capacity",
+            "10000",
+            "--error",
+            "1e-6",
+        ],
+        b"",
+    ));
+    assert!(out == want);
+}
+
+#[test]
+fn dedup_answers_a_slow_stream_line_by_line() {
+    use std::io::{BufRead, BufReader};
+    let s = Server::start();
+    let mut child = Command::new(BFCTL)
+        .args(["--url", &s.url(), "dedup", "tail", "--capacity", "100"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Duration::from_secs(30);
+    // Each line must come out while the input is still open.
+    stdin.write_all(b"first\n").unwrap();
+    stdin.flush().unwrap();
+    assert_eq!(rx.recv_timeout(deadline).unwrap(), "first");
+    stdin.write_all(b"first\nsecond\n").unwrap();
+    stdin.flush().unwrap();
+    assert_eq!(rx.recv_timeout(deadline).unwrap(), "second");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    assert!(rx.try_recv().is_err(), "nothing more");
 }
 
 #[test]
@@ -537,6 +671,121 @@ fn plan_matches_what_the_module_reserves() {
         b"",
     ));
     assert!(err.contains("--items"), "{err}");
+}
+
+#[test]
+fn plan_with_partitions_shows_each_partition_and_the_total() {
+    let out = ok(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &[
+            "plan",
+            "--items",
+            "1000000000",
+            "--error",
+            "1e-9",
+            "--nonscaling",
+            "--partitions",
+            "16",
+        ],
+        b"",
+    ));
+    let number = |prefix: &str| -> u64 {
+        let line = out.lines().find(|l| l.starts_with(prefix)).unwrap();
+        line[prefix.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let each = number("per partition:");
+    let total = number("all 16:");
+    assert_eq!(total, 16 * each, "{out}");
+    assert!(each < 1 << 30, "{out}");
+    assert!(
+        out.contains("each partition is under the default bf.max-filter-bytes"),
+        "{out}"
+    );
+    // The partition's capacity is docs/partitioning.md's, and its table is that of a plain
+    // filter of that capacity.
+    let c = rustbloom_client::routing::partition_capacity(1_000_000_000, 16, true);
+    assert!(
+        out.contains(&format!("16 partitions of {c} items each")),
+        "{out}"
+    );
+    let plain = ok(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &[
+            "plan",
+            "--items",
+            &c.to_string(),
+            "--error",
+            "1e-9",
+            "--nonscaling",
+        ],
+        b"",
+    ));
+    let first = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("first layer:"))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(first(&out), first(&plain));
+    assert!(first(&plain).contains(&format!("{each} bytes")));
+    // Unpartitioned, the same filter is over the cap: that is what partitions are for.
+    let whole = ok(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &[
+            "plan",
+            "--items",
+            "1000000000",
+            "--error",
+            "1e-9",
+            "--nonscaling",
+        ],
+        b"",
+    ));
+    let bytes: u64 = first(&whole)
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(bytes > 1 << 30);
+    // Few partitions of a filter too big for one: each is flagged.
+    let over = ok(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &[
+            "plan",
+            "--items",
+            "1000000000",
+            "--error",
+            "1e-9",
+            "--nonscaling",
+            "--partitions",
+            "2",
+        ],
+        b"",
+    ));
+    assert!(
+        over.contains("each partition is over the default bf.max-filter-bytes"),
+        "{over}"
+    );
+    let err = fails(&bfctl_at(
+        "redis://127.0.0.1:1",
+        &[
+            "plan",
+            "--items",
+            "1000",
+            "--error",
+            "0.01",
+            "--partitions",
+            "0",
+        ],
+        b"",
+    ));
+    assert!(err.contains("--partitions"), "{err}");
 }
 
 #[test]

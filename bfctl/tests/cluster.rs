@@ -325,3 +325,161 @@ fn load_goes_on_through_a_reshard_and_a_failover() {
     ok(&loader.join().expect("loader thread"));
     assert_eq!(count_present(&cl.url(dst), "events", &all), all.len());
 }
+
+/// `bfctl info NAME` of a partitioned filter: the numbers of its "total" row (partitions,
+/// capacity, items).
+fn info_totals(url: &str, name: &str) -> (u64, u64, u64) {
+    let out = ok(&bfctl(url, &["info", name], b""));
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("total "))
+        .unwrap_or_else(|| panic!("no total row in {out}"));
+    let n: Vec<u64> = row
+        .split_whitespace()
+        .skip(1)
+        .take(3)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(
+        out.contains("all 6 partitions exist and agree with the descriptor"),
+        "{out}"
+    );
+    (n[0], n[1], n[2])
+}
+
+#[test]
+fn info_dedup_dump_restore_and_migrate_on_clusters() {
+    let cl = Cluster::start(3, 0);
+    let url = cl.url(1);
+    // ε low enough that no new line of this test is a false positive.
+    ok(&bfctl(
+        &url,
+        &["reserve", "clicks", "1e-9", "6000", "--partitions", "6"],
+        b"",
+    ));
+    let members = items("member", 3000);
+    ok(&bfctl(
+        &url,
+        &["load", "clicks"],
+        lines(&members).as_bytes(),
+    ));
+
+    // info: one row per partition, per master, totals, and the check.
+    let (parts, capacity, held) = info_totals(&cl.url(0), "clicks");
+    assert_eq!((parts, capacity, held), (6, 6000, 3000));
+    let out = ok(&bfctl(&url, &["info", "clicks"], b""));
+    let owners = cl.slot_owners(0);
+    for m in Cluster::masters(&owners) {
+        let addr = cl.addr(m);
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&addr) && !l.contains('{'))
+            .unwrap_or_else(|| panic!("no row for master {addr} in {out}"));
+        assert_eq!(row.split_whitespace().nth(1), Some("2"), "{row}");
+    }
+
+    // dedup of old and new lines, repeats included: exactly the new ones, in order, and they
+    // are added (a second run prints nothing).
+    let fresh = items("fresh", 500);
+    let mut input = Vec::new();
+    for (i, f) in fresh.iter().enumerate() {
+        input.push(members[i].clone());
+        input.push(f.clone());
+        input.push(f.clone());
+    }
+    let out = ok(&bfctl(
+        &url,
+        &["dedup", "clicks", "--batch", "50", "--pipeline", "3"],
+        lines(&input).as_bytes(),
+    ));
+    assert_eq!(out, lines(&fresh));
+    assert_eq!(
+        ok(&bfctl(&url, &["dedup", "clicks"], lines(&input).as_bytes())),
+        ""
+    );
+    // A plain filter on the cluster too; a missing one needs --capacity.
+    let out = bfctl(&url, &["dedup", "plainf"], b"a\n");
+    assert!(!out.status.success());
+    let out = ok(&bfctl(
+        &url,
+        &["dedup", "plainf", "--capacity", "1000", "--error", "1e-9"],
+        b"a\nb\na\n",
+    ));
+    assert_eq!(out, "a\nb\n");
+
+    // dump and restore under another name: every partition and the descriptor.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("clicks.dump");
+    let file = file.to_str().unwrap();
+    ok(&bfctl(&url, &["dump", "clicks", file], b""));
+    ok(&bfctl(&cl.url(2), &["restore", "copy", file], b""));
+    assert_eq!(info_totals(&url, "copy"), (6, 6000, 3500));
+    assert_eq!(count_present(&url, "copy", &members), 3000);
+    assert_eq!(count_present(&url, "copy", &fresh), 500);
+    let out = bfctl(&url, &["restore", "copy", file], b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    ok(&bfctl(&url, &["restore", "copy", file, "--force"], b""));
+    assert_eq!(info_totals(&url, "copy"), (6, 6000, 3500));
+
+    // migrate to another cluster: a named partitioned filter brings its partitions, then its
+    // descriptor; with no names, every filter of every master.
+    let other = Cluster::start(3, 0);
+    let out = bfctl(
+        &url,
+        &["migrate", "--from", &url, "--to", &other.url(0), "clicks"],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(info_totals(&other.url(1), "clicks"), (6, 6000, 3500));
+    assert_eq!(count_present(&other.url(2), "clicks", &members), 3000);
+    let out = bfctl(
+        &url,
+        &["migrate", "--from", &url, "--to", &other.url(0)],
+        b"",
+    );
+    // clicks is there already: nothing copied without --replace.
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--replace"));
+    let out = bfctl(
+        &url,
+        &[
+            "migrate",
+            "--from",
+            &url,
+            "--to",
+            &other.url(0),
+            "--replace",
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(info_totals(&other.url(1), "copy"), (6, 6000, 3500));
+    assert_eq!(
+        ok(&bfctl(&other.url(2), &["dedup", "plainf"], b"a\nb\nc\n")),
+        "c\n"
+    );
+
+    // A missing partition fails the check.
+    let mut conn = Client::open(&other.url(0)).unwrap().connect().unwrap();
+    let f = Filter::discover(&mut conn, b"copy").unwrap().unwrap();
+    let gone = f.partitioning().unwrap().keys[3].clone();
+    conn.query(redis::cmd("DEL").arg(gone.as_slice())).unwrap();
+    let out = bfctl(&other.url(0), &["info", "copy"], b"");
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "partition {} is missing",
+            String::from_utf8_lossy(&gone)
+        )),
+        "{text}"
+    );
+}

@@ -155,6 +155,15 @@ impl Connection {
         Ok(())
     }
 
+    /// The single server's connection, for a caller that streams its own packed commands
+    /// (`send_packed_command` / `recv_response`, several in flight); `None` on a cluster.
+    pub fn single(&mut self) -> Option<&mut redis::Connection> {
+        match &mut self.conn {
+            Conn::Single(c) => Some(c),
+            Conn::Cluster(_) => None,
+        }
+    }
+
     /// Sends one command (routed by its key on a cluster) and returns the raw result.
     pub fn raw(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match &mut self.conn {

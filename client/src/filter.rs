@@ -140,6 +140,38 @@ impl FilterInfo {
     }
 }
 
+impl KeyInfo {
+    /// BF.INFO of one key (routed by the key on a cluster).
+    pub fn read(conn: &mut Connection, key: &[u8]) -> Result<KeyInfo> {
+        let reply = conn.query(redis::cmd("BF.INFO").arg(key))?;
+        Ok(key_info(&info_pairs(reply)?))
+    }
+}
+
+/// One BF.SCANDUMP step of `key` from iterator `it`: the next iterator (0 once the filter has
+/// been read) and the chunk.
+pub fn scandump(conn: &mut Connection, key: &[u8], it: u64) -> Result<(u64, Vec<u8>)> {
+    let reply = conn.query(redis::cmd("BF.SCANDUMP").arg(key).arg(it))?;
+    let Value::Array(v) = reply else {
+        return Err(Error::Protocol(format!("BF.SCANDUMP answered {reply:?}")));
+    };
+    let [next, data] = v.as_slice() else {
+        return Err(Error::Protocol(format!(
+            "BF.SCANDUMP answered {} values",
+            v.len()
+        )));
+    };
+    let next =
+        as_u64(next).ok_or_else(|| Error::Protocol(format!("BF.SCANDUMP iterator {next:?}")))?;
+    let data = match data {
+        Value::Nil => Vec::new(),
+        other => {
+            as_bytes(other).ok_or_else(|| Error::Protocol(format!("BF.SCANDUMP data {other:?}")))?
+        }
+    };
+    Ok((next, data))
+}
+
 fn add_to(t: &mut Totals, p: &PartitionInfo) {
     t.partitions += 1;
     if let Some(i) = &p.info {
@@ -813,7 +845,8 @@ fn key_info(pairs: &[(Value, Value)]) -> KeyInfo {
     }
 }
 
-pub(crate) fn as_u64(v: &Value) -> Option<u64> {
+/// An integer reply (or a number sent as text) that fits in a u64.
+pub fn as_u64(v: &Value) -> Option<u64> {
     match v {
         Value::Int(i) => u64::try_from(*i).ok(),
         Value::Boolean(b) => Some(u64::from(*b)),

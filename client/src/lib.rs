@@ -30,6 +30,6 @@ pub mod routing;
 pub use connection::{Client, Connection, Master};
 pub use error::{Error, Result};
 pub use filter::{
-    Filter, FilterInfo, Growth, KeyInfo, PartitionInfo, Partitioning, ReserveOptions, Totals,
-    WriteOptions,
+    scandump, Filter, FilterInfo, Growth, KeyInfo, PartitionInfo, Partitioning, ReserveOptions,
+    Totals, WriteOptions,
 };
