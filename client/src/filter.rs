@@ -565,16 +565,22 @@ impl Filter {
         let deadline = Instant::now() + retry_for;
         let mut pause = Duration::from_millis(50);
         let mut last: String;
+        // The first complete answer: when only the WAIT fell short, the pipeline is resent for
+        // durability, and its second answer would call every item already present.
+        let mut answered: Option<Vec<Value>> = None;
         loop {
             last = match conn.pipeline(cmds) {
                 Ok(replies) => match first_server_error(&replies) {
                     Some(text) if is_transient_text(&text) => text,
                     Some(text) => return Err(explain(text)),
                     None => match &wait {
-                        None => return Ok(replies),
+                        None => return Ok(answered.unwrap_or(replies)),
                         Some((w, slots)) => match wait_for_replicas(conn, *w, slots) {
-                            Ok(()) => return Ok(replies),
-                            Err(WaitFailure::Transient(t)) => t,
+                            Ok(()) => return Ok(answered.unwrap_or(replies)),
+                            Err(WaitFailure::Transient(t)) => {
+                                answered.get_or_insert(replies);
+                                t
+                            }
                             Err(WaitFailure::Fatal(e)) => return Err(e),
                         },
                     },
