@@ -25,10 +25,18 @@ fn bfctl(url: &str, args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run bfctl");
+    // Written from a thread: bfctl answers as it reads, so a big input written before reading
+    // its output would fill both pipes and stop both processes.
     let mut input = child.stdin.take().expect("stdin");
-    input.write_all(stdin).expect("write stdin");
-    drop(input);
-    child.wait_with_output().expect("bfctl output")
+    let stdin = stdin.to_vec();
+    // A command that stops reading early (or reads nothing) closes the pipe: its exit status
+    // and output tell what happened, not the write.
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let output = child.wait_with_output().expect("bfctl output");
+    writer.join().expect("stdin writer");
+    output
 }
 
 fn ok(out: &Output) -> String {
@@ -143,7 +151,13 @@ fn partitioned_filter_spreads_over_masters_and_keeps_its_identity() {
 
     let info = f.info(&mut conn).unwrap();
     assert!(info.problems.is_empty(), "{:?}", info.problems);
-    assert_eq!(info.totals().items as usize, n);
+    // Items are counted when they changed bits: a member taken for present while the filter
+    // filled (a false positive at add time) is not.
+    let counted = info.totals().items as usize;
+    assert!(
+        counted <= n && counted as f64 >= n as f64 * (1.0 - eps),
+        "{counted} items counted of {n}"
+    );
     assert_eq!(info.per_master().len(), 3);
 
     // The module checks the routing: an item sent to another partition is refused, and the
