@@ -148,6 +148,18 @@ impl Cluster {
                     }
                 }
             }
+            // A replica that never finished its first sync cannot take over its master (its
+            // data counts as too old): healthy means every live replica's link is up.
+            for &i in &live {
+                let mut c = self.nodes[i].conn();
+                let replication = info_section(&mut c, "replication");
+                if replication.contains("role:slave")
+                    && !replication.contains("master_link_status:up")
+                {
+                    last = format!("node {i}: replica not in sync yet");
+                    return false;
+                }
+            }
             let (_, out) = redis_cli(&["--cluster".into(), "check".into(), self.addr(live[0])]);
             last = out.clone();
             out.contains("[OK] All nodes agree about slots configuration.")
