@@ -35,9 +35,13 @@ fn check(c: &mut redis::Connection, key: &str, before: u64, classic_bytes: u64) 
     let usage = memory_usage(c, key);
     let grown = used_memory(c) - before;
     // Beyond the bits, the key's entry and MEMORY USAGE's estimate of it differ by a few dozen
-    // bytes: the bits are predicted exactly, at every size.
+    // bytes: the bits are predicted exactly, at every size. The C library's malloc (PyPI's
+    // Valkey) serves a big block from its heap or from mmap, whole pages, as its adaptive
+    // threshold decides at the time: there the prediction is the request, within a page.
+    let libc = info_section(c, "memory").contains("mem_allocator:libc");
+    let allowance = BOOKKEEPING_BYTES + if libc { 4096 } else { 0 };
     assert!(
-        usage.abs_diff(grown) <= BOOKKEEPING_BYTES,
+        usage.abs_diff(grown) <= allowance,
         "{key}: MEMORY USAGE {usage}, used_memory grew {grown}"
     );
     let ratio = usage as f64 / classic_bytes as f64;

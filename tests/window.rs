@@ -16,8 +16,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
-use rustbloom_core::bits::allocated_bytes;
-use rustbloom_core::budget::{allocation_size, usable_size, Allocator};
+use rustbloom_core::bits::{allocated_bytes, allocated_bytes_by};
+use rustbloom_core::budget::{allocation_size, Allocator};
 use rustbloom_core::window::encoding::parse_header;
 use rustbloom_core::window::{bytes_needed, WindowParams};
 use rustbloom_testkit::*;
@@ -1251,7 +1251,7 @@ fn a_window_filter_over_the_per_filter_limit_is_refused_and_creates_nothing() {
         window_ms: 1000,
         seed: 0,
     };
-    let needed = usable_size(server_allocator(&mut c), params.shape().unwrap().bytes());
+    let needed = allocated_bytes_by(server_allocator(&mut c), params.shape().unwrap().bytes());
     let limit = |c: &mut Connection, bytes: u64| {
         raw_ok(
             c,

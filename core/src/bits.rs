@@ -82,8 +82,12 @@ unsafe impl Sync for BitStore {}
 /// assert_eq!(allocated_bytes(1 << 20), 1 << 20);
 /// ```
 pub fn allocated_bytes(bytes: u64) -> u64 {
+    allocated_bytes_by(allocator(), bytes)
+}
+
+/// [`allocated_bytes`] on a given allocator (a test or tool predicting a server's figures).
+pub fn allocated_bytes_by(allocator: Allocator, bytes: u64) -> u64 {
     let words = bytes.div_ceil(8);
-    let allocator = allocator();
     allocation(allocator, words, piece_shift(allocator, words))
 }
 
