@@ -53,9 +53,18 @@ pub fn run(url: &str, args: &InfoArgs, show: bool) -> Result<()> {
 fn partitioned(name: &str, info: &FilterInfo) -> Result<()> {
     println!("name:              {name} (partitioned)");
     for (field, value) in &info.fields {
-        if field != "Partition keys" {
-            println!("{:<18} {value}", format!("{}:", field.to_lowercase()));
+        if field == "Partition keys" {
+            continue;
         }
+        // The server's double reply carries 17 digits (1e-9 arrives as 1.0000000000000001e-09);
+        // show the shortest form that reads back as the same rate.
+        let shown = match field.as_str() {
+            "Error rate" => value
+                .parse::<f64>()
+                .map_or_else(|_| value.clone(), |r| r.to_string()),
+            _ => value.clone(),
+        };
+        println!("{:<18} {shown}", format!("{}:", field.to_lowercase()));
     }
     println!();
     println!("partition  slot   master                   capacity     items        bytes");

@@ -57,7 +57,8 @@ pub struct ReserveIfMissing {
 /// What to do when the filter does not exist and no --capacity was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Missing {
-    /// Let BF.MADD create it with the server's defaults (`bf.initial-size`, `bf.error-rate`).
+    /// With no reserve option given, let BF.MADD create it with the server's defaults
+    /// (`bf.initial-size`, `bf.error-rate`); options without --capacity are refused.
     ServerDefaults,
     /// Refuse: the caller must size it.
     RequireCapacity,
@@ -74,21 +75,24 @@ impl ReserveIfMissing {
         if let Some(f) = Filter::discover(conn, name.as_bytes())? {
             return Ok(f);
         }
+        // Shape options without a capacity would reserve a filter for an arbitrary number of
+        // items: refuse, as for a missing filter that must be sized.
         let capacity = match (self.capacity, missing) {
             (Some(c), _) => c,
-            (None, Missing::RequireCapacity) => {
-                return Err(anyhow!(
-                    "{name} does not exist: give --capacity (and --error, default 0.01) to \
-                     reserve it, or create it first with `bfctl reserve`"
-                ))
-            }
             (None, _) if self.shape.partitions.is_some() => {
                 return Err(anyhow!(
                     "{name} does not exist: a partitioned filter needs --capacity"
                 ))
             }
-            (None, _) if self.given() => 100,
-            (None, Missing::ServerDefaults) => return Ok(Filter::plain(name.as_bytes())),
+            (None, Missing::ServerDefaults) if !self.given() => {
+                return Ok(Filter::plain(name.as_bytes()))
+            }
+            (None, _) => {
+                return Err(anyhow!(
+                    "{name} does not exist: give --capacity (and --error, default 0.01) to \
+                     reserve it, or create it first with `bfctl reserve`"
+                ))
+            }
         };
         let opts = ReserveOptions {
             error_rate: self.error.unwrap_or(0.01),

@@ -264,6 +264,29 @@ fn load_reports_a_full_nonscaling_filter() {
 }
 
 #[test]
+fn load_refuses_shape_options_without_a_capacity_and_creates_nothing() {
+    let s = Server::start();
+    for options in [
+        &["--error", "0.001"][..],
+        &["--nonscaling"],
+        &["--expansion", "4"],
+    ] {
+        let mut args = vec!["load", "sized"];
+        args.extend_from_slice(options);
+        let err = fails(&s.bfctl(&args, lines(0..10).as_bytes()));
+        assert!(err.contains("give --capacity"), "{options:?}: {err}");
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg("sized")
+            .query(&mut s.conn().unwrap())
+            .unwrap();
+        assert_eq!(exists, 0, "{options:?} created the filter");
+    }
+    // With no option at all, BF.MADD creates it with the server's defaults.
+    ok(&s.bfctl(&["load", "sized"], lines(0..10).as_bytes()));
+    assert_eq!(card(&s, "sized"), 10);
+}
+
+#[test]
 fn dedup_prints_only_unseen_lines_in_order() {
     let s = Server::start();
     // Repeats within one batch, across batches, and of lines seen in an earlier run.

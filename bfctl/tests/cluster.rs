@@ -382,6 +382,7 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
     let (parts, capacity, held) = info_totals(&cl.url(0), "clicks");
     assert_eq!((parts, capacity, held), (6, 6000, 3000));
     let out = ok(&bfctl(&url, &["info", "clicks"], b""));
+    assert!(out.contains("error rate:        0.000000001\n"), "{out}");
     let owners = cl.slot_owners(0);
     for m in Cluster::masters(&owners) {
         let addr = cl.addr(m);
