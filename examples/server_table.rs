@@ -15,9 +15,9 @@
 //!    rounds (ROUNDS, default 3, for rustbloom; RB_ROUNDS, default 1, for RedisBloom). Round 1
 //!    also measures, per ε, a `NONSCALING` filter of the same capacity filled to exactly its
 //!    capacity (the words, then never-seen fillers until BF.CARD = capacity): bits per item =
-//!    BF.INFO Size · 8 / capacity, against the classic optimum −ln ε / ln²2; and its
-//!    false-positive rate over clamp(200/ε, 1M, 10M) non-members (words of length 13..=16, never
-//!    added; PROBES=n for a fixed count) asked with BF.MEXISTS of 1000, as for the scaling filter
+//!    BF.INFO Size · 8 / capacity and MEMORY USAGE · 8 / capacity, against the classic optimum
+//!    −ln ε / ln²2; and its false-positive rate over clamp(200/ε, 1M, 10M) non-members (words of
+//!    length 13..=16, never added; PROBES=n for a fixed count) asked with BF.MEXISTS of 1000, as for the scaling filter
 //!    (for RedisBloom too with RB_ACCURACY=1: its sizing is the classic formula, and its fills
 //!    cost minutes).
 //! 2. On `BF.RESERVE key 0.01 ITEMS`, per round: BF.MADD of 100 vs PFADD of 100 over the first
@@ -574,6 +574,8 @@ struct RateFigures {
     /// Round 1: (bits per item of the NONSCALING filter, its FPR: false positives, probes),
     /// FPR of the scaling filter after the pass, bits per item of the scaling filter.
     nonscaling_bits: f64,
+    /// MEMORY USAGE of the filled NONSCALING filter · 8 / capacity: what the allocator handed out.
+    nonscaling_memory_bits: f64,
     nonscaling_fp: u64,
     scaling_fp: u64,
     probes: u64,
@@ -589,6 +591,10 @@ fn info_size(conn: &mut Conn, key: &str) -> u64 {
         Reply::Int(i) => i as u64,
         other => panic!("BF.INFO SIZE: {other:?}"),
     }
+}
+
+fn memory_usage(conn: &mut Conn, key: &str) -> u64 {
+    conn.ok(&["MEMORY", "USAGE", key]).int() as u64
 }
 
 fn card(conn: &mut Conn, key: &str) -> u64 {
@@ -774,6 +780,8 @@ fn main() {
                     }
                     assert_eq!(card(conn, "ns"), capacity, "NONSCALING fill");
                     f.nonscaling_bits = info_size(conn, "ns") as f64 * 8.0 / capacity as f64;
+                    f.nonscaling_memory_bits =
+                        memory_usage(conn, "ns") as f64 * 8.0 / capacity as f64;
                     f.nonscaling_fp = bench
                         .pass(server, conn, "probe", "BF.MEXISTS", "ns", &probe_batches, 1)
                         .tally
@@ -978,7 +986,7 @@ fn main() {
         println!();
         println!("### Bits per item and false-positive rate (round 1)");
         println!();
-        println!("NONSCALING: `BF.RESERVE key ε {items} NONSCALING` filled to exactly its capacity; bits = BF.INFO Size · 8 / capacity (rustbloom's Size counts the allocator's size class, RedisBloom's the bytes it asked for); the layer's own bits from the core's sizing next to them; optimum = −ln ε / ln²2. Scaling: the filter of the timed pass ({distinct} distinct words in it).");
+        println!("NONSCALING: `BF.RESERVE key ε {items} NONSCALING` filled to exactly its capacity; bits = BF.INFO Size · 8 / capacity (the filter's bits and headers, as RedisBloom counts them), and MEMORY USAGE · 8 / capacity (what the allocator handed out, as used_memory and maxmemory count it); the layer's own bits from the core's sizing next to them; optimum = −ln ε / ln²2. Scaling: the filter of the timed pass ({distinct} distinct words in it).");
         println!();
         let mut head = String::from(
             "| ε | optimum | probes | rustbloom NONSCALING layer: bits/item (÷ opt.), layout k |",
@@ -986,9 +994,9 @@ fn main() {
         let mut rule = String::from("|---|---|---|---|");
         for name in names.iter().take(if rb_accuracy { names.len() } else { 1 }) {
             head.push_str(&format!(
-                " {name} NONSCALING bits (÷ opt.) | FPR at capacity | scaling bits | scaling FPR |"
+                " {name} NONSCALING bits (÷ opt.) | MEMORY USAGE bits (÷ opt.) | FPR at capacity | scaling bits | scaling FPR |"
             ));
-            rule.push_str("---|---|---|---|");
+            rule.push_str("---|---|---|---|---|");
         }
         println!("{head}");
         println!("{rule}");
@@ -1026,9 +1034,11 @@ fn main() {
                     format!("{rate_measured:.2e} ({fp})")
                 };
                 line.push_str(&format!(
-                    " {:.2} ({:.3}) | {} | {:.2} | {} |",
+                    " {:.2} ({:.3}) | {:.2} ({:.3}) | {} | {:.2} | {} |",
                     f.nonscaling_bits,
                     f.nonscaling_bits / optimum,
+                    f.nonscaling_memory_bits,
+                    f.nonscaling_memory_bits / optimum,
                     fpr(f.nonscaling_fp),
                     f.scaling_bits,
                     fpr(f.scaling_fp)
