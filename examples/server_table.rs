@@ -17,9 +17,9 @@
 //!    capacity (the words, then never-seen fillers until BF.CARD = capacity): bits per item =
 //!    BF.INFO Size · 8 / capacity and MEMORY USAGE · 8 / capacity, against the classic optimum
 //!    −ln ε / ln²2; and its false-positive rate over clamp(200/ε, 1M, 10M) non-members (words of
-//!    length 13..=16, never added; PROBES=n for a fixed count) asked with BF.MEXISTS of 1000, as for the scaling filter
-//!    (for RedisBloom too with RB_ACCURACY=1: its sizing is the classic formula, and its fills
-//!    cost minutes).
+//!    length 13..=16, never added; PROBES=n for a fixed count) asked with BF.MEXISTS of 1000, as
+//!    for the scaling filter (for RedisBloom too with RB_ACCURACY=1: its sizing is the classic
+//!    formula, and its fills cost minutes).
 //! 2. On `BF.RESERVE key 0.01 ITEMS`, per round: BF.MADD of 100 vs PFADD of 100 over the first
 //!    half of the words; BF.ADD (one item per call, 64 calls per write) vs PFADD of one item over
 //!    the next fifth; BF.EXISTS vs PFADD of one item over a fifth half of which was added.
