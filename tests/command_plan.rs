@@ -10,16 +10,6 @@ use redis::Connection;
 use rustbloom_testkit::payload::{fix_xxh3, put};
 use rustbloom_testkit::*;
 
-fn used_memory(c: &mut Connection) -> u64 {
-    info_field(&info_section(c, "memory"), "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("used_memory")
-}
-
-fn memory_usage(c: &mut Connection, key: &str) -> u64 {
-    as_int(&raw_ok(c, &["MEMORY", "USAGE", key])) as u64
-}
-
 /// Seconds per call of `args` over `calls` round trips.
 fn per_call(c: &mut Connection, args: &[&str], calls: u32) -> f64 {
     let started = Instant::now();

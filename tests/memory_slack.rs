@@ -22,16 +22,6 @@ const BOOKKEEPING_BYTES: u64 = 512;
 const CAPACITIES: [u64; 5] = [1_000, 10_000, 100_000, 1_000_000, 10_000_000];
 const ERROR_RATE: f64 = 0.01;
 
-fn memory_usage(c: &mut redis::Connection, key: &str) -> u64 {
-    as_int(&raw_ok(c, &["MEMORY", "USAGE", key])) as u64
-}
-
-fn used_memory(c: &mut redis::Connection) -> u64 {
-    info_field(&info_section(c, "memory"), "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("used_memory")
-}
-
 /// Checks MEMORY USAGE of `key`, created since used_memory was `before`, against what the
 /// server's allocator really handed out and against `classic_bytes`; returns the ratio to it.
 fn check(c: &mut redis::Connection, key: &str, before: u64, classic_bytes: u64) -> f64 {

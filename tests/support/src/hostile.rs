@@ -12,7 +12,7 @@ use redis::{Connection, Value};
 use crate::bloom::{
     assert_all_exist, assert_info_eq, info, items, loadchunks, madd_all, scandump, Info,
 };
-use crate::keyspace::{digest, info_section, key_type};
+use crate::keyspace::{digest, info_section, key_type, used_memory};
 use crate::reply::{as_array, as_int, raw, raw_ok, value_to_string};
 use crate::server::Server;
 
@@ -122,15 +122,6 @@ pub fn show(args: &[&[u8]]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// `used_memory` from INFO memory.
-pub fn used_memory(c: &mut Connection) -> u64 {
-    let text = info_section(c, "memory");
-    text.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory in INFO memory")
 }
 
 /// `CONFIG SET name value`, which must succeed.
