@@ -239,24 +239,6 @@ fn forged_loadchunk_headers_cannot_claim_impossible_counts() {
     assert_eq!(gauge, "0");
 }
 
-/// The second module build (make test builds it): sizing skewed by one unit per layer and an item
-/// that panics when hashed.
-fn test_hooks_module() -> std::path::PathBuf {
-    let path = std::env::var_os("RUSTBLOOM_TEST_HOOKS_MODULE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("target/test-hooks/release/librustbloom.so")
-        });
-    assert!(
-        path.exists(),
-        "{} is missing: make test builds it (cargo build --release -p rustbloom --lib \
-         --features test-hooks --target-dir target/test-hooks)",
-        path.display()
-    );
-    path
-}
-
 #[test]
 fn a_replica_whose_sizing_differs_stays_identical() {
     let primary = Server::start_with(&["--enable-debug-command", "yes"]);

@@ -50,6 +50,36 @@ fn split_reply(v: Value) -> (Vec<i64>, Option<String>) {
     (ints, err)
 }
 
+/// Filters created and written inside MULTI/EXEC and a Lua script.
+fn transaction_and_script(c: &mut Connection) {
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("BF.ADD")
+        .arg("tx")
+        .arg("a")
+        .cmd("BF.MADD")
+        .arg("tx")
+        .arg("b")
+        .arg("c")
+        .cmd("BF.INSERT")
+        .arg("tx2")
+        .arg("ITEMS")
+        .arg("x")
+        .cmd("BF.RESERVE")
+        .arg("tx3")
+        .arg("0.01")
+        .arg("10")
+        .arg("NONSCALING")
+        .query(c)
+        .unwrap();
+    let _: Value = redis::cmd("EVAL")
+        .arg("redis.call('BF.ADD', KEYS[1], 'a'); return redis.call('BF.MADD', KEYS[1], 'b', 'c')")
+        .arg(1)
+        .arg("lua")
+        .query(c)
+        .unwrap();
+}
+
 /// A scripted mix of every write command on the primary, the tests' one workload: every creating
 /// command, options and awkward parameters, layers, a non-scaling filter filling up mid-MADD,
 /// refusals (limits, maxmemory, bad input), SCANDUMP→LOADCHUNK (a full copy, and a load left at
@@ -291,33 +321,7 @@ fn workload(c: &mut Connection) -> Vec<(i64, Vec<u8>)> {
     raw_ok(c, &["DEL", "ins"]);
     raw_ok(c, &["PEXPIRE", "res-odd", "100000000"]);
 
-    // MULTI/EXEC and Lua, creating filters inside.
-    let _: Value = redis::pipe()
-        .atomic()
-        .cmd("BF.ADD")
-        .arg("tx")
-        .arg("a")
-        .cmd("BF.MADD")
-        .arg("tx")
-        .arg("b")
-        .arg("c")
-        .cmd("BF.INSERT")
-        .arg("tx2")
-        .arg("ITEMS")
-        .arg("x")
-        .cmd("BF.RESERVE")
-        .arg("tx3")
-        .arg("0.01")
-        .arg("10")
-        .arg("NONSCALING")
-        .query(c)
-        .unwrap();
-    let _: Value = redis::cmd("EVAL")
-        .arg("redis.call('BF.ADD', KEYS[1], 'a'); return redis.call('BF.MADD', KEYS[1], 'b', 'c')")
-        .arg(1)
-        .arg("lua")
-        .query(c)
-        .unwrap();
+    transaction_and_script(c);
     // Error rates whose decimal form is awkward: replicated as text, they must parse back to
     // the same f64 (an error reply here is fine too, as long as the replicas agree).
     for (i, e) in [
@@ -617,27 +621,7 @@ fn replica_in_multi_exec_and_lua() {
     replicate_from(&p, &r);
     let mut pc = p.conn();
     let mut rc = r.conn();
-    let _: Value = redis::pipe()
-        .atomic()
-        .cmd("BF.ADD")
-        .arg("tx")
-        .arg("a")
-        .cmd("BF.MADD")
-        .arg("tx")
-        .arg("b")
-        .arg("c")
-        .cmd("BF.INSERT")
-        .arg("tx2")
-        .arg("ITEMS")
-        .arg("x")
-        .query(&mut pc)
-        .unwrap();
-    let _: Value = redis::cmd("EVAL")
-        .arg("redis.call('BF.ADD', KEYS[1], 'a'); return redis.call('BF.MADD', KEYS[1], 'b', 'c')")
-        .arg(1)
-        .arg("lua")
-        .query(&mut pc)
-        .unwrap();
+    transaction_and_script(&mut pc);
     wait_synced(&mut pc, &mut [&mut rc]);
     assert_same_dataset(&mut [("primary", &mut pc), ("replica", &mut rc)]);
 }
