@@ -186,14 +186,7 @@ fn run_seed(seed: u64, ops: usize, fixtures: &Fixtures) -> Result<(), String> {
     let rng = ChaCha8Rng::seed_from_u64(seed);
     // Odd seeds rewrite the AOF as the module's own commands, even ones as an RDB preamble.
     let preamble = if seed.is_multiple_of(2) { "yes" } else { "no" };
-    let primary = Server::start_with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-    ]);
+    let primary = start_aof(preamble);
     // The replica and the AOF server run the test-hooks build, whose sizing differs: a write
     // that reaches them without the exact shape the primary gave it shows as a difference.
     let other_build = test_hooks_module();

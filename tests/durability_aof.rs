@@ -24,21 +24,6 @@ use rand::{Rng, SeedableRng};
 use redis::{Connection, ConnectionLike, Value};
 use rustbloom_testkit::*;
 
-/// A server on an AOF fsynced at every write, with the RDB preamble in rewrites or not
-/// (`preamble` "yes" or "no"), once its first base file is written (Redis 7 writes it at start).
-fn start_aof(preamble: &str) -> Server {
-    let s = Server::start_with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-    ]);
-    wait_rewrite_done(&mut s.conn());
-    s
-}
-
 fn rewrite(c: &mut Connection, preamble: &str) {
     raw_ok(c, &["CONFIG", "SET", "aof-use-rdb-preamble", preamble]);
     wait_rewrite_done(c);

@@ -148,6 +148,20 @@ pub fn dump(c: &mut Connection, key: &str) -> Vec<u8> {
     redis::cmd("DUMP").arg(key).query(c).unwrap()
 }
 
+/// DUMP `key` and RESTORE it as `<key>:copy`: the copy has the key's digest; it is deleted again.
+#[track_caller]
+fn assert_dump_restore_copy(c: &mut Connection, key: &str, what: &str) {
+    let d = dump(c, key);
+    let copy = format!("{key}:copy");
+    call(c, &[b"RESTORE", copy.as_bytes(), b"0", &d]).unwrap();
+    assert_eq!(
+        digest(c, key),
+        digest(c, &copy),
+        "{what}: DUMP/RESTORE copy"
+    );
+    call(c, &[b"DEL", copy.as_bytes()]).unwrap();
+}
+
 /// A filter that is complete must answer consistently; one still loading must refuse queries.
 /// Returns false for a filter still loading. Leaves the key in place.
 #[track_caller]
@@ -161,15 +175,7 @@ pub fn check_consistent(c: &mut Connection, key: &str, what: &str) -> bool {
             must_err_eq(c, &[b"BF.EXISTS", k, b"x"], LOADING);
             must_err_eq(c, &[b"BF.SCANDUMP", k, b"0"], LOADING);
             // It survives DUMP/RESTORE as the same incomplete load.
-            let d = dump(c, key);
-            let copy = format!("{key}:copy");
-            call(c, &[b"RESTORE", copy.as_bytes(), b"0", &d]).unwrap();
-            assert_eq!(
-                digest(c, key),
-                digest(c, &copy),
-                "{what}: DUMP/RESTORE copy"
-            );
-            call(c, &[b"DEL", copy.as_bytes()]).unwrap();
+            assert_dump_restore_copy(c, key, what);
             false
         }
         Ok(_) => {
@@ -192,14 +198,7 @@ pub fn check_consistent(c: &mut Connection, key: &str, what: &str) -> bool {
             loadchunks(c, &copy, &chunks);
             assert_eq!(digest(c, key), digest(c, &copy), "{what}: SCANDUMP copy");
             call(c, &[b"DEL", copy.as_bytes()]).unwrap();
-            let d = dump(c, key);
-            call(c, &[b"RESTORE", copy.as_bytes(), b"0", &d]).unwrap();
-            assert_eq!(
-                digest(c, key),
-                digest(c, &copy),
-                "{what}: DUMP/RESTORE copy"
-            );
-            call(c, &[b"DEL", copy.as_bytes()]).unwrap();
+            assert_dump_restore_copy(c, key, what);
             // Lookups and adds work (an add may be refused by a limit or a full filter).
             call(c, &[b"BF.EXISTS", k, b"probe"]).unwrap();
             call(c, &[b"BF.MEXISTS", k, b"a", b"b", b""]).unwrap();

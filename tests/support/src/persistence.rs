@@ -8,7 +8,22 @@ use redis::{Connection, Value};
 use crate::bloom::{assert_all_exist, assert_info_eq, info, items, madd_all, Info};
 use crate::keyspace::{dataset_digest, digest, info_section, key_type};
 use crate::reply::{raw, raw_ok, rawb};
-use crate::server::wait_until;
+use crate::server::{wait_until, Server};
+
+/// A server on an AOF fsynced at every write, with the RDB preamble in rewrites or not
+/// (`preamble` "yes" or "no"), once its first base file is written (Redis 7 writes it at start).
+pub fn start_aof(preamble: &str) -> Server {
+    let s = Server::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        preamble,
+    ]);
+    wait_rewrite_done(&mut s.conn());
+    s
+}
 
 /// Waits until a BGREWRITEAOF (started or scheduled) has finished, and checks it succeeded.
 pub fn wait_rewrite_done(c: &mut Connection) {
