@@ -539,6 +539,13 @@ fn replicated_restore_ignores_replica_limits() {
     );
 }
 
+/// The replica has applied everything the primary wrote, and holds the primary's dataset.
+#[track_caller]
+fn assert_replica_caught_up(pc: &mut Connection, rc: &mut Connection) {
+    wait_synced(pc, &mut [&mut *rc]);
+    assert_same_dataset(&mut [("primary", pc), ("replica", rc)]);
+}
+
 #[test]
 fn replica_matches_primary_command_stream() {
     let p = Server::start();
@@ -547,8 +554,7 @@ fn replica_matches_primary_command_stream() {
     let mut pc = p.conn();
     let mut rc = r.conn();
     workload(&mut pc);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_same_dataset(&mut [("primary", &mut pc), ("replica", &mut rc)]);
+    assert_replica_caught_up(&mut pc, &mut rc);
     // Replica answers reads identically.
     let probe = items("sm", 2000);
     let mut args: Vec<String> = vec!["BF.MEXISTS".into(), "scaled".into()];
@@ -560,8 +566,7 @@ fn replica_matches_primary_command_stream() {
     // Further writes after the first comparison keep them identical.
     madd_all(&mut pc, "add", &items("later", 500));
     raw_ok(&mut pc, &["DEL", "ins-nonscaling"]);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_same_dataset(&mut [("primary", &mut pc), ("replica", &mut rc)]);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
 
 #[test]
@@ -573,13 +578,11 @@ fn replica_full_sync_from_existing_data() {
     workload(&mut pc);
     replicate_from(&p, &r);
     let mut rc = r.conn();
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_same_dataset(&mut [("primary", &mut pc), ("replica", &mut rc)]);
+    assert_replica_caught_up(&mut pc, &mut rc);
     // Then the command stream.
     madd_all(&mut pc, "scaled", &items("post", 3000));
     raw_ok(&mut pc, &["BF.ADD", "post-sync", "x"]);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_same_dataset(&mut [("primary", &mut pc), ("replica", &mut rc)]);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
 
 #[test]
@@ -595,8 +598,7 @@ fn replica_full_sync_diskless() {
     workload(&mut pc);
     replicate_from(&p, &r);
     let mut rc = r.conn();
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_same_dataset(&mut [("primary", &mut pc), ("replica", &mut rc)]);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
 
 #[test]
@@ -610,8 +612,7 @@ fn replica_big_filter_via_loadchunk() {
     madd_all(&mut pc, "big", &items("b", 2000));
     let chunks = scandump(&mut pc, "big");
     loadchunks(&mut pc, "big-copy", &chunks);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_same_dataset(&mut [("primary", &mut pc), ("replica", &mut rc)]);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
 
 #[test]
@@ -622,6 +623,5 @@ fn replica_in_multi_exec_and_lua() {
     let mut pc = p.conn();
     let mut rc = r.conn();
     transaction_and_script(&mut pc);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_same_dataset(&mut [("primary", &mut pc), ("replica", &mut rc)]);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
