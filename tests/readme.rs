@@ -12,8 +12,8 @@
 //!   is an example (the time of the last write): the line matches with any number in its place.
 //!
 //! The quick start runs on a server of its own; the other sections' transcripts run in order on
-//! another, as a reader following the README would type them. The sizes the prose quotes as
-//! `N bytes (`BF.INFO KEY SIZE`)` are checked on the filters those transcripts create.
+//! another, as a reader following the README would type them. The sizes the prose quotes in the
+//! form "N bytes (BF.INFO KEY SIZE)" are checked on the filters those transcripts create.
 use redis::{Connection, Value};
 use rustbloom_testkit::*;
 
