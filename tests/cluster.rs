@@ -5,44 +5,19 @@
 //! member and an identical `DEBUG DIGEST-VALUE`; a coordinated `CLUSTER FAILOVER` and a master
 //! killed with SIGKILL both leave the promoted replica with the same filters.
 //!
-//! The redis crate's `cluster` feature is not enabled, so the tests route by themselves: CRC16
-//! of the key (checked against CLUSTER KEYSLOT) and the slot map from CLUSTER SLOTS.
+//! The redis crate's `cluster` feature is not enabled, so the tests route by themselves: the
+//! core's key slot rule (checked against CLUSTER KEYSLOT) and the slot map from CLUSTER SLOTS.
 use std::collections::HashMap;
-use std::process::Command;
 use std::time::Duration;
 
 use redis::{Connection, Value};
+use rustbloom_core::partition::slot_tag;
+use rustbloom_testkit::cluster::{Cluster, SLOTS};
 use rustbloom_testkit::*;
-
-const SLOTS: usize = 16384;
-
-/// CRC16-CCITT (XMODEM), as Redis Cluster hashes keys.
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
 
 /// Slot of a key, honouring `{hash tags}`.
 fn key_slot(key: &str) -> usize {
-    let b = key.as_bytes();
-    let part = match b.iter().position(|&c| c == b'{') {
-        Some(s) => match b[s + 1..].iter().position(|&c| c == b'}') {
-            Some(e) if e > 0 => &b[s + 1..s + 1 + e],
-            _ => b,
-        },
-        None => b,
-    };
-    crc16(part) as usize % SLOTS
+    usize::from(rustbloom_core::partition::key_slot(key.as_bytes()))
 }
 
 /// One key name per slot: `keys[slot]`.
@@ -64,128 +39,8 @@ fn key_per_slot() -> Vec<String> {
 
 /// A hash tag whose keys land in `slot`.
 fn tag_for_slot(slot: usize) -> String {
-    (0u64..)
-        .map(|i| format!("t{i}"))
-        .find(|t| crc16(t.as_bytes()) as usize % SLOTS == slot)
-        .unwrap()
-}
-
-struct Cluster {
-    nodes: Vec<Server>,
-}
-
-fn redis_cli(args: &[String]) -> (bool, String) {
-    let out = Command::new("redis-cli")
-        .args(args)
-        .output()
-        .expect("run redis-cli");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let nodes: Vec<Server> = (0..6)
-            .map(|_| Server::start_cluster_node(&["--cluster-node-timeout", "2000"]))
-            .collect();
-        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
-        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
-        args.extend(["--cluster-replicas", "1", "--cluster-yes"].map(String::from));
-        let (ok, out) = redis_cli(&args);
-        assert!(ok, "redis-cli --cluster create failed:\n{out}");
-        let cluster = Cluster { nodes };
-        cluster.wait_healthy(&[]);
-        cluster
-    }
-
-    fn addr(&self, i: usize) -> String {
-        format!("127.0.0.1:{}", self.nodes[i].port())
-    }
-
-    /// Wait until every live node (not in `dead`) says cluster_state:ok and `redis-cli --cluster
-    /// check` finds all slots covered and agreed on.
-    fn wait_healthy(&self, dead: &[usize]) {
-        let live: Vec<usize> = (0..6).filter(|i| !dead.contains(i)).collect();
-        let mut last = String::new();
-        let ok = wait_until(Duration::from_secs(90), || {
-            for &i in &live {
-                let mut c = self.nodes[i].conn();
-                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
-                if !info.contains("cluster_state:ok") {
-                    last = format!("node {i}: {info}");
-                    return false;
-                }
-            }
-            let (_, out) = redis_cli(&["--cluster".into(), "check".into(), self.addr(live[0])]);
-            last = out.clone();
-            out.contains("[OK] All nodes agree about slots configuration.")
-                && out.contains("[OK] All 16384 slots covered.")
-                && !out.contains("[ERR]")
-                && warnings_on_primaries(&out) == 0
-        });
-        assert!(ok, "cluster not healthy:\n{last}");
-    }
-
-    fn id(&self, i: usize) -> String {
-        let mut c = self.nodes[i].conn();
-        redis::cmd("CLUSTER").arg("MYID").query(&mut c).unwrap()
-    }
-
-    fn index_of_port(&self, port: u16) -> usize {
-        self.nodes.iter().position(|n| n.port() == port).unwrap()
-    }
-
-    /// Owner (node index) of every slot, from CLUSTER SLOTS asked of node `via`.
-    fn slot_owners(&self, via: usize) -> Vec<usize> {
-        let mut c = self.nodes[via].conn();
-        let v: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut c).unwrap();
-        let mut owners = vec![usize::MAX; SLOTS];
-        for range in as_array(v) {
-            let r = as_array(range);
-            let (lo, hi) = (as_int(&r[0]) as usize, as_int(&r[1]) as usize);
-            let master = as_array(r[2].clone());
-            let port = as_int(&master[1]) as u16;
-            let idx = self.index_of_port(port);
-            for o in &mut owners[lo..=hi] {
-                *o = idx;
-            }
-        }
-        assert!(owners.iter().all(|&o| o != usize::MAX), "uncovered slots");
-        owners
-    }
-
-    fn masters(&self, owners: &[usize]) -> Vec<usize> {
-        let mut m: Vec<usize> = owners.to_vec();
-        m.sort();
-        m.dedup();
-        m
-    }
-
-    /// Index of the replica of master `m`.
-    fn replica_of(&self, m: usize, dead: &[usize]) -> usize {
-        let port = self.nodes[m].port().to_string();
-        (0..6)
-            .filter(|i| *i != m && !dead.contains(i))
-            .find(|&i| {
-                let mut c = self.nodes[i].conn();
-                let r = info_section(&mut c, "replication");
-                r.contains("role:slave") && info_field(&r, "master_port").as_deref() == Some(&port)
-            })
-            .unwrap_or_else(|| panic!("no replica of node {m}"))
-    }
-
-    /// WAIT on every master until its replica has everything.
-    fn wait_replicas(&self, owners: &[usize]) {
-        for m in self.masters(owners) {
-            let mut c = self.nodes[m].conn();
-            let n: i64 = redis::cmd("WAIT").arg(1).arg(30000).query(&mut c).unwrap();
-            assert_eq!(n, 1, "WAIT on master {m}");
-        }
-    }
+    let slot = u16::try_from(slot).expect("a slot below 16384");
+    slot_tag(slot).to_string()
 }
 
 /// Run `cmds` (each a full command) on node connection `c` as one pipeline.
@@ -204,7 +59,7 @@ fn pipeline(c: &mut Connection, cmds: &[Vec<Vec<u8>>]) -> Vec<Value> {
 
 /// Create one filter in every slot (keys[slot], item `m:<slot>`), on the owning masters.
 fn populate(cl: &Cluster, keys: &[String], owners: &[usize]) {
-    for m in cl.masters(owners) {
+    for m in Cluster::masters(owners) {
         let mut c = cl.nodes[m].conn();
         let mine: Vec<usize> = (0..SLOTS).filter(|&s| owners[s] == m).collect();
         for batch in mine.chunks(1000) {
@@ -251,7 +106,7 @@ fn digests(c: &mut Connection, keys: &[&String]) -> Vec<String> {
 
 /// Every slot's filter is on its owner, with its member and the recorded digest.
 fn verify_all(cl: &Cluster, keys: &[String], owners: &[usize], want: &HashMap<String, String>) {
-    for m in cl.masters(owners) {
+    for m in Cluster::masters(owners) {
         let mut c = cl.nodes[m].conn();
         let mine: Vec<usize> = (0..SLOTS).filter(|&s| owners[s] == m).collect();
         let names: Vec<&String> = mine.iter().map(|&s| &keys[s]).collect();
@@ -302,7 +157,7 @@ fn record(
     owners: &[usize],
 ) -> HashMap<String, String> {
     let mut want = HashMap::new();
-    for m in cl.masters(owners) {
+    for m in Cluster::masters(owners) {
         let mut c = cl.nodes[m].conn();
         let names: Vec<&String> = keys
             .iter()
@@ -318,7 +173,7 @@ fn record(
 }
 
 #[test]
-fn crc16_matches_cluster_keyslot() {
+fn key_slot_matches_cluster_keyslot() {
     let s = Server::start_cluster_node(&[]);
     let mut c = s.conn();
     for k in [
@@ -341,10 +196,10 @@ fn crc16_matches_cluster_keyslot() {
 
 #[test]
 fn cluster_routes_reshards_and_keeps_every_filter() {
-    let cl = Cluster::start();
+    let cl = Cluster::start(3, 1);
     let keys = key_per_slot();
     let owners = cl.slot_owners(0);
-    assert_eq!(cl.masters(&owners).len(), 3);
+    assert_eq!(Cluster::masters(&owners).len(), 3);
 
     // Key specs: the key is argument 1 of every BF.* command.
     let mut c0 = cl.nodes[0].conn();
@@ -379,8 +234,8 @@ fn cluster_routes_reshards_and_keeps_every_filter() {
     }
     // A node that does not own the key's slot redirects.
     let slot = key_slot(&keys[0]);
-    let other = (0..6)
-        .find(|&i| owners[slot] != i && cl.masters(&owners).contains(&i))
+    let other = (0..cl.nodes.len())
+        .find(|&i| owners[slot] != i && Cluster::masters(&owners).contains(&i))
         .unwrap();
     let e = raw_err(
         &mut cl.nodes[other].conn(),
@@ -397,7 +252,10 @@ fn cluster_routes_reshards_and_keeps_every_filter() {
     // The source of the reshard and the slots it will give away: redis-cli moves a source's
     // lowest slots. Put bigger filters of every shape into the lowest of them.
     let src = owners[0];
-    let dst = cl.masters(&owners).into_iter().find(|&m| m != src).unwrap();
+    let dst = Cluster::masters(&owners)
+        .into_iter()
+        .find(|&m| m != src)
+        .unwrap();
     let first = (0..SLOTS).find(|&s| owners[s] == src).unwrap();
     let tag = tag_for_slot(first);
     let mut sc = cl.nodes[src].conn();
@@ -433,19 +291,7 @@ fn cluster_routes_reshards_and_keeps_every_filter() {
     let want = record(&cl, &keys, &extra, &owners);
 
     let moving = 500;
-    let (ok, out) = redis_cli(&[
-        "--cluster".into(),
-        "reshard".into(),
-        cl.addr(src),
-        "--cluster-from".into(),
-        cl.id(src),
-        "--cluster-to".into(),
-        cl.id(dst),
-        "--cluster-slots".into(),
-        moving.to_string(),
-        "--cluster-yes".into(),
-    ]);
-    assert!(ok && !out.contains("[ERR]"), "reshard failed:\n{out}");
+    cl.reshard(src, dst, moving);
     cl.wait_healthy(&[]);
     let after = cl.slot_owners(0);
     let moved: Vec<usize> = (0..SLOTS).filter(|&s| owners[s] != after[s]).collect();
@@ -481,13 +327,13 @@ fn cluster_routes_reshards_and_keeps_every_filter() {
 
 #[test]
 fn cluster_failover_keeps_every_filter() {
-    let mut cl = Cluster::start();
+    let mut cl = Cluster::start(3, 1);
     let keys = key_per_slot();
     let owners = cl.slot_owners(0);
     populate(&cl, &keys, &owners);
     // A bigger multi-layer filter on every master.
     let mut extra = Vec::new();
-    for m in cl.masters(&owners) {
+    for m in Cluster::masters(&owners) {
         let slot = (0..SLOTS).find(|&s| owners[s] == m).unwrap();
         let k = format!("{{{}}}layered", tag_for_slot(slot));
         let mut c = cl.nodes[m].conn();
@@ -499,7 +345,7 @@ fn cluster_failover_keeps_every_filter() {
     cl.wait_replicas(&owners);
 
     // Coordinated failover: CLUSTER FAILOVER on a master's replica.
-    let masters = cl.masters(&owners);
+    let masters = Cluster::masters(&owners);
     let (a, b) = (masters[0], masters[1]);
     let ra = cl.replica_of(a, &[]);
     raw_ok(&mut cl.nodes[ra].conn(), &["CLUSTER", "FAILOVER"]);
@@ -542,66 +388,15 @@ fn cluster_failover_keeps_every_filter() {
     // Unplanned failover: SIGKILL a master; its replica takes over with everything it had.
     let mut want = want;
     want.insert(keys[slot].clone(), digest(&mut rc, &keys[slot]));
-    let rb = cl.replica_of(b, &[]);
     cl.wait_replicas(&owners2);
-    cl.nodes[b].kill9();
-    let ok = wait_until(Duration::from_secs(90), || {
-        let mut c = cl.nodes[rb].conn();
-        info_section(&mut c, "replication").contains("role:master")
-    });
-    assert!(
-        ok,
-        "replica {rb} not promoted after its master was killed:\n{}",
-        cl.nodes[rb].log_tail()
-    );
-    // Only the killed node is missing; the cluster is ok again without it.
-    let ok = wait_until(Duration::from_secs(60), || {
-        (0..6).filter(|&i| i != b).all(|i| {
-            let mut c = cl.nodes[i].conn();
-            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
-            info.contains("cluster_state:ok")
-        })
-    });
-    assert!(ok, "cluster did not recover from the loss of node {b}");
+    // Only the killed node is missing: its replica is promoted and the cluster is healthy again
+    // without it.
+    let rb = cl.kill_master(b);
     let owners3 = cl.slot_owners(rb);
     assert!((0..SLOTS).all(|s| (owners2[s] == b) == (owners3[s] == rb)));
     verify_all(&cl, &keys, &owners3, &want);
     for k in &extra {
         let m = owners3[key_slot(k)];
         assert_all_exist(&mut cl.nodes[m].conn(), k, &items(k, 4000));
-    }
-}
-
-/// The warnings of a `redis-cli --cluster check` output, but those about a replica's open slots:
-/// Valkey 9 shows replicas the importing and migrating state of their primary's slots (and keeps
-/// it for a while after a reshard), which redis-cli 7.0 reports as "[WARNING] Node <replica> has
-/// slots in importing state", followed by the list of those open slots; a primary's open slot
-/// is a real problem.
-fn warnings_on_primaries(check: &str) -> usize {
-    let replicas: Vec<&str> = check
-        .lines()
-        .filter_map(|line| line.strip_prefix("S: "))
-        .filter_map(|rest| rest.split_whitespace().nth(1))
-        .collect();
-    let on_replica = |line: &str| {
-        replicas
-            .iter()
-            .any(|addr| line.contains(&format!("Node {addr} has slots in")))
-    };
-    let warnings: Vec<&str> = check
-        .lines()
-        .filter(|line| line.contains("[WARNING]"))
-        .collect();
-    let node_warnings = warnings
-        .iter()
-        .filter(|line| line.contains("[WARNING] Node "));
-    if node_warnings.clone().all(|line| on_replica(line)) {
-        // Only replicas' open slots (or none): the open-slot list names just those.
-        warnings
-            .iter()
-            .filter(|line| !line.contains("[WARNING] Node ") && !line.contains("slots are open"))
-            .count()
-    } else {
-        warnings.len()
     }
 }

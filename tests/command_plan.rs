@@ -10,16 +10,6 @@ use redis::Connection;
 use rustbloom_testkit::payload::{fix_xxh3, put};
 use rustbloom_testkit::*;
 
-fn used_memory(c: &mut Connection) -> u64 {
-    info_field(&info_section(c, "memory"), "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("used_memory")
-}
-
-fn memory_usage(c: &mut Connection, key: &str) -> u64 {
-    as_int(&raw_ok(c, &["MEMORY", "USAGE", key])) as u64
-}
-
 /// Seconds per call of `args` over `calls` round trips.
 fn per_call(c: &mut Connection, args: &[&str], calls: u32) -> f64 {
     let started = Instant::now();
@@ -247,24 +237,6 @@ fn forged_loadchunk_headers_cannot_claim_impossible_counts() {
     );
     let gauge = info_field(&info_section(&mut c, "bf"), "bf_items").unwrap();
     assert_eq!(gauge, "0");
-}
-
-/// The second module build (make test builds it): sizing skewed by one unit per layer and an item
-/// that panics when hashed.
-fn test_hooks_module() -> std::path::PathBuf {
-    let path = std::env::var_os("RUSTBLOOM_TEST_HOOKS_MODULE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("target/test-hooks/release/librustbloom.so")
-        });
-    assert!(
-        path.exists(),
-        "{} is missing: make test builds it (cargo build --release -p rustbloom --lib \
-         --features test-hooks --target-dir target/test-hooks)",
-        path.display()
-    );
-    path
 }
 
 #[test]

@@ -186,14 +186,9 @@ fn run_seed(seed: u64, ops: usize, fixtures: &Fixtures) -> Result<(), String> {
     let rng = ChaCha8Rng::seed_from_u64(seed);
     // Odd seeds rewrite the AOF as the module's own commands, even ones as an RDB preamble.
     let preamble = if seed.is_multiple_of(2) { "yes" } else { "no" };
-    let primary = Server::start_with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-    ]);
+    let primary = start_aof(preamble);
+    // The replica and the AOF server run the test-hooks build, whose sizing differs: a write
+    // that reaches them without the exact shape the primary gave it shows as a difference.
     let other_build = test_hooks_module();
     let replica = Server::start_custom(&[], &other_build, &[]);
     replicate_from(&primary, &replica);
@@ -303,24 +298,6 @@ fn run_seed(seed: u64, ops: usize, fixtures: &Fixtures) -> Result<(), String> {
             report.join("\n")
         ))
     }
-}
-
-/// The module built with the test hooks (`make test` builds it), which the replica and the AOF
-/// server run: its sizing differs by one unit per layer, as another release's might, so a write
-/// that reaches them without the exact shape the primary gave it shows as a difference.
-fn test_hooks_module() -> std::path::PathBuf {
-    let path = std::env::var_os("RUSTBLOOM_TEST_HOOKS_MODULE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-hooks/release/librustbloom.so")
-        });
-    assert!(
-        path.exists(),
-        "{} is missing: make test builds it (cargo build --release -p rustbloom --lib \
-         --features test-hooks --target-dir target/test-hooks)",
-        path.display()
-    );
-    path
 }
 
 /// Per key: `TYPE` and `DEBUG DIGEST-VALUE`.

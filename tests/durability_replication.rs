@@ -33,13 +33,6 @@ fn args(head: &[&str], tail: &[String]) -> Vec<String> {
     v
 }
 
-fn used_memory(c: &mut Connection) -> u64 {
-    info_field(&info_section(c, "memory"), "used_memory")
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// Items of the array reply of an add that ended with an error: (answers, error text).
 fn split_reply(v: Value) -> (Vec<i64>, Option<String>) {
     let a = as_array(v);
@@ -57,8 +50,42 @@ fn split_reply(v: Value) -> (Vec<i64>, Option<String>) {
     (ints, err)
 }
 
-/// A scripted mix of every write command on the primary. Returns the SCANDUMP chunks of "madd"
-/// taken when the header-only load "hdr-only" was started.
+/// Filters created and written inside MULTI/EXEC and a Lua script.
+fn transaction_and_script(c: &mut Connection) {
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("BF.ADD")
+        .arg("tx")
+        .arg("a")
+        .cmd("BF.MADD")
+        .arg("tx")
+        .arg("b")
+        .arg("c")
+        .cmd("BF.INSERT")
+        .arg("tx2")
+        .arg("ITEMS")
+        .arg("x")
+        .cmd("BF.RESERVE")
+        .arg("tx3")
+        .arg("0.01")
+        .arg("10")
+        .arg("NONSCALING")
+        .query(c)
+        .unwrap();
+    let _: Value = redis::cmd("EVAL")
+        .arg("redis.call('BF.ADD', KEYS[1], 'a'); return redis.call('BF.MADD', KEYS[1], 'b', 'c')")
+        .arg(1)
+        .arg("lua")
+        .query(c)
+        .unwrap();
+}
+
+/// A scripted mix of every write command on the primary, the tests' one workload: every creating
+/// command, options and awkward parameters, layers, a non-scaling filter filling up mid-MADD,
+/// refusals (limits, maxmemory, bad input), SCANDUMP→LOADCHUNK (a full copy, and a load left at
+/// its header), RESTORE/COPY/RENAME/DEL/PEXPIRE, MULTI/EXEC and Lua, another database, binary
+/// keys. Returns the SCANDUMP chunks of "madd" taken when the header-only load "hdr-only" was
+/// started.
 fn workload(c: &mut Connection) -> Vec<(i64, Vec<u8>)> {
     // Auto-created from defaults and a random seed, by every creating command.
     raw_ok(c, &["BF.ADD", "add", "a"]);
@@ -294,33 +321,7 @@ fn workload(c: &mut Connection) -> Vec<(i64, Vec<u8>)> {
     raw_ok(c, &["DEL", "ins"]);
     raw_ok(c, &["PEXPIRE", "res-odd", "100000000"]);
 
-    // MULTI/EXEC and Lua, creating filters inside.
-    let _: Value = redis::pipe()
-        .atomic()
-        .cmd("BF.ADD")
-        .arg("tx")
-        .arg("a")
-        .cmd("BF.MADD")
-        .arg("tx")
-        .arg("b")
-        .arg("c")
-        .cmd("BF.INSERT")
-        .arg("tx2")
-        .arg("ITEMS")
-        .arg("x")
-        .cmd("BF.RESERVE")
-        .arg("tx3")
-        .arg("0.01")
-        .arg("10")
-        .arg("NONSCALING")
-        .query(c)
-        .unwrap();
-    let _: Value = redis::cmd("EVAL")
-        .arg("redis.call('BF.ADD', KEYS[1], 'a'); return redis.call('BF.MADD', KEYS[1], 'b', 'c')")
-        .arg(1)
-        .arg("lua")
-        .query(c)
-        .unwrap();
+    transaction_and_script(c);
     // Error rates whose decimal form is awkward: replicated as text, they must parse back to
     // the same f64 (an error reply here is fine too, as long as the replicas agree).
     for (i, e) in [
@@ -538,155 +539,11 @@ fn replicated_restore_ignores_replica_limits() {
     );
 }
 
-fn keys(c: &mut Connection) -> Vec<Vec<u8>> {
-    let mut k: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();
-    k.sort();
-    k
-}
-
-/// Every key: same DEBUG DIGEST-VALUE, same BF.INFO; whole dataset digest equal. Reports every
-/// difference at once.
-fn assert_identical(pc: &mut Connection, rc: &mut Connection) {
-    let pk = keys(pc);
-    let rk = keys(rc);
-    assert_eq!(pk, rk, "key sets differ");
-    let mut diffs = Vec::new();
-    for k in &pk {
-        let name = String::from_utf8_lossy(k).into_owned();
-        let dp: Value = redis::cmd("DEBUG")
-            .arg("DIGEST-VALUE")
-            .arg(k.as_slice())
-            .query(pc)
-            .unwrap();
-        let dr: Value = redis::cmd("DEBUG")
-            .arg("DIGEST-VALUE")
-            .arg(k.as_slice())
-            .query(rc)
-            .unwrap();
-        if dp != dr {
-            diffs.push(format!(
-                "DEBUG DIGEST-VALUE differs for {name:?}: primary {dp:?} replica {dr:?}"
-            ));
-        }
-        let ip = rawb(pc, &[b"BF.INFO", k]);
-        let ir = rawb(rc, &[b"BF.INFO", k]);
-        if ip != ir {
-            diffs.push(format!(
-                "BF.INFO differs for {name:?}:\n  primary {ip:?}\n  replica {ir:?}"
-            ));
-        }
-    }
-    let (a, b) = (dataset_digest(pc), dataset_digest(rc));
-    if a != b {
-        diffs.push(format!("DEBUG DIGEST differs: {a} vs {b}"));
-    }
-    assert!(
-        diffs.is_empty(),
-        "replica differs from primary:\n{}",
-        diffs.join("\n")
-    );
-}
-
-fn every_command_workload(c: &mut Connection) {
-    // Auto-created (random seed) via every creating command.
-    raw_ok(c, &["BF.ADD", "add", "a"]);
-    raw_ok(c, &["BF.ADD", "add", "b"]);
-    raw_ok(c, &["BF.ADD", "add", "a"]);
-    raw_ok(c, &["BF.MADD", "madd", "a", "b", "c", "a"]);
-    raw_ok(c, &["BF.INSERT", "ins", "ITEMS", "x", "y"]);
-    raw_ok(
-        c,
-        &[
-            "BF.INSERT",
-            "ins-opts",
-            "CAPACITY",
-            "1000",
-            "ERROR",
-            "0.001",
-            "EXPANSION",
-            "4",
-            "ITEMS",
-            "x",
-        ],
-    );
-    raw_ok(
-        c,
-        &[
-            "BF.INSERT",
-            "ins-ns",
-            "CAPACITY",
-            "10",
-            "NONSCALING",
-            "ITEMS",
-            "x",
-        ],
-    );
-    raw_ok(
-        c,
-        &["BF.INSERT", "ins-nonscaling", "NONSCALING", "ITEMS", "x"],
-    );
-    // RESERVE with options.
-    raw_ok(c, &["BF.RESERVE", "res", "0.01", "100"]);
-    raw_ok(
-        c,
-        &["BF.RESERVE", "res-exp", "0.02", "50", "EXPANSION", "3"],
-    );
-    raw_ok(c, &["BF.RESERVE", "res-ns", "0.01", "100", "NONSCALING"]);
-    raw_ok(
-        c,
-        &["BF.RESERVE", "res-seed", "0.01", "100", "SEED", "12345"],
-    );
-    raw_ok(
-        c,
-        &["bf.reserve", "res-lower", "0.01", "100", "expansion", "5"],
-    );
-    // Scale a filter to several layers, with a mix of BF.ADD and BF.MADD.
-    raw_ok(c, &["BF.RESERVE", "scaled", "0.01", "50"]);
-    for i in 0..300 {
-        raw_ok(c, &["BF.ADD".to_string(), "scaled".into(), format!("s{i}")]);
-    }
-    madd_all(c, "scaled", &items("sm", 2000));
-    assert!(info(c, "scaled").filters >= 4);
-    // Auto-created filter scaled by adds.
-    madd_all(c, "auto-scaled", &items("as", 1000));
-    // A non-scaling filter that fills in the middle of a MADD / INSERT.
-    raw_ok(c, &["BF.RESERVE", "full", "0.001", "20", "NONSCALING"]);
-    let mut args: Vec<String> = vec!["BF.MADD".into(), "full".into()];
-    args.extend(items("full", 40));
-    let r = as_array(raw_ok(c, &args));
-    assert!(
-        r.len() < 40 && matches!(r.last(), Some(Value::ServerError(_))),
-        "{r:?}"
-    );
-    let mut args: Vec<String> = vec![
-        "BF.INSERT".into(),
-        "full2".into(),
-        "CAPACITY".into(),
-        "5".into(),
-        "NONSCALING".into(),
-        "ITEMS".into(),
-    ];
-    args.extend(items("full2", 10));
-    let r = as_array(raw_ok(c, &args));
-    assert!(r.len() < 10, "{r:?}");
-    // Binary key and items.
-    rawb(c, &[b"BF.MADD", b"bin\0\xff", b"", b"\0", b"\xff"]).unwrap();
-    // Failing commands must not replicate anything harmful.
-    let _ = raw(c, &["BF.RESERVE", "res", "0.01", "100"]);
-    let _ = raw(c, &["BF.RESERVE", "bad", "2", "100"]);
-    let _ = raw(c, &["BF.INSERT", "nocreate", "NOCREATE", "ITEMS", "a"]);
-    let _ = raw(c, &["BF.ADD", "full", "definitely-new-item-xyz"]);
-}
-
-fn scandump_stream(c: &mut Connection) {
-    raw_ok(
-        c,
-        &["BF.RESERVE", "dumpsrc", "0.01", "100", "EXPANSION", "2"],
-    );
-    madd_all(c, "dumpsrc", &items("d", 1500));
-    let chunks = scandump(c, "dumpsrc");
-    loadchunks(c, "loaded", &chunks);
-    assert_eq!(digest(c, "dumpsrc"), digest(c, "loaded"));
+/// The replica has applied everything the primary wrote, and holds the primary's dataset.
+#[track_caller]
+fn assert_replica_caught_up(pc: &mut Connection, rc: &mut Connection) {
+    wait_synced(pc, &mut [&mut *rc]);
+    assert_same_dataset(&mut [("primary", pc), ("replica", rc)]);
 }
 
 #[test]
@@ -696,10 +553,8 @@ fn replica_matches_primary_command_stream() {
     replicate_from(&p, &r);
     let mut pc = p.conn();
     let mut rc = r.conn();
-    every_command_workload(&mut pc);
-    scandump_stream(&mut pc);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_identical(&mut pc, &mut rc);
+    workload(&mut pc);
+    assert_replica_caught_up(&mut pc, &mut rc);
     // Replica answers reads identically.
     let probe = items("sm", 2000);
     let mut args: Vec<String> = vec!["BF.MEXISTS".into(), "scaled".into()];
@@ -710,9 +565,8 @@ fn replica_matches_primary_command_stream() {
     assert!(e.starts_with("READONLY"), "write on replica: {e}");
     // Further writes after the first comparison keep them identical.
     madd_all(&mut pc, "add", &items("later", 500));
-    raw_ok(&mut pc, &["DEL", "ins"]);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_identical(&mut pc, &mut rc);
+    raw_ok(&mut pc, &["DEL", "ins-nonscaling"]);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
 
 #[test]
@@ -721,17 +575,14 @@ fn replica_full_sync_from_existing_data() {
     let p = Server::start();
     let r = Server::start();
     let mut pc = p.conn();
-    every_command_workload(&mut pc);
-    scandump_stream(&mut pc);
+    workload(&mut pc);
     replicate_from(&p, &r);
     let mut rc = r.conn();
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_identical(&mut pc, &mut rc);
+    assert_replica_caught_up(&mut pc, &mut rc);
     // Then the command stream.
     madd_all(&mut pc, "scaled", &items("post", 3000));
     raw_ok(&mut pc, &["BF.ADD", "post-sync", "x"]);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_identical(&mut pc, &mut rc);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
 
 #[test]
@@ -744,11 +595,10 @@ fn replica_full_sync_diskless() {
     ]);
     let r = Server::start_with(&["--repl-diskless-load", "swapdb"]);
     let mut pc = p.conn();
-    every_command_workload(&mut pc);
+    workload(&mut pc);
     replicate_from(&p, &r);
     let mut rc = r.conn();
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_identical(&mut pc, &mut rc);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
 
 #[test]
@@ -762,8 +612,7 @@ fn replica_big_filter_via_loadchunk() {
     madd_all(&mut pc, "big", &items("b", 2000));
     let chunks = scandump(&mut pc, "big");
     loadchunks(&mut pc, "big-copy", &chunks);
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_identical(&mut pc, &mut rc);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }
 
 #[test]
@@ -773,27 +622,6 @@ fn replica_in_multi_exec_and_lua() {
     replicate_from(&p, &r);
     let mut pc = p.conn();
     let mut rc = r.conn();
-    let _: Value = redis::pipe()
-        .atomic()
-        .cmd("BF.ADD")
-        .arg("tx")
-        .arg("a")
-        .cmd("BF.MADD")
-        .arg("tx")
-        .arg("b")
-        .arg("c")
-        .cmd("BF.INSERT")
-        .arg("tx2")
-        .arg("ITEMS")
-        .arg("x")
-        .query(&mut pc)
-        .unwrap();
-    let _: Value = redis::cmd("EVAL")
-        .arg("redis.call('BF.ADD', KEYS[1], 'a'); return redis.call('BF.MADD', KEYS[1], 'b', 'c')")
-        .arg(1)
-        .arg("lua")
-        .query(&mut pc)
-        .unwrap();
-    wait_synced(&mut pc, &mut [&mut rc]);
-    assert_identical(&mut pc, &mut rc);
+    transaction_and_script(&mut pc);
+    assert_replica_caught_up(&mut pc, &mut rc);
 }

@@ -3,7 +3,7 @@
 //! writable replica, and CONFIG GET of the string configs (which must not leak a string per call).
 
 use redis::{Connection, Value};
-use rustbloom_testkit::hostile::{config_get, config_set, used_memory};
+use rustbloom_testkit::hostile::{config_get, config_set};
 use rustbloom_testkit::replication::{replicate_from, wait_synced};
 use rustbloom_testkit::*;
 

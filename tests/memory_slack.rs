@@ -5,6 +5,9 @@
 //! One block of bits is rounded up to jemalloc's size class, up to 25% more (a NONSCALING filter
 //! of 110k items at 1% took 1.245× its classic bits); the bit store cuts such blocks into pieces
 //! (see `rustbloom_core::bits`).
+//!
+//! And what a filter's bits cost is counted: MEMORY USAGE and BF.INFO's Size cover them and grow
+//! with the layers, and `used_memory` grows by them (the module allocates through the server).
 
 use rustbloom_core::sizing::classic_size;
 use rustbloom_core::window::WindowParams;
@@ -18,16 +21,6 @@ const BOOKKEEPING_BYTES: u64 = 512;
 
 const CAPACITIES: [u64; 5] = [1_000, 10_000, 100_000, 1_000_000, 10_000_000];
 const ERROR_RATE: f64 = 0.01;
-
-fn memory_usage(c: &mut redis::Connection, key: &str) -> u64 {
-    as_int(&raw_ok(c, &["MEMORY", "USAGE", key])) as u64
-}
-
-fn used_memory(c: &mut redis::Connection) -> u64 {
-    info_field(&info_section(c, "memory"), "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("used_memory")
-}
 
 /// Checks MEMORY USAGE of `key`, created since used_memory was `before`, against what the
 /// server's allocator really handed out and against `classic_bytes`; returns the ratio to it.
@@ -110,4 +103,30 @@ fn filters_of_every_size_take_their_bits_and_a_sliver() {
             "{key}: MEMORY USAGE {usage} for {bits} bytes of slots ({ratio:.3}× classic)"
         );
     }
+}
+
+#[test]
+fn memory_usage_counts_bits() {
+    let s = Server::start();
+    let mut c = s.conn();
+    raw_ok(&mut c, &["BF.RESERVE", "k", "0.01", "1000000"]);
+    let mu = memory_usage(&mut c, "k");
+    assert!(mu >= 1_100_000, "MEMORY USAGE {mu} < 1.1 MB");
+    assert!(mu < 10_000_000, "MEMORY USAGE {mu} implausibly large");
+    let size = info(&mut c, "k").size;
+    assert!(size >= 1_100_000, "BF.INFO Size {size} < 1.1 MB");
+    // Grows with layers.
+    raw_ok(&mut c, &["BF.RESERVE", "small", "0.01", "100"]);
+    let m1 = memory_usage(&mut c, "small");
+    madd_all(&mut c, "small", &items("s", 3000));
+    let m2 = memory_usage(&mut c, "small");
+    assert!(
+        m2 > m1 * 10,
+        "MEMORY USAGE did not grow with layers: {m1} -> {m2}"
+    );
+    // used_memory accounts for filter allocations (module allocator).
+    let before = used_memory(&mut c);
+    raw_ok(&mut c, &["BF.RESERVE", "m", "0.001", "2000000"]);
+    let grown = used_memory(&mut c).saturating_sub(before);
+    assert!(grown >= 3_000_000, "used_memory grew by only {grown} bytes");
 }

@@ -149,19 +149,6 @@ fn an_aof_rewrite_keeps_redisbloom_v1_arithmetic_of_a_gigabyte_link() {
     assert_eq!(digest(&mut c, "v1"), digest_before);
 }
 
-/// The module built with the test hooks: its sizing differs by one unit per layer and slot, as
-/// another release's might.
-fn test_hooks_module() -> std::path::PathBuf {
-    let path = std::env::var_os("RUSTBLOOM_TEST_HOOKS_MODULE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("target/test-hooks/release/librustbloom.so")
-        });
-    assert!(path.exists(), "{} is missing", path.display());
-    path
-}
-
 #[test]
 fn a_window_creation_replicates_its_slot_shape_to_a_replica_whose_sizing_differs() {
     let primary = Server::start();

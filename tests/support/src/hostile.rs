@@ -12,7 +12,7 @@ use redis::{Connection, Value};
 use crate::bloom::{
     assert_all_exist, assert_info_eq, info, items, loadchunks, madd_all, scandump, Info,
 };
-use crate::keyspace::{digest, info_section, key_type};
+use crate::keyspace::{digest, info_section, key_type, used_memory};
 use crate::reply::{as_array, as_int, raw, raw_ok, value_to_string};
 use crate::server::Server;
 
@@ -124,15 +124,6 @@ pub fn show(args: &[&[u8]]) -> String {
         .join(" ")
 }
 
-/// `used_memory` from INFO memory.
-pub fn used_memory(c: &mut Connection) -> u64 {
-    let text = info_section(c, "memory");
-    text.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory in INFO memory")
-}
-
 /// `CONFIG SET name value`, which must succeed.
 pub fn config_set(c: &mut Connection, name: &str, value: &str) {
     raw_ok(c, &["CONFIG", "SET", name, value]);
@@ -157,6 +148,20 @@ pub fn dump(c: &mut Connection, key: &str) -> Vec<u8> {
     redis::cmd("DUMP").arg(key).query(c).unwrap()
 }
 
+/// DUMP `key` and RESTORE it as `<key>:copy`: the copy has the key's digest; it is deleted again.
+#[track_caller]
+fn assert_dump_restore_copy(c: &mut Connection, key: &str, what: &str) {
+    let d = dump(c, key);
+    let copy = format!("{key}:copy");
+    call(c, &[b"RESTORE", copy.as_bytes(), b"0", &d]).unwrap();
+    assert_eq!(
+        digest(c, key),
+        digest(c, &copy),
+        "{what}: DUMP/RESTORE copy"
+    );
+    call(c, &[b"DEL", copy.as_bytes()]).unwrap();
+}
+
 /// A filter that is complete must answer consistently; one still loading must refuse queries.
 /// Returns false for a filter still loading. Leaves the key in place.
 #[track_caller]
@@ -170,15 +175,7 @@ pub fn check_consistent(c: &mut Connection, key: &str, what: &str) -> bool {
             must_err_eq(c, &[b"BF.EXISTS", k, b"x"], LOADING);
             must_err_eq(c, &[b"BF.SCANDUMP", k, b"0"], LOADING);
             // It survives DUMP/RESTORE as the same incomplete load.
-            let d = dump(c, key);
-            let copy = format!("{key}:copy");
-            call(c, &[b"RESTORE", copy.as_bytes(), b"0", &d]).unwrap();
-            assert_eq!(
-                digest(c, key),
-                digest(c, &copy),
-                "{what}: DUMP/RESTORE copy"
-            );
-            call(c, &[b"DEL", copy.as_bytes()]).unwrap();
+            assert_dump_restore_copy(c, key, what);
             false
         }
         Ok(_) => {
@@ -201,14 +198,7 @@ pub fn check_consistent(c: &mut Connection, key: &str, what: &str) -> bool {
             loadchunks(c, &copy, &chunks);
             assert_eq!(digest(c, key), digest(c, &copy), "{what}: SCANDUMP copy");
             call(c, &[b"DEL", copy.as_bytes()]).unwrap();
-            let d = dump(c, key);
-            call(c, &[b"RESTORE", copy.as_bytes(), b"0", &d]).unwrap();
-            assert_eq!(
-                digest(c, key),
-                digest(c, &copy),
-                "{what}: DUMP/RESTORE copy"
-            );
-            call(c, &[b"DEL", copy.as_bytes()]).unwrap();
+            assert_dump_restore_copy(c, key, what);
             // Lookups and adds work (an add may be refused by a limit or a full filter).
             call(c, &[b"BF.EXISTS", k, b"probe"]).unwrap();
             call(c, &[b"BF.MEXISTS", k, b"a", b"b", b""]).unwrap();

@@ -70,3 +70,20 @@ pub fn all_keys(c: &mut Connection) -> Vec<Vec<u8>> {
     k.sort();
     k
 }
+
+/// `used_memory` from INFO memory.
+pub fn used_memory(c: &mut Connection) -> u64 {
+    info_field(&info_section(c, "memory"), "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("used_memory in INFO memory")
+}
+
+/// `MEMORY USAGE key`, of a key that exists.
+#[track_caller]
+pub fn memory_usage(c: &mut Connection, key: &str) -> u64 {
+    redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .query(c)
+        .unwrap_or_else(|e| panic!("MEMORY USAGE {key}: {e}"))
+}

@@ -6,7 +6,8 @@
 //! - [`keyspace`]: keys, types, `DEBUG DIGEST`, `INFO` sections.
 //! - [`bloom`]: parsed BF.INFO, SCANDUMP/LOADCHUNK round trips, bulk adds and membership checks.
 //! - [`replication`]: replicas attached and caught up, datasets compared.
-//! - [`persistence`]: AOF rewrites.
+//! - [`persistence`]: AOF servers and rewrites; [`VariedFilters`], filters of every shape to
+//!   persist and compare.
 //!
 //! The modules above are re-exported at the root (`use rustbloom_testkit::*;`). Two more are
 //! imported by path where needed:

@@ -98,6 +98,25 @@ pub fn module_path() -> PathBuf {
     p.canonicalize().unwrap_or(p)
 }
 
+/// Path of the second build of the module, with the feature `test-hooks` (`make test` builds it):
+/// its sizing differs by one unit per layer and slot, as another release's might, and one item
+/// panics when hashed. `$RUSTBLOOM_TEST_HOOKS_MODULE`, else
+/// `target/test-hooks/release/librustbloom.so` of the workspace.
+pub fn test_hooks_module() -> PathBuf {
+    let p = match std::env::var_os("RUSTBLOOM_TEST_HOOKS_MODULE") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/test-hooks/release/librustbloom.so"),
+    };
+    assert!(
+        p.exists(),
+        "{} is missing: make test builds it (cargo build --release -p rustbloom --lib \
+         --features test-hooks --target-dir target/test-hooks)",
+        p.display()
+    );
+    p.canonicalize().unwrap_or(p)
+}
+
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     l.local_addr().unwrap().port()

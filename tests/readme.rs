@@ -1,0 +1,440 @@
+//! The README's redis-cli transcripts, replayed: every `127.0.0.1:6379> CMD` line of README.md's
+//! ```text blocks is run against a fresh server, its reply formatted as redis-cli shows it in a
+//! terminal (`(integer) N`, `"bulk"` with redis-cli's escapes, arrays numbered `N) ` with the
+//! numbers padded to the widest), and compared with the lines below it. A figure the README shows
+//! that the code no longer gives fails here, with a diff of the two.
+//!
+//! The README marks what cannot be shown as it is, in ways a reader already reads that way:
+//! - a quoted string ending in `..."` is cut short: a reply line matches when it begins with
+//!   what is shown, and such an argument stands for the bulk string of an earlier reply that
+//!   begins with it (SCANDUMP's header chunk, given to LOADCHUNK);
+//! - a `  # comment` after a command is not part of it; after a reply line, it says the figure
+//!   is an example (the time of the last write): the line matches with any number in its place.
+//!
+//! The quick start runs on a server of its own; the other sections' transcripts run in order on
+//! another, as a reader following the README would type them. The sizes the prose quotes in the
+//! form "N bytes (BF.INFO KEY SIZE)" are checked on the filters those transcripts create.
+use redis::{Connection, Value};
+use rustbloom_testkit::*;
+
+const PROMPT: &str = "127.0.0.1:6379> ";
+/// Where a comment starts on a transcript line: two spaces (at least) and `#`.
+const COMMENT: &str = "  #";
+
+fn readme() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"))
+}
+
+/// One command of a transcript and the reply lines the README shows below it.
+struct Exchange {
+    /// 1-based line of README.md.
+    line: usize,
+    command: String,
+    expected: Vec<String>,
+}
+
+/// The exchanges of one ```text block with at least one prompt.
+struct Transcript {
+    /// 1-based line of the block's opening fence.
+    line: usize,
+    exchanges: Vec<Exchange>,
+}
+
+fn transcripts(readme: &str) -> Vec<Transcript> {
+    let mut out = Vec::new();
+    let mut block: Option<Transcript> = None;
+    let mut in_other_block = false;
+    for (i, line) in readme.lines().enumerate() {
+        if let Some(fence) = line.strip_prefix("```") {
+            if let Some(t) = block.take() {
+                if !t.exchanges.is_empty() {
+                    out.push(t);
+                }
+            } else if in_other_block {
+                in_other_block = false;
+            } else if fence.trim() == "text" {
+                block = Some(Transcript {
+                    line: i + 1,
+                    exchanges: Vec::new(),
+                });
+            } else {
+                in_other_block = true;
+            }
+            continue;
+        }
+        let Some(t) = block.as_mut() else { continue };
+        if let Some(command) = line.strip_prefix(PROMPT) {
+            t.exchanges.push(Exchange {
+                line: i + 1,
+                command: without_comment(command).0.to_string(),
+                expected: Vec::new(),
+            });
+        } else if let Some(e) = t.exchanges.last_mut() {
+            e.expected.push(line.to_string());
+        }
+    }
+    out
+}
+
+/// A transcript line without its `  # comment`, and whether it had one.
+fn without_comment(line: &str) -> (&str, bool) {
+    match line.find(COMMENT) {
+        Some(at) => (line[..at].trim_end(), true),
+        None => (line, false),
+    }
+}
+
+/// One argument as the README writes it.
+#[derive(Debug)]
+enum Arg {
+    Bytes(Vec<u8>),
+    /// `"prefix..."`: the bulk string of an earlier reply that begins with `prefix`.
+    Elided(Vec<u8>),
+}
+
+/// Splits a command line as redis-cli does: words, `"..."` with `\xHH`, `\n`, `\r`, `\t`, `\b`,
+/// `\a` and `\<char>` escapes, and `'...'` with `\'`.
+fn split_args(line: &str) -> Result<Vec<Arg>, String> {
+    let b = line.as_bytes();
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == b.len() {
+            return Ok(args);
+        }
+        let mut word = Vec::new();
+        match b[i] {
+            b'"' => {
+                i += 1;
+                let start = i;
+                loop {
+                    match b.get(i) {
+                        None => return Err(format!("unbalanced quotes in {line:?}")),
+                        Some(b'"') => break,
+                        Some(b'\\') => {
+                            let hex = b
+                                .get(i + 2..i + 4)
+                                .and_then(|h| std::str::from_utf8(h).ok())
+                                .and_then(|h| u8::from_str_radix(h, 16).ok());
+                            match (b.get(i + 1), hex) {
+                                (Some(b'x'), Some(v)) => {
+                                    word.push(v);
+                                    i += 4;
+                                    continue;
+                                }
+                                (Some(&c), _) => word.push(match c {
+                                    b'n' => b'\n',
+                                    b'r' => b'\r',
+                                    b't' => b'\t',
+                                    b'b' => 8,
+                                    b'a' => 7,
+                                    other => other,
+                                }),
+                                (None, _) => return Err(format!("unbalanced quotes in {line:?}")),
+                            }
+                            i += 2;
+                        }
+                        Some(&c) => {
+                            word.push(c);
+                            i += 1;
+                        }
+                    }
+                }
+                let elided = line[start..i].ends_with("...");
+                i += 1;
+                if elided {
+                    word.truncate(word.len() - 3);
+                    args.push(Arg::Elided(word));
+                } else {
+                    args.push(Arg::Bytes(word));
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    match (b.get(i), b.get(i + 1)) {
+                        (None, _) => return Err(format!("unbalanced quotes in {line:?}")),
+                        (Some(b'\\'), Some(b'\'')) => {
+                            word.push(b'\'');
+                            i += 2;
+                        }
+                        (Some(b'\''), _) => break,
+                        (Some(&c), _) => {
+                            word.push(c);
+                            i += 1;
+                        }
+                    }
+                }
+                i += 1;
+                args.push(Arg::Bytes(word));
+            }
+            _ => {
+                while i < b.len() && !b[i].is_ascii_whitespace() {
+                    word.push(b[i]);
+                    i += 1;
+                }
+                args.push(Arg::Bytes(word));
+            }
+        }
+    }
+}
+
+/// A bulk string as redis-cli prints it: quoted, with `\\`, `\"`, `\n`, `\r`, `\t`, `\a`, `\b`
+/// and `\xHH` for any other byte outside printable ASCII.
+fn quoted(bytes: &[u8]) -> String {
+    let mut s = String::from("\"");
+    for &b in bytes {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            7 => s.push_str("\\a"),
+            8 => s.push_str("\\b"),
+            0x20..=0x7e => s.push(char::from(b)),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// A reply as redis-cli prints it in a terminal (RESP2): every line ends with `\n`; an array's
+/// elements are numbered from 1, the numbers right-aligned to the widest, and a nested array's
+/// lines indented by that width and two.
+fn format_reply(reply: &Result<Value, String>, prefix: &str) -> String {
+    let v = match reply {
+        Ok(v) => v,
+        Err(e) => return format!("(error) {e}\n"),
+    };
+    match v {
+        Value::Okay => "OK\n".into(),
+        Value::SimpleString(s) => format!("{s}\n"),
+        Value::Int(n) => format!("(integer) {n}\n"),
+        Value::BulkString(b) => format!("{}\n", quoted(b)),
+        Value::Nil => "(nil)\n".into(),
+        Value::ServerError(e) => format!("(error) {}\n", server_err_text(e)),
+        Value::Array(items) if items.is_empty() => "(empty array)\n".into(),
+        Value::Array(items) => {
+            let width = items.len().to_string().len();
+            let inner = format!("{prefix}{}", " ".repeat(width + 2));
+            let mut out = String::new();
+            for (i, item) in items.iter().enumerate() {
+                let lead = if i == 0 { "" } else { prefix };
+                out.push_str(&format!("{lead}{:>width$}) ", i + 1));
+                out.push_str(&format_reply(&Ok(item.clone()), &inner));
+            }
+            out
+        }
+        other => format!("<a reply redis-cli 7 does not print in RESP2: {other:?}>\n"),
+    }
+}
+
+/// Every bulk string in a reply, nested ones included.
+fn bulk_strings(v: &Value, out: &mut Vec<Vec<u8>>) {
+    match v {
+        Value::BulkString(b) => out.push(b.clone()),
+        Value::Array(items) => items.iter().for_each(|i| bulk_strings(i, out)),
+        _ => {}
+    }
+}
+
+/// `text` with every run of digits replaced by one `0`: the shape of a line.
+fn digits_as_zero(text: &str) -> String {
+    let mut out = String::new();
+    let mut in_number = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                out.push('0');
+            }
+            in_number = true;
+        } else {
+            out.push(c);
+            in_number = false;
+        }
+    }
+    out
+}
+
+/// Whether a reply line matches the README's line (see the module's comment for the marks).
+fn line_matches(expected: &str, got: &str) -> bool {
+    let (text, example) = without_comment(expected);
+    if example {
+        digits_as_zero(text) == digits_as_zero(got)
+    } else if let Some(prefix) = expected.strip_suffix("...\"") {
+        got.starts_with(prefix) && got.ends_with('"') && got.len() > prefix.len()
+    } else {
+        expected == got
+    }
+}
+
+/// Replays `t` on `c`; returns a readable difference per exchange whose reply does not match.
+fn replay(c: &mut Connection, t: &Transcript) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut earlier_bulks: Vec<Vec<u8>> = Vec::new();
+    for e in &t.exchanges {
+        let args = match split_args(&e.command) {
+            Ok(a) => a,
+            Err(why) => {
+                failures.push(format!("README.md:{}: {why}", e.line));
+                continue;
+            }
+        };
+        let mut resolved = Vec::new();
+        let mut unresolved = Vec::new();
+        for a in args {
+            match a {
+                Arg::Bytes(b) => resolved.push(b),
+                Arg::Elided(prefix) => {
+                    match earlier_bulks.iter().rev().find(|b| b.starts_with(&prefix)) {
+                        Some(b) => resolved.push(b.clone()),
+                        None => unresolved.push(quoted(&prefix)),
+                    }
+                }
+            }
+        }
+        if !unresolved.is_empty() {
+            failures.push(format!(
+                "README.md:{}: {PROMPT}{}\n  the cut-short {} begins no earlier reply",
+                e.line,
+                e.command,
+                unresolved.join(", ")
+            ));
+            continue;
+        }
+        let reply = raw(c, &resolved);
+        if let Ok(v) = &reply {
+            bulk_strings(v, &mut earlier_bulks);
+        }
+        let formatted = format_reply(&reply, "");
+        let got: Vec<&str> = formatted.lines().collect();
+        let same = got.len() == e.expected.len()
+            && e.expected.iter().zip(&got).all(|(x, g)| line_matches(x, g));
+        if !same {
+            let mut diff = format!("README.md:{}: {PROMPT}{}\n", e.line, e.command);
+            for n in 0..e.expected.len().max(got.len()) {
+                let x = e.expected.get(n).map(String::as_str);
+                let g = got.get(n).copied();
+                match (x, g) {
+                    (Some(x), Some(g)) if line_matches(x, g) => {
+                        diff.push_str(&format!("    {g}\n"))
+                    }
+                    _ => {
+                        if let Some(x) = x {
+                            diff.push_str(&format!("  - {x}\n"));
+                        }
+                        if let Some(g) = g {
+                            diff.push_str(&format!("  + {g}\n"));
+                        }
+                    }
+                }
+            }
+            failures.push(diff);
+        }
+    }
+    failures
+}
+
+#[track_caller]
+fn assert_no_failures(failures: &[String], what: &str) {
+    assert!(
+        failures.is_empty(),
+        "{what}: the server does not answer what README.md shows (- README, + server):\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The quick start: the first transcript after "In another terminal:".
+fn quick_start(readme: &str, all: &[Transcript]) -> usize {
+    let intro = readme
+        .lines()
+        .position(|l| l.contains("In another terminal:"))
+        .expect("README.md has a quick start (\"In another terminal:\")")
+        + 1;
+    all.iter()
+        .position(|t| t.line > intro)
+        .expect("a transcript after \"In another terminal:\"")
+}
+
+#[test]
+fn quick_start_replays_as_the_readme_shows() {
+    let text = readme();
+    let all = transcripts(&text);
+    let quick = &all[quick_start(&text, &all)];
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_no_failures(&replay(&mut c, quick), "the quick start");
+    // "then each data chunk in order": the rest of the dump completes the copy LOADCHUNK began.
+    let word = |name: &str, n: usize| {
+        quick
+            .exchanges
+            .iter()
+            .find_map(|e| {
+                let mut words = e.command.split_whitespace();
+                words
+                    .next()
+                    .filter(|w| w.eq_ignore_ascii_case(name))
+                    .and_then(|_| words.nth(n))
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| panic!("the quick start has no {name}"))
+    };
+    let (source, copy) = (word("BF.SCANDUMP", 0), word("BF.LOADCHUNK", 0));
+    let chunks = scandump(&mut c, &source);
+    loadchunks(&mut c, &copy, &chunks[1..]);
+    assert_eq!(
+        digest(&mut c, &copy),
+        digest(&mut c, &source),
+        "{copy} after every chunk of {source}"
+    );
+}
+
+#[test]
+fn every_other_transcript_and_quoted_size_replays() {
+    let text = readme();
+    let all = transcripts(&text);
+    let quick = quick_start(&text, &all);
+    assert!(
+        all.len() > 1,
+        "README.md has transcripts besides the quick start"
+    );
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut failures = Vec::new();
+    for (_, t) in all.iter().enumerate().filter(|(i, _)| *i != quick) {
+        failures.extend(replay(&mut c, t));
+    }
+    // "N bytes (`BF.INFO KEY SIZE`": sizes of the filters the transcripts created.
+    let mut quoted_sizes = 0;
+    for (at, _) in text.match_indices(" bytes (`BF.INFO ") {
+        let figure = text[..at]
+            .split_whitespace()
+            .next_back()
+            .expect("a figure before \"bytes\"");
+        let rest = &text[at + " bytes (`BF.INFO ".len()..];
+        let mut words = rest.split_whitespace();
+        let key = words.next().expect("a key after BF.INFO");
+        let field = words.next().expect("a field after the key");
+        if !field.starts_with("SIZE`") {
+            continue;
+        }
+        quoted_sizes += 1;
+        let want = figure.replace(',', "");
+        let got = format_reply(&raw(&mut c, &["BF.INFO", key, "SIZE"]), "");
+        if got.trim_end() != format!("1) (integer) {want}") {
+            let line = text[..at].lines().count();
+            failures.push(format!(
+                "README.md:{line}: {figure} bytes (`BF.INFO {key} SIZE`), the server answers {}",
+                got.trim_end()
+            ));
+        }
+    }
+    assert!(quoted_sizes > 0, "README.md quotes no BF.INFO sizes");
+    assert_no_failures(&failures, "the transcripts after the quick start");
+}
