@@ -620,57 +620,31 @@ impl Io<'_> {
         string_text(unsafe { api!(RedisModule_GetKeyNameFromIO)(self.io) })
     }
 
-    /// Writes `BF.RESERVE key` and `args` (six or seven: a descriptor's, see
-    /// `partition::descriptor_args`) to the AOF being rewritten.
+    /// Writes `BF.RESERVE key` and `args` (a descriptor's, see `partition::descriptor_args`) to
+    /// the AOF being rewritten.
     pub fn emit_reserve(&self, key: *mut raw::RedisModuleString, args: &[String]) {
-        let arg = |i: usize| args.get(i).map_or(&b""[..], |arg| arg.as_bytes());
-        let [a0, a1, a2, a3, a4, a5, a6] = std::array::from_fn(arg);
-        let name = c"BF.RESERVE".as_ptr();
-        // SAFETY: a live AOF stream, the key Redis passed the callback, and a format naming one
-        // RedisModuleString and then a (pointer, length) pair per argument that follows, every
-        // one alive for the call.
+        let strings: Vec<*mut raw::RedisModuleString> = args
+            .iter()
+            // SAFETY: no context (the string is not auto-memory managed, and freed below);
+            // Redis copies `arg.len()` bytes into a new string.
+            .map(|arg| unsafe {
+                api!(RedisModule_CreateString)(std::ptr::null_mut(), arg.as_ptr().cast(), arg.len())
+            })
+            .collect();
+        // SAFETY: a live AOF stream, the key Redis passed the callback, and the "sv" format
+        // with one string and then a vector of `strings.len()` live strings (Redis takes a
+        // reference to each for the call); each is then freed once, with no context as created.
         unsafe {
-            let emit = api!(RedisModule_EmitAOF);
-            if args.len() == 6 {
-                emit(
-                    self.io,
-                    name,
-                    c"sbbbbbb".as_ptr(),
-                    key,
-                    a0.as_ptr(),
-                    a0.len(),
-                    a1.as_ptr(),
-                    a1.len(),
-                    a2.as_ptr(),
-                    a2.len(),
-                    a3.as_ptr(),
-                    a3.len(),
-                    a4.as_ptr(),
-                    a4.len(),
-                    a5.as_ptr(),
-                    a5.len(),
-                );
-            } else {
-                emit(
-                    self.io,
-                    name,
-                    c"sbbbbbbb".as_ptr(),
-                    key,
-                    a0.as_ptr(),
-                    a0.len(),
-                    a1.as_ptr(),
-                    a1.len(),
-                    a2.as_ptr(),
-                    a2.len(),
-                    a3.as_ptr(),
-                    a3.len(),
-                    a4.as_ptr(),
-                    a4.len(),
-                    a5.as_ptr(),
-                    a5.len(),
-                    a6.as_ptr(),
-                    a6.len(),
-                );
+            api!(RedisModule_EmitAOF)(
+                self.io,
+                c"BF.RESERVE".as_ptr(),
+                c"sv".as_ptr(),
+                key,
+                strings.as_ptr(),
+                strings.len(),
+            );
+            for string in strings {
+                api!(RedisModule_FreeString)(std::ptr::null_mut(), string);
             }
         }
     }
