@@ -72,8 +72,6 @@ fn format_version(layouts: impl IntoIterator<Item = Layout>) -> u8 {
 
 /// The largest expansion a filter may have (RedisBloom's bound).
 pub const MAX_EXPANSION: u32 = 32768;
-/// Most bytes of bits in one SCANDUMP chunk.
-pub const CHUNK_BYTES: u64 = 16 << 20;
 /// Most bytes of bits in one RDB string, so that saving and loading never hold a second copy of
 /// a big filter.
 pub const RDB_PIECE_BYTES: u64 = 64 << 20;
@@ -321,15 +319,4 @@ pub fn pieces(total: u64, piece: u64) -> impl Iterator<Item = (u64, u64)> {
         let offset = i * piece;
         (offset, piece.min(total - offset))
     })
-}
-
-/// Why a BF.LOADCHUNK data chunk was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChunkError {
-    /// The filter is not being loaded, or the chunk is not the next one.
-    Offset,
-    /// The chunk reaches past the end of the filter.
-    TooBig,
-    /// Too short or its checksum does not match.
-    BadData,
 }

@@ -223,6 +223,7 @@ pub mod replication;
 pub mod scalable;
 pub mod sizing;
 pub mod stored;
+pub mod transfer;
 pub mod window;
 
 pub use budget::{Budget, LimitError, MemoryBudget, Unlimited};

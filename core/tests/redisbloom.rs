@@ -9,12 +9,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rustbloom_core::encoding::ChunkError;
 use rustbloom_core::redisbloom::scandump::{decode_header, load_chunk, scandump_step};
 use rustbloom_core::redisbloom::{
     rdb, Hashing, LinkShape, RbAddOutcome, RbFilter, RbHash, RdbSink, RdbSource,
 };
 use rustbloom_core::stored::{self, StoredFilter};
+use rustbloom_core::transfer::{self, ChunkError};
 use rustbloom_core::{Filter, InsertError, Unlimited};
 
 fn fixtures() -> PathBuf {
@@ -385,7 +385,7 @@ fn check_our_encoding(filter: &RbFilter, what: &str) {
     assert_eq!(reencode(&value), value, "{what}: our encoding round trip");
 
     let stream = dump_stream(filter);
-    let mut loading = stored::decode_load_header(&stream[0], &mut Unlimited).expect("header");
+    let mut loading = transfer::decode_load_header(&stream[0], &mut Unlimited).expect("header");
     let mut iterator = 1u64;
     for (n, chunk) in stream[1..].iter().enumerate() {
         assert!(
@@ -393,7 +393,7 @@ fn check_our_encoding(filter: &RbFilter, what: &str) {
             "{what}: ready before its last chunk"
         );
         iterator += chunk.len() as u64;
-        stored::load_chunk(&mut loading, iterator, chunk).expect("chunk");
+        transfer::load_chunk(&mut loading, iterator, chunk).expect("chunk");
         if n == 0 {
             // Saved half-way, restored half-way: still waiting for the same chunks.
             assert_eq!(

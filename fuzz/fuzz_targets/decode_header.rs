@@ -16,7 +16,8 @@ use common::{
 };
 use libfuzzer_sys::fuzz_target;
 use rustbloom_core::redisbloom::{Arithmetic, RbAddOutcome, RbFilter};
-use rustbloom_core::stored::{decode_header, decode_load_header, load_chunk, scandump_step};
+use rustbloom_core::stored::decode_header;
+use rustbloom_core::transfer::{decode_load_header, load_chunk, scandump_step};
 use rustbloom_core::window::{encoding::HEADER_BYTES as WINDOW_HEADER_BYTES, WindowFilter};
 use rustbloom_core::{AddOutcome, BloomFilter, Filter, Outcome, StoredFilter, Unlimited};
 

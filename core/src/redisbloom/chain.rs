@@ -51,8 +51,9 @@ use std::borrow::Cow;
 use super::hash::{probe, Hashing, RbHash};
 use crate::bits::{self, BitStore};
 use crate::budget::{LimitError, MemoryBudget};
-use crate::encoding::{check, ChunkError, DecodeError};
+use crate::encoding::{check, DecodeError};
 use crate::scalable::InsertError;
+use crate::transfer::ChunkError;
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
 pub const NOROUND: u32 = 1;
