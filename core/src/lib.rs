@@ -169,14 +169,16 @@
 //! with its exact shape, the items up to where the operation stopped, each layer pushed), so the
 //! caller only sends it.
 //!
-//! # Encoding ([`encoding`])
+//! # Encoding ([`scalable::encoding`], [`stored`], [`transfer`])
 //!
 //! One versioned format serves RDB, DUMP/RESTORE, AOF rewrite and SCANDUMP/LOADCHUNK: a
-//! checksummed header describing every layer (see the picture in [`encoding`]), followed by the
-//! layers' bits in order as little-endian bytes, cut into chunks. The decoder validates every field
+//! checksummed header describing every layer (see the picture in [`scalable::encoding`]),
+//! followed by the layers' bits in order as little-endian bytes. The decoder validates every field
 //! and the consistency between them before it trusts any size. A layer's layout is stored as its
 //! number of cache lines (0 classic, 1 blocked, 2–4); headers with a layer in 2–4 lines are format
-//! version 2, all others stay version 1 and readable by releases before.
+//! version 2, all others stay version 1 and readable by releases before. [`stored`] tells the
+//! kinds' headers apart; [`transfer`] cuts the bits into checksummed chunks for SCANDUMP,
+//! BF.LOADCHUNK and the AOF rewrite; what every kind's decoder shares is in [`encoding`].
 //!
 //! # RedisBloom's filters ([`redisbloom`])
 //!

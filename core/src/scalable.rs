@@ -1,5 +1,7 @@
 //! The scalable filter: a stack of layers that grows by RedisBloom's rule.
 
+pub mod encoding;
+
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 
@@ -283,7 +285,7 @@ impl BloomFilter {
         })
     }
 
-    /// Reassembles a filter from decoded parts; see [`crate::encoding`], which validates.
+    /// Reassembles a filter from decoded parts; see [`encoding`], which validates.
     pub(crate) fn from_parts(params: FilterParams, layers: Vec<Layer>) -> BloomFilter {
         debug_assert!(!layers.is_empty());
         BloomFilter {

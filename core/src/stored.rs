@@ -3,18 +3,18 @@
 //! SCANDUMP/LOADCHUNK move the same header and bits in chunks: [`crate::transfer`]).
 //!
 //! Each kind of filter has its own header, told apart by its first four bytes: "RBLM" for a
-//! scalable filter ([`crate::encoding`]), "RBLW" for a window filter
+//! scalable filter ([`crate::scalable::encoding`]), "RBLW" for a window filter
 //! ([`crate::window::encoding`]), "RBLR" for a RedisBloom filter kept here
 //! ([`crate::redisbloom::envelope`]). The encoded bits follow, in the pieces of
 //! [`Filter::pieces`]. Every header records how many bytes of bits are valid, so that a key
 //! saved in the middle of a BF.LOADCHUNK load is restored in the middle of it.
 
 use crate::budget::MemoryBudget;
-use crate::encoding as scalable_encoding;
 use crate::encoding::DecodeError;
 use crate::filter::Filter;
 use crate::partition::{self, Descriptor, Partition, PartitionError};
 use crate::redisbloom::envelope;
+use crate::scalable::encoding as scalable_encoding;
 use crate::window::encoding as window_encoding;
 
 /// The value stored at a key. A filter whose bits are still arriving is marked as such, so no

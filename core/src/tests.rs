@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::encoding::encode_header_as;
+use super::scalable::encoding::encode_header_as;
 use super::sizing::{layer_size, lines_size, Layout};
 use super::stored::decode_header;
 use super::transfer::{decode_load_header, load_chunk, scandump_step, ChunkError, CHUNK_BYTES};

@@ -21,11 +21,11 @@
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::budget::MemoryBudget;
-use crate::encoding as scalable_encoding;
 use crate::encoding::DecodeError;
 use crate::filter::Filter;
 use crate::partition;
 use crate::redisbloom::{envelope, scandump as rb_scandump};
+use crate::scalable::encoding as scalable_encoding;
 use crate::stored::{decode_header, header_with, with_identity, StoredFilter};
 use crate::window::encoding as window_encoding;
 
