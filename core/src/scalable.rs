@@ -27,6 +27,10 @@ pub const NON_SCALING_MARGIN: f64 = 0.9;
 /// The largest capacity of a filter's first layer (RedisBloom's bound on a reservation).
 pub const MAX_CAPACITY: u64 = 1 << 30;
 
+/// The largest expansion a filter may have: RedisBloom's bound, which its own filters kept here
+/// ([`crate::redisbloom`]) are held to as well.
+pub const MAX_EXPANSION: u32 = 32768;
+
 /// A filter never has more layers than this. With expansion 2 that is 2^64 × the initial capacity;
 /// the cap exists for expansion 1, where every layer costs lookups on every later command.
 pub const MAX_LAYERS: usize = 64;

@@ -52,7 +52,7 @@ use super::hash::{probe, Hashing, RbHash};
 use crate::bits::{self, BitStore};
 use crate::budget::{LimitError, MemoryBudget};
 use crate::encoding::{check, DecodeError};
-use crate::scalable::InsertError;
+use crate::scalable::{InsertError, MAX_EXPANSION};
 use crate::transfer::ChunkError;
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
@@ -85,8 +85,6 @@ pub const MAX_CHAIN_HASHES: u64 = 1075 * 1076 / 2;
 /// How far a stored bits-per-entry may be from the one RedisBloom derives from the error rate
 /// (relative): C libraries' `log` differ in the last bits, never by this much.
 const BPE_TOLERANCE: f64 = 1e-6;
-/// The largest expansion RedisBloom accepts.
-pub const MAX_GROWTH: u32 = 32768;
 
 /// RedisBloom's decimal approximation of ln²2, which its bits-per-entry formula divides by.
 /// Using the exact value would make some links one bit different.
@@ -262,7 +260,7 @@ impl ChainShape {
                 "non-scaling filter with several links",
             )?;
         } else {
-            check((1..=MAX_GROWTH).contains(&header.growth), "growth")?;
+            check((1..=MAX_EXPANSION).contains(&header.growth), "growth")?;
         }
         if header.arithmetic == Arithmetic::Wrap32 {
             // Only RDB encoding 1 says Wrap32, and it implies these (see rdb::save).

@@ -43,7 +43,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::budget::MemoryBudget;
 use crate::encoding::{check, DecodeError, Fields};
 use crate::layer::{layer_allocation_size, Layer};
-use crate::scalable::{BloomFilter, FilterParams, Growth, MAX_CAPACITY, MAX_LAYERS};
+use crate::scalable::{BloomFilter, FilterParams, Growth, MAX_CAPACITY, MAX_EXPANSION, MAX_LAYERS};
 use crate::sizing::{LayerSize, Layout};
 
 pub(crate) const MAGIC: &[u8; 4] = b"RBLM";
@@ -64,9 +64,6 @@ fn format_version(layouts: impl IntoIterator<Item = Layout>) -> u8 {
         FORMAT_VERSION_1
     }
 }
-
-/// The largest expansion a filter may have (RedisBloom's bound).
-pub const MAX_EXPANSION: u32 = 32768;
 
 /// The header with a given loaded-bytes field.
 pub(crate) fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
