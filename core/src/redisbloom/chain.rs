@@ -384,24 +384,11 @@ impl Link {
     }
 }
 
-/// A link an add operation pushed: the one at `index`, with its exact shape (its `items` 0, as
-/// pushed), first used by the item at position `first_item` of the operation's batch.
-///
-/// The counterpart of [`GrownLayer`](crate::scalable::GrownLayer), which cannot carry it: a
-/// [`LayerSize`](crate::sizing::LayerSize) has no entries, error, bits per entry or power-of-two
-/// modulus (`n2`), and its bit counts must be multiples of 64, while a RedisBloom link's modulus
-/// need not be. So the link's own [`LinkShape`] is recorded, everything RedisBloom stores for it:
-/// what the Redis glue needs to replicate the growth explicitly.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GrownLink {
-    pub index: usize,
-    pub shape: LinkShape,
-    pub first_item: usize,
-}
-
 /// What one add operation on a RedisBloom filter did, item by item, as
-/// [`AddOutcome`](crate::scalable::AddOutcome) for our filters (with [`GrownLink`]s for layers);
-/// filled as the operation goes.
+/// [`AddOutcome`](crate::scalable::AddOutcome) for our filters; filled as the operation goes.
+/// The links it pushed are not recorded: they follow from the items by RedisBloom's own
+/// deterministic rule, so a replica given the same items pushes the same links
+/// ([`crate::replication`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RbAddOutcome {
     /// One entry per processed item, in order: true when it was new (and counted).
@@ -409,8 +396,6 @@ pub struct RbAddOutcome {
     /// What stopped the operation at item `added.len()`, if anything did. Never
     /// [`InsertError::Present`], which is recorded as `false` in `added`.
     pub error: Option<InsertError>,
-    /// Links pushed, in order.
-    pub grown: Vec<GrownLink>,
 }
 
 impl RbAddOutcome {
@@ -587,19 +572,19 @@ impl RbFilter {
         budget: &mut B,
     ) -> Result<bool, InsertError> {
         match self.insert_hash(self.hash(item), budget) {
-            Ok(_) => Ok(true),
+            Ok(()) => Ok(true),
             Err(InsertError::Present) => Ok(false),
             Err(error) => Err(error),
         }
     }
 
-    /// Adds a hashed item: Ok with the link it had to push first, if any (its index and shape);
-    /// Err(Present) when a link already has it. On error nothing changed.
+    /// Adds a hashed item, pushing a link first if the newest is full; Err(Present) when a link
+    /// already has it. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
         &mut self,
         hash: RbHash,
         budget: &mut B,
-    ) -> Result<Option<(usize, LinkShape)>, InsertError> {
+    ) -> Result<(), InsertError> {
         if self.contains_hash(hash) {
             return Err(InsertError::Present);
         }
@@ -614,18 +599,16 @@ impl RbFilter {
             });
         };
         let newest = self.links.last().expect("a filter always has a link");
-        let grown = if newest.shape.items >= newest.item_limit {
-            Some(self.grow(budget)?)
-        } else {
-            None
-        };
+        if newest.shape.items >= newest.item_limit {
+            self.grow(budget)?;
+        }
         let arithmetic = self.header.arithmetic;
         let newest = self.links.last_mut().expect("a filter always has a link");
         // Below its item limit, so below u64::MAX.
         newest.shape.items += 1;
         newest.set(hash, arithmetic);
         self.header.items = items;
-        Ok(grown)
+        Ok(())
     }
 
     /// Looks up items in order, calling `found` with each answer.
@@ -639,10 +622,9 @@ impl RbFilter {
         }
     }
 
-    /// Adds items in order, recording each result (and each link pushed, with the item that
-    /// first needed it) in `outcome` as it goes; stops at the first error (as RedisBloom's
-    /// BF.MADD stops at a full non-scaling filter). One operation: `budget` is charged for the
-    /// sum of the links it pushes.
+    /// Adds items in order, recording each result in `outcome` as it goes; stops at the first
+    /// error (as RedisBloom's BF.MADD stops at a full non-scaling filter). One operation:
+    /// `budget` is charged for the sum of the links it pushes.
     pub fn insert_many<'a, B: MemoryBudget + ?Sized>(
         &mut self,
         items: impl IntoIterator<Item = &'a [u8]>,
@@ -651,16 +633,7 @@ impl RbFilter {
     ) {
         for item in items {
             match self.insert_hash(self.hash(item), budget) {
-                Ok(grown) => {
-                    if let Some((index, shape)) = grown {
-                        outcome.grown.push(GrownLink {
-                            index,
-                            shape,
-                            first_item: outcome.added.len(),
-                        });
-                    }
-                    outcome.added.push(true);
-                }
+                Ok(()) => outcome.added.push(true),
                 Err(InsertError::Present) => outcome.added.push(false),
                 Err(error) => {
                     outcome.error = Some(error);
@@ -715,11 +688,8 @@ impl RbFilter {
     }
 
     /// Pushes the next link, if `budget` admits its allocation size and the system gives the
-    /// memory; returns its index and shape.
-    fn grow<B: MemoryBudget + ?Sized>(
-        &mut self,
-        budget: &mut B,
-    ) -> Result<(usize, LinkShape), InsertError> {
+    /// memory.
+    fn grow<B: MemoryBudget + ?Sized>(&mut self, budget: &mut B) -> Result<(), InsertError> {
         let shape = self.next_link()?;
         let allocation = shape.allocated_bytes();
         budget
@@ -729,9 +699,8 @@ impl RbFilter {
             )
             .map_err(InsertError::Limit)?;
         let link = Link::zeroed(shape).map_err(InsertError::Limit)?;
-        let index = self.links.len();
         self.links.push(link);
-        Ok((index, shape))
+        Ok(())
     }
 
     /// Writes a SCANDUMP data chunk at byte `offset` of all arrays laid end to end. RedisBloom
