@@ -367,6 +367,16 @@ pub struct Inserted {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutOfRange;
 
+/// What an add to a window filter did, as [`AddOutcome`](crate::AddOutcome) for a scalable
+/// filter.
+#[derive(Debug)]
+pub struct WindowOutcome {
+    /// One entry per processed item: true when it was absent from the window before.
+    pub added: Vec<bool>,
+    /// The timestamp the write used (what replication and the AOF must carry).
+    pub at_ms: u64,
+}
+
 /// A sliding-window Bloom filter (see [`crate::window`] for the design and its guarantees).
 /// Not `Clone`, like [`crate::BloomFilter`]: a copy allocates its bits, so it goes through a
 /// budget ([`WindowFilter::try_clone`]).

@@ -50,7 +50,7 @@ use std::borrow::Cow;
 
 use super::hash::{probe, Hashing, RbHash};
 use crate::bits::{self, BitStore};
-use crate::budget::{LimitError, MemoryBudget};
+use crate::budget::{allocation_size, LimitError, MemoryBudget};
 use crate::encoding::{check, DecodeError};
 use crate::scalable::{InsertError, MAX_EXPANSION};
 use crate::transfer::ChunkError;
@@ -538,6 +538,13 @@ impl RbFilter {
         self.links.iter().skip(first).fold(0u64, |sum, link| {
             sum.saturating_add(link.shape.allocated_bytes())
         })
+    }
+
+    /// Bytes this filter occupies in memory, bits and bookkeeping (the chain and its links'
+    /// array), as the allocator counts them.
+    pub fn memory_usage(&self) -> u64 {
+        let bookkeeping = std::mem::size_of::<RbFilter>() + std::mem::size_of_val(self.links());
+        allocation_size(bookkeeping as u64) + self.allocated_bytes()
     }
 
     pub fn is_scaling(&self) -> bool {
