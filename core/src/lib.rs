@@ -211,6 +211,24 @@
 //! adjacent cache lines. Time is always passed in by the caller (absolute Unix ms) and the ring
 //! advances lazily on writes, reproducibly; it has its own encoding ([`window::encoding`]). The
 //! module documentation compares it with Age-Partitioned Bloom Filters.
+//!
+//! # Map of the crate
+//!
+//! ```text
+//!   hash, sizing, math   an item's probe positions; a layer's bits and hashes for (n, ε)
+//!   bits, layer          a layer's words in memory (one block or pieces); one layer
+//!   scalable             the scalable filter; scalable/encoding.rs its header ("RBLM")
+//!   window               the sliding-window ring; window/params.rs its parameters and shape,
+//!                        window/encoding.rs its header ("RBLW")
+//!   redisbloom           filters migrated from RedisBloom: links, hashes, RDB, SCANDUMP, envelope
+//!   filter               the three kinds behind one interface (Filter, Outcome)
+//!   partition            partitioned filters: routing, identity ("RBLP"), descriptor ("RBLD")
+//!   stored               what a key holds (StoredValue) and its saved header, of any kind
+//!   transfer             SCANDUMP, BF.LOADCHUNK and the AOF rewrite: a header, then chunks
+//!   encoding             what every kind's decoder shares (DecodeError, field reader, pieces)
+//!   replication          what replicas and the AOF must apply after an operation
+//!   budget               the memory budget every allocation asks first
+//! ```
 
 pub mod bits;
 pub mod budget;
