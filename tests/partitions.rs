@@ -309,6 +309,9 @@ fn save_restart_and_aof_rewrite_keep_the_identity() {
     let keys = create(&mut c, "clicks", 4000, &["EXPANSION", "4"]);
     let items = items("item", 1000);
     add_routed(&mut c, &keys, &items);
+    // A descriptor of each growth: its BF.RESERVE in the rewritten AOF has 6 or 7 arguments.
+    let fixed = create(&mut c, "views", 4000, &["NONSCALING"]);
+    add_routed(&mut c, &fixed, &items);
     let before = dataset_digest(&mut c);
     raw_ok(&mut c, &["BGREWRITEAOF"]);
     wait_rewrite_done(&mut c);
@@ -321,6 +324,7 @@ fn save_restart_and_aof_rewrite_keep_the_identity() {
         value_to_string(field(&info_map(&mut c, "clicks"), "Expansion rate")),
         "4"
     );
+    assert_kept(&mut c, &fixed[0], "views", &items);
 
     raw_ok(&mut c, &["SAVE"]);
     drop(c);

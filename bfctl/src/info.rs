@@ -5,7 +5,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rustbloom_client::{scandump, Client, Connection, Filter, FilterInfo, KeyInfo};
-use rustbloom_core::encoding::parse_header;
+use rustbloom_core::scalable::encoding::parse_header;
 
 use crate::bar;
 use crate::plan::human_bytes;

@@ -4,6 +4,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rustbloom_client::routing::{partition_capacity, MAX_PARTITIONS};
+use rustbloom_core::scalable::{MAX_CAPACITY, MAX_EXPANSION};
 use rustbloom_core::sizing::expected_error_rate;
 use rustbloom_core::{FilterParams, Growth};
 
@@ -46,8 +47,8 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         (false, x) => Some(x.unwrap_or(2)),
     };
     if let Some(x) = expansion {
-        if !(1..=32768).contains(&x) {
-            bail!("--expansion must be in [1, 32768]");
+        if !(1..=MAX_EXPANSION).contains(&x) {
+            bail!("--expansion must be in [1, {MAX_EXPANSION}]");
         }
     }
     let growth_args = match (args.window, expansion) {
@@ -137,10 +138,10 @@ fn table(
     reserve: &str,
     prefix: &str,
 ) -> Result<u64> {
-    if !(1..=1 << 30).contains(&items) {
+    if !(1..=MAX_CAPACITY).contains(&items) {
         bail!(
-            "{prefix}must be in [1, 1073741824] (BF.RESERVE's capacity range); a scaling filter \
-             grows past it"
+            "{prefix}must be in [1, {MAX_CAPACITY}] (BF.RESERVE's capacity range); a scaling \
+             filter grows past it"
         );
     }
     let params = FilterParams {

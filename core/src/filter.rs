@@ -13,9 +13,9 @@
 
 use crate::budget::LimitError;
 use crate::budget::MemoryBudget;
-use crate::redisbloom::{RbAddOutcome, RbFilter};
+use crate::redisbloom::{Hashing, RbAddOutcome, RbFilter};
 use crate::scalable::{AddOutcome, BloomFilter, Growth, InsertError};
-use crate::window::WindowFilter;
+use crate::window::{WindowFilter, WindowOutcome};
 
 /// RedisBloom's BF.INFO Size counts its chain's structure (32 bytes on 64-bit builds) ...
 pub const INFO_SIZE_PER_FILTER: u64 = 32;
@@ -55,15 +55,6 @@ pub enum Outcome {
     Scalable(AddOutcome),
     Window(WindowOutcome),
     RedisBloom(RbAddOutcome),
-}
-
-/// What an add to a window filter did.
-#[derive(Debug)]
-pub struct WindowOutcome {
-    /// One entry per processed item: true when it was absent from the window before.
-    pub added: Vec<bool>,
-    /// The timestamp the write used (what replication and the AOF must carry).
-    pub at_ms: u64,
 }
 
 impl Outcome {
@@ -263,11 +254,9 @@ impl Filter {
                     .collect()
             }
             Filter::RedisBloom(filter) => {
-                let hash_width = if filter.header().options & crate::redisbloom::chain::FORCE64 != 0
-                {
-                    64
-                } else {
-                    32
+                let hash_width = match filter.hashing() {
+                    Hashing::Murmur64 => 64,
+                    Hashing::Murmur32 => 32,
                 };
                 filter
                     .links()
@@ -294,11 +283,7 @@ impl Filter {
         match self {
             Filter::Scalable(filter) => filter.memory_usage(),
             Filter::Window(filter) => filter.memory_usage(),
-            Filter::RedisBloom(filter) => {
-                let bookkeeping =
-                    std::mem::size_of::<RbFilter>() + std::mem::size_of_val(filter.links());
-                crate::budget::allocation_size(bookkeeping as u64) + filter.allocated_bytes()
-            }
+            Filter::RedisBloom(filter) => filter.memory_usage(),
         }
     }
 

@@ -169,14 +169,16 @@
 //! with its exact shape, the items up to where the operation stopped, each layer pushed), so the
 //! caller only sends it.
 //!
-//! # Encoding ([`encoding`])
+//! # Encoding ([`scalable::encoding`], [`stored`], [`transfer`])
 //!
 //! One versioned format serves RDB, DUMP/RESTORE, AOF rewrite and SCANDUMP/LOADCHUNK: a
-//! checksummed header describing every layer (see the picture in [`encoding`]), followed by the
-//! layers' bits in order as little-endian bytes, cut into chunks. The decoder validates every field
+//! checksummed header describing every layer (see the picture in [`scalable::encoding`]),
+//! followed by the layers' bits in order as little-endian bytes. The decoder validates every field
 //! and the consistency between them before it trusts any size. A layer's layout is stored as its
 //! number of cache lines (0 classic, 1 blocked, 2–4); headers with a layer in 2–4 lines are format
-//! version 2, all others stay version 1 and readable by releases before.
+//! version 2, all others stay version 1 and readable by releases before. [`stored`] tells the
+//! kinds' headers apart; [`transfer`] cuts the bits into checksummed chunks for SCANDUMP,
+//! BF.LOADCHUNK and the AOF rewrite; what every kind's decoder shares is in [`encoding`].
 //!
 //! # RedisBloom's filters ([`redisbloom`])
 //!
@@ -209,6 +211,24 @@
 //! adjacent cache lines. Time is always passed in by the caller (absolute Unix ms) and the ring
 //! advances lazily on writes, reproducibly; it has its own encoding ([`window::encoding`]). The
 //! module documentation compares it with Age-Partitioned Bloom Filters.
+//!
+//! # Map of the crate
+//!
+//! ```text
+//!   hash, sizing, math   an item's probe positions; a layer's bits and hashes for (n, ε)
+//!   bits, layer          a layer's words in memory (one block or pieces); one layer
+//!   scalable             the scalable filter; scalable/encoding.rs its header ("RBLM")
+//!   window               the sliding-window ring; window/params.rs its parameters and shape,
+//!                        window/encoding.rs its header ("RBLW")
+//!   redisbloom           filters migrated from RedisBloom: links, hashes, RDB, SCANDUMP, envelope
+//!   filter               the three kinds behind one interface (Filter, Outcome)
+//!   partition            partitioned filters: routing, identity ("RBLP"), descriptor ("RBLD")
+//!   stored               what a key holds (StoredValue) and its saved header, of any kind
+//!   transfer             SCANDUMP, BF.LOADCHUNK and the AOF rewrite: a header, then chunks
+//!   encoding             what every kind's decoder shares (DecodeError, field reader, pieces)
+//!   replication          what replicas and the AOF must apply after an operation
+//!   budget               the memory budget every allocation asks first
+//! ```
 
 pub mod bits;
 pub mod budget;
@@ -223,6 +243,7 @@ pub mod replication;
 pub mod scalable;
 pub mod sizing;
 pub mod stored;
+pub mod transfer;
 pub mod window;
 
 pub use budget::{Budget, LimitError, MemoryBudget, Unlimited};

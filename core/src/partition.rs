@@ -57,7 +57,8 @@ use std::sync::OnceLock;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-use crate::encoding::{DecodeError, MAX_EXPANSION};
+use crate::encoding::DecodeError;
+use crate::scalable::MAX_EXPANSION;
 use crate::scalable::{Growth, MAX_CAPACITY};
 use crate::window::{MAX_WINDOW_MS, MIN_WINDOW_MS};
 

@@ -1,5 +1,7 @@
 //! The scalable filter: a stack of layers that grows by RedisBloom's rule.
 
+pub mod encoding;
+
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 
@@ -24,6 +26,10 @@ pub const NON_SCALING_MARGIN: f64 = 0.9;
 
 /// The largest capacity of a filter's first layer (RedisBloom's bound on a reservation).
 pub const MAX_CAPACITY: u64 = 1 << 30;
+
+/// The largest expansion a filter may have: RedisBloom's bound, which its own filters kept here
+/// ([`crate::redisbloom`]) are held to as well.
+pub const MAX_EXPANSION: u32 = 32768;
 
 /// A filter never has more layers than this. With expansion 2 that is 2^64 × the initial capacity;
 /// the cap exists for expansion 1, where every layer costs lookups on every later command.
@@ -283,7 +289,7 @@ impl BloomFilter {
         })
     }
 
-    /// Reassembles a filter from decoded parts; see [`crate::encoding`], which validates.
+    /// Reassembles a filter from decoded parts; see [`encoding`], which validates.
     pub(crate) fn from_parts(params: FilterParams, layers: Vec<Layer>) -> BloomFilter {
         debug_assert!(!layers.is_empty());
         BloomFilter {

@@ -1,27 +1,20 @@
 //! What a key holds: a filter that answers, or one still arriving by BF.LOADCHUNK; and the one
-//! encoding of each, which RDB, DUMP/RESTORE, AOF rewrite, SCANDUMP/LOADCHUNK and the digest
-//! share.
+//! encoding of each, which RDB, DUMP/RESTORE and the digest share (the AOF rewrite and
+//! SCANDUMP/LOADCHUNK move the same header and bits in chunks: [`crate::transfer`]).
 //!
 //! Each kind of filter has its own header, told apart by its first four bytes: "RBLM" for a
-//! scalable filter ([`crate::encoding`]), "RBLW" for a window filter
+//! scalable filter ([`crate::scalable::encoding`]), "RBLW" for a window filter
 //! ([`crate::window::encoding`]), "RBLR" for a RedisBloom filter kept here
 //! ([`crate::redisbloom::envelope`]). The encoded bits follow, in the pieces of
 //! [`Filter::pieces`]. Every header records how many bytes of bits are valid, so that a key
 //! saved in the middle of a BF.LOADCHUNK load is restored in the middle of it.
-//!
-//! SCANDUMP and BF.LOADCHUNK move our kinds as the header followed by checksummed chunks (see
-//! [`crate::encoding`]); a RedisBloom filter's SCANDUMP is RedisBloom's own format, so that its
-//! stream loads back into RedisBloom, and BF.LOADCHUNK recognises that format's header. The AOF
-//! rewrite starts a RedisBloom filter with its envelope instead (RedisBloom's header cannot say
-//! everything its bits depend on), followed by the same raw chunks.
-
-use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::budget::MemoryBudget;
-use crate::encoding::{self, ChunkError, DecodeError, CHUNK_BYTES};
+use crate::encoding::DecodeError;
 use crate::filter::Filter;
 use crate::partition::{self, Descriptor, Partition, PartitionError};
-use crate::redisbloom::{envelope, scandump as rb_scandump};
+use crate::redisbloom::envelope;
+use crate::scalable::encoding as scalable_encoding;
 use crate::window::encoding as window_encoding;
 
 /// The value stored at a key. A filter whose bits are still arriving is marked as such, so no
@@ -29,12 +22,12 @@ use crate::window::encoding as window_encoding;
 /// filter to query or add to.
 #[derive(Debug, PartialEq)]
 pub struct StoredFilter {
-    filter: Filter,
+    pub(crate) filter: Filter,
     /// While being loaded by BF.LOADCHUNK: the first `n` bytes of its bits have arrived, in
-    /// order; the rest are zero.
-    loading: Option<u64>,
+    /// order; the rest are zero ([`crate::transfer`] advances it).
+    pub(crate) loading: Option<u64>,
     /// Which partition of a partitioned filter this is, if it is one ([`crate::partition`]).
-    partition: Option<Partition>,
+    pub(crate) partition: Option<Partition>,
 }
 
 /// What a key of the module's type holds: a filter, or the descriptor of a partitioned filter.
@@ -96,9 +89,6 @@ fn filter_seed(filter: &Filter) -> Option<u64> {
         Filter::RedisBloom(_) => None,
     }
 }
-
-/// Bytes of the checksum that ends a data chunk of our kinds.
-const CHECKSUM_BYTES: usize = 8;
 
 impl StoredFilter {
     /// A complete filter.
@@ -188,17 +178,6 @@ impl StoredFilter {
         )
     }
 
-    /// One step of BF.SCANDUMP ([`scandump_step`]), the header carrying the partition identity.
-    pub fn scandump_step(&self, iterator: u64) -> (u64, Vec<u8>) {
-        let (next, data) = scandump_step(&self.filter, iterator);
-        match (iterator, &self.filter) {
-            (0, Filter::Scalable(_) | Filter::Window(_)) => {
-                (next, with_identity(self.partition.as_ref(), data))
-            }
-            _ => (next, data),
-        }
-    }
-
     /// The byte ranges of bits to save after the header: all of them (a partial load's missing
     /// bytes are zero, and saved as such, so the pieces are those of a complete filter).
     pub fn pieces(&self, piece: u64) -> Vec<(u64, u64)> {
@@ -207,16 +186,16 @@ impl StoredFilter {
 }
 
 /// The saved header of `filter` with a loaded-bytes count.
-fn header_with(filter: &Filter, loaded: u64) -> Vec<u8> {
+pub(crate) fn header_with(filter: &Filter, loaded: u64) -> Vec<u8> {
     match filter {
-        Filter::Scalable(filter) => encoding::encode_header_as(filter, loaded),
+        Filter::Scalable(filter) => scalable_encoding::encode_header_as(filter, loaded),
         Filter::Window(filter) => window_encoding::encode_header_as(filter, loaded),
         Filter::RedisBloom(filter) => envelope::encode_header(filter, loaded),
     }
 }
 
 /// A filter's header, wrapped in its partition identity when it has one.
-fn with_identity(partition: Option<&Partition>, header: Vec<u8>) -> Vec<u8> {
+pub(crate) fn with_identity(partition: Option<&Partition>, header: Vec<u8>) -> Vec<u8> {
     match partition {
         Some(partition) => partition::encode_identity(partition, &header),
         None => header,
@@ -246,7 +225,8 @@ pub fn decode_header<B: MemoryBudget + ?Sized>(
     if bytes.get(..4) == Some(partition::IDENTITY_MAGIC.as_slice()) {
         let (partition, inner) = partition::decode_identity(bytes)?;
         let ours = inner.get(..4).is_some_and(|magic| {
-            magic == encoding::MAGIC.as_slice() || magic == window_encoding::MAGIC.as_slice()
+            magic == scalable_encoding::MAGIC.as_slice()
+                || magic == window_encoding::MAGIC.as_slice()
         });
         if !ours {
             return Err(DecodeError::Corrupt("a partition of another kind"));
@@ -269,7 +249,7 @@ pub fn decode_header<B: MemoryBudget + ?Sized>(
             (Filter::RedisBloom(filter), loaded)
         }
         _ => {
-            let (filter, loaded) = encoding::decode_scalable_header(bytes, budget)?;
+            let (filter, loaded) = scalable_encoding::decode_scalable_header(bytes, budget)?;
             (Filter::Scalable(filter), loaded)
         }
     };
@@ -289,177 +269,4 @@ impl StoredFilter {
             }
         }
     }
-}
-
-/// The header BF.LOADCHUNK starts a load of one of our kinds with: the filter's header as if
-/// complete. Its checksum names the filter a chunk belongs to, the same before, during and
-/// after a load.
-fn transfer_header(filter: &Filter) -> Vec<u8> {
-    header_with(filter, filter.bytes())
-}
-
-fn header_checksum(filter: &Filter) -> u64 {
-    let header = transfer_header(filter);
-    u64::from_le_bytes(header[header.len() - 8..].try_into().expect("8 bytes"))
-}
-
-fn chunk_checksum(header_checksum: u64, offset: u64, bits: &[u8]) -> u64 {
-    xxh3_64_with_seed(bits, header_checksum.wrapping_add(offset))
-}
-
-/// One step of BF.SCANDUMP: for `iterator` 0 the header with next iterator 1; for iterator
-/// `1 + offset` the chunk of bits starting at `offset` with the iterator that follows it (which
-/// is also the one BF.LOADCHUNK wants with this chunk); past the end `(0, [])`. A RedisBloom
-/// filter answers in RedisBloom's own format.
-pub fn scandump_step(filter: &Filter, iterator: u64) -> (u64, Vec<u8>) {
-    if let Filter::RedisBloom(filter) = filter {
-        return rb_scandump::scandump_step(filter, iterator);
-    }
-    if iterator == 0 {
-        return (1, transfer_header(filter));
-    }
-    let offset = iterator - 1;
-    let total = filter.bytes();
-    if offset >= total {
-        return (0, Vec::new());
-    }
-    let len = CHUNK_BYTES.min(total - offset);
-    (iterator + len, data_chunk(filter, offset, len))
-}
-
-/// The BF.LOADCHUNK commands that recreate `stored` as it is (AOF rewrite): the header, then
-/// the chunks of the bits that have arrived, each with its iterator. A partial load stays
-/// partial until its remaining chunks arrive. Every kind loads back to the same bits: a
-/// RedisBloom filter's header is its envelope, which keeps what RedisBloom's SCANDUMP header
-/// cannot say (the 32-bit arithmetic of RDB encoding 1), and its chunks are RedisBloom's.
-pub fn load_commands(stored: &StoredFilter) -> impl Iterator<Item = (u64, Vec<u8>)> + '_ {
-    let filter = &stored.filter;
-    let loaded = stored.loaded_bytes();
-    let header = with_identity(stored.partition.as_ref(), transfer_header(filter));
-    let chunk_bytes = match filter {
-        Filter::RedisBloom(_) => rb_scandump::CHUNK_BYTES,
-        _ => CHUNK_BYTES,
-    };
-    let header_checksum = header_checksum(filter);
-    std::iter::once((1, header)).chain(filter.pieces(loaded, chunk_bytes).into_iter().map(
-        move |(offset, len)| {
-            let chunk = match filter {
-                Filter::RedisBloom(_) => {
-                    let mut bits = vec![0; len as usize];
-                    filter.read_bits(offset, &mut bits);
-                    bits
-                }
-                _ => checksummed_chunk(filter, header_checksum, offset, len),
-            };
-            (1 + offset + len, chunk)
-        },
-    ))
-}
-
-/// The data chunk of `len` bytes of bits at `offset` of one of our kinds.
-fn data_chunk(filter: &Filter, offset: u64, len: u64) -> Vec<u8> {
-    checksummed_chunk(filter, header_checksum(filter), offset, len)
-}
-
-fn checksummed_chunk(filter: &Filter, header_checksum: u64, offset: u64, len: u64) -> Vec<u8> {
-    let mut chunk = vec![0u8; len as usize + CHECKSUM_BYTES];
-    let (bits, trailer) = chunk.split_at_mut(len as usize);
-    filter.read_bits(offset, bits);
-    let checksum = chunk_checksum(header_checksum, offset, bits);
-    trailer.copy_from_slice(&checksum.to_le_bytes());
-    chunk
-}
-
-/// Decodes a BF.LOADCHUNK header: one of our kinds' complete headers (a RedisBloom filter's
-/// envelope included, as the AOF rewrite writes it), or a RedisBloom SCANDUMP header (recognised
-/// when it is not ours), giving an all-zero filter that waits for its chunks.
-pub fn decode_load_header<B: MemoryBudget + ?Sized>(
-    bytes: &[u8],
-    budget: &mut B,
-) -> Result<StoredFilter, DecodeError> {
-    let ours = bytes.get(..4).is_some_and(|magic| {
-        [
-            encoding::MAGIC,
-            window_encoding::MAGIC,
-            envelope::MAGIC,
-            partition::IDENTITY_MAGIC,
-        ]
-        .iter()
-        .any(|ours| ours.as_slice() == magic)
-    });
-    let (filter, partition) = if ours {
-        let stored = decode_header(bytes, budget)?;
-        if stored.is_loading() {
-            return Err(DecodeError::Corrupt("not the header of a complete filter"));
-        }
-        (stored.filter, stored.partition)
-    } else {
-        (
-            Filter::RedisBloom(rb_scandump::decode_header(bytes, budget)?),
-            None,
-        )
-    };
-    Ok(StoredFilter {
-        filter,
-        loading: Some(0),
-        partition,
-    })
-}
-
-/// Applies a BF.LOADCHUNK data chunk (`iterator` ≥ 2, as SCANDUMP returned it) to a value that
-/// is being loaded. Chunks must arrive in order; the last one completes the load.
-pub fn load_chunk(
-    stored: &mut StoredFilter,
-    iterator: u64,
-    chunk: &[u8],
-) -> Result<(), ChunkError> {
-    let Some(loaded) = stored.loading else {
-        return Err(ChunkError::Offset);
-    };
-    let filter = &mut stored.filter;
-    let (bits, trailer) = match filter {
-        Filter::RedisBloom(_) => (chunk, None),
-        _ => {
-            let len = chunk
-                .len()
-                .checked_sub(CHECKSUM_BYTES)
-                .ok_or(ChunkError::BadData)?;
-            let (bits, trailer) = chunk.split_at(len);
-            (bits, Some(trailer))
-        }
-    };
-    if bits.is_empty() {
-        return Err(ChunkError::BadData);
-    }
-    let len = bits.len() as u64;
-    let offset = iterator.checked_sub(1 + len).ok_or(ChunkError::Offset)?;
-    if offset != loaded {
-        return Err(ChunkError::Offset);
-    }
-    let end = offset + len;
-    if end > filter.bytes() {
-        return Err(ChunkError::TooBig);
-    }
-    match (&mut *filter, trailer) {
-        (Filter::RedisBloom(rb), _) => rb.write_bits(offset, bits)?,
-        (_, Some(trailer)) => {
-            let stored_checksum = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
-            if chunk_checksum(header_checksum(filter), offset, bits) != stored_checksum {
-                return Err(ChunkError::BadData);
-            }
-            filter.write_bits(offset, bits);
-            // The last chunk of a window filter: its counts must agree with its bits (see
-            // crate::window::encoding); refused, the chunk's bytes are zeroed again, so the
-            // filter holds no bits its counts do not account for.
-            if let Filter::Window(window) = &mut *filter {
-                if end == window.bytes() && !window.counts_match_bits() {
-                    filter.write_bits(offset, &vec![0; bits.len()]);
-                    return Err(ChunkError::BadData);
-                }
-            }
-        }
-        (_, None) => unreachable!("our kinds' chunks carry a checksum"),
-    }
-    stored.loading = (end < stored.filter.bytes()).then_some(end);
-    Ok(())
 }

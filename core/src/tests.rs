@@ -4,9 +4,10 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::encoding::{encode_header_as, ChunkError, CHUNK_BYTES};
+use super::scalable::encoding::encode_header_as;
 use super::sizing::{layer_size, lines_size, Layout};
-use super::stored::{decode_header, decode_load_header, load_chunk, scandump_step};
+use super::stored::decode_header;
+use super::transfer::{decode_load_header, load_chunk, scandump_step, ChunkError, CHUNK_BYTES};
 use super::{
     AddOutcome, BloomFilter, Budget, FilterParams, Growth, InsertError, StoredFilter, Unlimited,
 };

@@ -4,7 +4,8 @@
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::budget::LimitError;
-use super::encoding::{encode_header_as, DecodeError};
+use super::encoding::DecodeError;
+use super::scalable::encoding::encode_header_as;
 use super::scalable::PushError;
 use super::stored::decode_header;
 use super::{AddOutcome, BloomFilter, Budget, FilterParams, Growth, InsertError, Unlimited};

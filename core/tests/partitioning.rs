@@ -12,9 +12,8 @@ use rustbloom_core::partition::{
     self, key_slot, partition_capacity, partition_key, route, slot_tag, Descriptor, Partition,
     PartitionError, PartitionGrowth,
 };
-use rustbloom_core::stored::{
-    decode_header, decode_load_header, decode_value, load_chunk, load_commands,
-};
+use rustbloom_core::stored::{decode_header, decode_value};
+use rustbloom_core::transfer::{decode_load_header, load_chunk, load_commands};
 use rustbloom_core::{
     BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, StoredFilter, StoredValue,
     Unlimited, WindowFilter, WindowParams,

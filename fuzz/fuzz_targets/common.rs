@@ -4,7 +4,7 @@
 
 use rustbloom_core::redisbloom::chain::{LinkShape, RbFilter, FORCE64, NOROUND, NO_SCALING};
 use rustbloom_core::redisbloom::scandump;
-use rustbloom_core::stored::scandump_step;
+use rustbloom_core::transfer::scandump_step;
 use rustbloom_core::window::{WindowFilter, WindowParams};
 use rustbloom_core::{
     AddOutcome, BloomFilter, Budget, Filter, FilterParams, Growth, StoredFilter, Unlimited,

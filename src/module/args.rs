@@ -1,7 +1,7 @@
 //! The one place command arguments are parsed: typed results, and one error reply per failure.
 
-use rustbloom_core::encoding::MAX_EXPANSION;
 use rustbloom_core::partition::{Partition, PartitionError, MAX_PARTITIONS};
+use rustbloom_core::scalable::MAX_EXPANSION;
 use rustbloom_core::scalable::{MAX_CAPACITY, MAX_LAYERS};
 use rustbloom_core::sizing::Layout;
 use rustbloom_core::window::{MAX_WINDOW_MS, MIN_WINDOW_MS};

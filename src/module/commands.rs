@@ -22,12 +22,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::budget::LimitError;
-use rustbloom_core::encoding::ChunkError;
 use rustbloom_core::partition::Partition;
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::{add_effects, Creation, Effect};
 use rustbloom_core::scalable::{CreateError, PushError};
-use rustbloom_core::stored::{decode_load_header, load_chunk};
+use rustbloom_core::transfer::{decode_load_header, load_chunk, ChunkError};
 use rustbloom_core::window::WindowError;
 use rustbloom_core::{
     BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, LayerSize, Outcome,

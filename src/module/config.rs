@@ -12,8 +12,8 @@ use redis_module::configuration::{
 use redis_module::{enum_configuration, raw, Context};
 
 use rustbloom_core::budget::LimitError;
-use rustbloom_core::encoding::MAX_EXPANSION;
 use rustbloom_core::scalable::MAX_CAPACITY;
+use rustbloom_core::scalable::MAX_EXPANSION;
 use rustbloom_core::Growth;
 
 use super::args;

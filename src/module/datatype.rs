@@ -17,7 +17,8 @@ use redis_module::{native_types::RedisType, raw};
 use rustbloom_core::budget::LimitError;
 use rustbloom_core::encoding::RDB_PIECE_BYTES;
 use rustbloom_core::redisbloom::{rdb as rb_rdb, RdbError, RdbSource};
-use rustbloom_core::stored::{decode_value, load_commands};
+use rustbloom_core::stored::decode_value;
+use rustbloom_core::transfer::load_commands;
 use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
 use super::config;

@@ -265,18 +265,13 @@ impl Command {
     /// Replicates `command` with `args` (the key first, as raw bytes). Several calls in one
     /// command reach replicas and the AOF wrapped in MULTI/EXEC.
     pub fn replicate<'a>(&self, command: &str, args: impl IntoIterator<Item = &'a [u8]>) {
-        let strings: Vec<*mut raw::RedisModuleString> = args
-            .into_iter()
-            // SAFETY: a live context; Redis copies `bytes.len()` bytes into a new string.
-            .map(|bytes| unsafe {
-                api!(RedisModule_CreateString)(self.ctx, bytes.as_ptr().cast(), bytes.len())
-            })
-            .collect();
         let Ok(name) = CString::new(command) else {
             return;
         };
+        // SAFETY: a live context.
+        let strings = unsafe { StringVector::new(self.ctx, args) };
         // SAFETY: a live context, a NUL-terminated name, the "v" format with a vector of
-        // `strings.len()` live strings, which Redis copies; each is then freed once.
+        // `strings.len()` live strings, which Redis copies.
         unsafe {
             api!(RedisModule_Replicate)(
                 self.ctx,
@@ -285,9 +280,6 @@ impl Command {
                 strings.as_ptr(),
                 strings.len(),
             );
-            for string in strings {
-                api!(RedisModule_FreeString)(self.ctx, string);
-            }
         }
     }
 
@@ -313,6 +305,49 @@ impl Command {
 pub unsafe trait ModuleValue: Sized {
     /// The registered type.
     fn module_type() -> *mut raw::RedisModuleType;
+}
+
+/// Redis strings made from bytes for one call that takes a vector of them (the 'v' format of
+/// Replicate and EmitAOF), each freed once when dropped, in the context it was made in.
+struct StringVector {
+    ctx: *mut raw::RedisModuleCtx,
+    strings: Vec<*mut raw::RedisModuleString>,
+}
+
+impl StringVector {
+    /// # Safety
+    /// `ctx` is null or a live context that outlives the vector.
+    unsafe fn new<'a>(
+        ctx: *mut raw::RedisModuleCtx,
+        args: impl IntoIterator<Item = &'a [u8]>,
+    ) -> StringVector {
+        let strings = args
+            .into_iter()
+            // SAFETY: a null or live context (the caller's contract); Redis copies
+            // `bytes.len()` bytes into a new string.
+            .map(|bytes| unsafe {
+                api!(RedisModule_CreateString)(ctx, bytes.as_ptr().cast(), bytes.len())
+            })
+            .collect();
+        StringVector { ctx, strings }
+    }
+
+    fn as_ptr(&self) -> *const *mut raw::RedisModuleString {
+        self.strings.as_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.strings.len()
+    }
+}
+
+impl Drop for StringVector {
+    fn drop(&mut self) {
+        for &string in &self.strings {
+            // SAFETY: a string made in `ctx` (null or still live) by `new`, freed only here.
+            unsafe { api!(RedisModule_FreeString)(self.ctx, string) };
+        }
+    }
 }
 
 /// An open key, closed on drop. A borrow of its value lives no longer than the handle, and a
@@ -620,58 +655,24 @@ impl Io<'_> {
         string_text(unsafe { api!(RedisModule_GetKeyNameFromIO)(self.io) })
     }
 
-    /// Writes `BF.RESERVE key` and `args` (six or seven: a descriptor's, see
-    /// `partition::descriptor_args`) to the AOF being rewritten.
+    /// Writes `BF.RESERVE key` and `args` (a descriptor's, see `partition::descriptor_args`) to
+    /// the AOF being rewritten.
     pub fn emit_reserve(&self, key: *mut raw::RedisModuleString, args: &[String]) {
-        let arg = |i: usize| args.get(i).map_or(&b""[..], |arg| arg.as_bytes());
-        let [a0, a1, a2, a3, a4, a5, a6] = std::array::from_fn(arg);
-        let name = c"BF.RESERVE".as_ptr();
-        // SAFETY: a live AOF stream, the key Redis passed the callback, and a format naming one
-        // RedisModuleString and then a (pointer, length) pair per argument that follows, every
-        // one alive for the call.
+        // SAFETY: no context: strings that are not auto-memory managed.
+        let strings =
+            unsafe { StringVector::new(std::ptr::null_mut(), args.iter().map(String::as_bytes)) };
+        // SAFETY: a live AOF stream, the key Redis passed the callback, and the "sv" format
+        // with one string and then a vector of `strings.len()` live strings (Redis takes a
+        // reference to each for the call, Redis 7.0's module.c).
         unsafe {
-            let emit = api!(RedisModule_EmitAOF);
-            if args.len() == 6 {
-                emit(
-                    self.io,
-                    name,
-                    c"sbbbbbb".as_ptr(),
-                    key,
-                    a0.as_ptr(),
-                    a0.len(),
-                    a1.as_ptr(),
-                    a1.len(),
-                    a2.as_ptr(),
-                    a2.len(),
-                    a3.as_ptr(),
-                    a3.len(),
-                    a4.as_ptr(),
-                    a4.len(),
-                    a5.as_ptr(),
-                    a5.len(),
-                );
-            } else {
-                emit(
-                    self.io,
-                    name,
-                    c"sbbbbbbb".as_ptr(),
-                    key,
-                    a0.as_ptr(),
-                    a0.len(),
-                    a1.as_ptr(),
-                    a1.len(),
-                    a2.as_ptr(),
-                    a2.len(),
-                    a3.as_ptr(),
-                    a3.len(),
-                    a4.as_ptr(),
-                    a4.len(),
-                    a5.as_ptr(),
-                    a5.len(),
-                    a6.as_ptr(),
-                    a6.len(),
-                );
-            }
+            api!(RedisModule_EmitAOF)(
+                self.io,
+                c"BF.RESERVE".as_ptr(),
+                c"sv".as_ptr(),
+                key,
+                strings.as_ptr(),
+                strings.len(),
+            );
         }
     }
 

@@ -50,9 +50,10 @@ use std::borrow::Cow;
 
 use super::hash::{probe, Hashing, RbHash};
 use crate::bits::{self, BitStore};
-use crate::budget::{LimitError, MemoryBudget};
-use crate::encoding::{check, ChunkError, DecodeError};
-use crate::scalable::InsertError;
+use crate::budget::{allocation_size, LimitError, MemoryBudget};
+use crate::encoding::{check, DecodeError};
+use crate::scalable::{InsertError, MAX_EXPANSION};
+use crate::transfer::ChunkError;
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
 pub const NOROUND: u32 = 1;
@@ -84,8 +85,6 @@ pub const MAX_CHAIN_HASHES: u64 = 1075 * 1076 / 2;
 /// How far a stored bits-per-entry may be from the one RedisBloom derives from the error rate
 /// (relative): C libraries' `log` differ in the last bits, never by this much.
 const BPE_TOLERANCE: f64 = 1e-6;
-/// The largest expansion RedisBloom accepts.
-pub const MAX_GROWTH: u32 = 32768;
 
 /// RedisBloom's decimal approximation of ln²2, which its bits-per-entry formula divides by.
 /// Using the exact value would make some links one bit different.
@@ -261,7 +260,7 @@ impl ChainShape {
                 "non-scaling filter with several links",
             )?;
         } else {
-            check((1..=MAX_GROWTH).contains(&header.growth), "growth")?;
+            check((1..=MAX_EXPANSION).contains(&header.growth), "growth")?;
         }
         if header.arithmetic == Arithmetic::Wrap32 {
             // Only RDB encoding 1 says Wrap32, and it implies these (see rdb::save).
@@ -385,24 +384,11 @@ impl Link {
     }
 }
 
-/// A link an add operation pushed: the one at `index`, with its exact shape (its `items` 0, as
-/// pushed), first used by the item at position `first_item` of the operation's batch.
-///
-/// The counterpart of [`GrownLayer`](crate::scalable::GrownLayer), which cannot carry it: a
-/// [`LayerSize`](crate::sizing::LayerSize) has no entries, error, bits per entry or power-of-two
-/// modulus (`n2`), and its bit counts must be multiples of 64, while a RedisBloom link's modulus
-/// need not be. So the link's own [`LinkShape`] is recorded, everything RedisBloom stores for it:
-/// what the Redis glue needs to replicate the growth explicitly.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GrownLink {
-    pub index: usize,
-    pub shape: LinkShape,
-    pub first_item: usize,
-}
-
 /// What one add operation on a RedisBloom filter did, item by item, as
-/// [`AddOutcome`](crate::scalable::AddOutcome) for our filters (with [`GrownLink`]s for layers);
-/// filled as the operation goes.
+/// [`AddOutcome`](crate::scalable::AddOutcome) for our filters; filled as the operation goes.
+/// The links it pushed are not recorded: they follow from the items by RedisBloom's own
+/// deterministic rule, so a replica given the same items pushes the same links
+/// ([`crate::replication`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RbAddOutcome {
     /// One entry per processed item, in order: true when it was new (and counted).
@@ -410,8 +396,6 @@ pub struct RbAddOutcome {
     /// What stopped the operation at item `added.len()`, if anything did. Never
     /// [`InsertError::Present`], which is recorded as `false` in `added`.
     pub error: Option<InsertError>,
-    /// Links pushed, in order.
-    pub grown: Vec<GrownLink>,
 }
 
 impl RbAddOutcome {
@@ -556,6 +540,13 @@ impl RbFilter {
         })
     }
 
+    /// Bytes this filter occupies in memory, bits and bookkeeping (the chain and its links'
+    /// array), as the allocator counts them.
+    pub fn memory_usage(&self) -> u64 {
+        let bookkeeping = std::mem::size_of::<RbFilter>() + std::mem::size_of_val(self.links());
+        allocation_size(bookkeeping as u64) + self.allocated_bytes()
+    }
+
     pub fn is_scaling(&self) -> bool {
         self.header.options & NO_SCALING == 0
     }
@@ -588,19 +579,19 @@ impl RbFilter {
         budget: &mut B,
     ) -> Result<bool, InsertError> {
         match self.insert_hash(self.hash(item), budget) {
-            Ok(_) => Ok(true),
+            Ok(()) => Ok(true),
             Err(InsertError::Present) => Ok(false),
             Err(error) => Err(error),
         }
     }
 
-    /// Adds a hashed item: Ok with the link it had to push first, if any (its index and shape);
-    /// Err(Present) when a link already has it. On error nothing changed.
+    /// Adds a hashed item, pushing a link first if the newest is full; Err(Present) when a link
+    /// already has it. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
         &mut self,
         hash: RbHash,
         budget: &mut B,
-    ) -> Result<Option<(usize, LinkShape)>, InsertError> {
+    ) -> Result<(), InsertError> {
         if self.contains_hash(hash) {
             return Err(InsertError::Present);
         }
@@ -615,18 +606,16 @@ impl RbFilter {
             });
         };
         let newest = self.links.last().expect("a filter always has a link");
-        let grown = if newest.shape.items >= newest.item_limit {
-            Some(self.grow(budget)?)
-        } else {
-            None
-        };
+        if newest.shape.items >= newest.item_limit {
+            self.grow(budget)?;
+        }
         let arithmetic = self.header.arithmetic;
         let newest = self.links.last_mut().expect("a filter always has a link");
         // Below its item limit, so below u64::MAX.
         newest.shape.items += 1;
         newest.set(hash, arithmetic);
         self.header.items = items;
-        Ok(grown)
+        Ok(())
     }
 
     /// Looks up items in order, calling `found` with each answer.
@@ -640,10 +629,9 @@ impl RbFilter {
         }
     }
 
-    /// Adds items in order, recording each result (and each link pushed, with the item that
-    /// first needed it) in `outcome` as it goes; stops at the first error (as RedisBloom's
-    /// BF.MADD stops at a full non-scaling filter). One operation: `budget` is charged for the
-    /// sum of the links it pushes.
+    /// Adds items in order, recording each result in `outcome` as it goes; stops at the first
+    /// error (as RedisBloom's BF.MADD stops at a full non-scaling filter). One operation:
+    /// `budget` is charged for the sum of the links it pushes.
     pub fn insert_many<'a, B: MemoryBudget + ?Sized>(
         &mut self,
         items: impl IntoIterator<Item = &'a [u8]>,
@@ -652,16 +640,7 @@ impl RbFilter {
     ) {
         for item in items {
             match self.insert_hash(self.hash(item), budget) {
-                Ok(grown) => {
-                    if let Some((index, shape)) = grown {
-                        outcome.grown.push(GrownLink {
-                            index,
-                            shape,
-                            first_item: outcome.added.len(),
-                        });
-                    }
-                    outcome.added.push(true);
-                }
+                Ok(()) => outcome.added.push(true),
                 Err(InsertError::Present) => outcome.added.push(false),
                 Err(error) => {
                     outcome.error = Some(error);
@@ -716,11 +695,8 @@ impl RbFilter {
     }
 
     /// Pushes the next link, if `budget` admits its allocation size and the system gives the
-    /// memory; returns its index and shape.
-    fn grow<B: MemoryBudget + ?Sized>(
-        &mut self,
-        budget: &mut B,
-    ) -> Result<(usize, LinkShape), InsertError> {
+    /// memory.
+    fn grow<B: MemoryBudget + ?Sized>(&mut self, budget: &mut B) -> Result<(), InsertError> {
         let shape = self.next_link()?;
         let allocation = shape.allocated_bytes();
         budget
@@ -730,9 +706,8 @@ impl RbFilter {
             )
             .map_err(InsertError::Limit)?;
         let link = Link::zeroed(shape).map_err(InsertError::Limit)?;
-        let index = self.links.len();
         self.links.push(link);
-        Ok((index, shape))
+        Ok(())
     }
 
     /// Writes a SCANDUMP data chunk at byte `offset` of all arrays laid end to end. RedisBloom

@@ -40,9 +40,7 @@ pub mod murmur;
 pub mod rdb;
 pub mod scandump;
 
-pub use chain::{
-    Arithmetic, ChainHeader, ChainShape, GrownLink, Link, LinkShape, RbAddOutcome, RbFilter,
-};
+pub use chain::{Arithmetic, ChainHeader, ChainShape, Link, LinkShape, RbAddOutcome, RbFilter};
 pub use hash::{Hashing, RbHash};
 pub use rdb::{RdbError, RdbSink, RdbSource};
 

@@ -22,7 +22,8 @@
 
 use super::chain::{Arithmetic, ChainHeader, ChainShape, LinkShape, RbFilter, MAX_LINKS};
 use crate::budget::MemoryBudget;
-use crate::encoding::{check, ChunkError, DecodeError, Fields};
+use crate::encoding::{check, DecodeError, Fields};
+use crate::transfer::ChunkError;
 
 /// Bytes of the fixed part of the header.
 pub const HEADER_BYTES: usize = 20;

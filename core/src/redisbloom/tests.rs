@@ -2,14 +2,15 @@
 //! fallible and leaves the filter unchanged when refused.
 
 use super::chain::{
-    GrownLink, LinkShape, RbAddOutcome, RbFilter, MAX_CHAIN_HASHES, MAX_LINKS, NOROUND, NO_SCALING,
+    LinkShape, RbAddOutcome, RbFilter, MAX_CHAIN_HASHES, MAX_LINKS, NOROUND, NO_SCALING,
 };
 use super::rdb::{load, RdbError, RdbSource};
 use super::scandump::{decode_header, encode_header, parse_header, scandump_step, CHUNK_BYTES};
 use crate::budget::LimitError;
 use crate::budget::{allocation_size, Budget, Unlimited};
-use crate::encoding::{ChunkError, DecodeError};
+use crate::encoding::DecodeError;
 use crate::scalable::InsertError;
+use crate::transfer::ChunkError;
 
 const OPTIONS: u32 = 5;
 
@@ -258,14 +259,13 @@ fn non_scaling_and_maximal_filters_refuse_to_grow() {
         RbAddOutcome {
             added: vec![],
             error: Some(InsertError::NonScalingFull),
-            grown: vec![],
         },
         "stops at the error"
     );
 }
 
 #[test]
-fn one_add_operation_records_its_links_and_is_charged_their_sum() {
+fn one_add_operation_pushes_its_links_and_is_charged_their_sum() {
     // EXPANSION 1 and one entry per link: every new item pushes a link of 8 bytes (an 8-byte
     // allocation), so three new items push three links, charged 24 bytes in all.
     let tiny = LinkShape {
@@ -306,34 +306,15 @@ fn one_add_operation_records_its_links_and_is_charged_their_sum() {
                 needed: 8,
                 available: 7
             })),
-            grown: vec![
-                GrownLink {
-                    index: 1,
-                    shape: shapes[0],
-                    first_item: 0
-                },
-                GrownLink {
-                    index: 2,
-                    shape: shapes[1],
-                    first_item: 2
-                },
-            ],
         },
         "the third link is refused: the first two took 16 of 23 bytes"
     );
     assert_eq!(outcome.added_positions().collect::<Vec<_>>(), [0, 2]);
     assert_eq!(filter.links().len(), 3);
     assert_eq!(filter.items(), 3);
-    // The recorded shapes are the links as pushed; only their counts moved since.
-    for grown in &outcome.grown {
-        let link = filter.links()[grown.index].shape();
-        assert_eq!(
-            *link,
-            LinkShape {
-                items: 1,
-                ..grown.shape
-            }
-        );
+    // The links pushed are the ones the rule gave the copy; only their counts moved since.
+    for (link, shape) in filter.links()[1..].iter().zip(&shapes) {
+        assert_eq!(*link.shape(), LinkShape { items: 1, ..*shape });
     }
     assert_eq!(budget.available(), 7);
 }

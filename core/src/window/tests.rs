@@ -9,6 +9,7 @@ use super::encoding::{decode, decode_header, encode, encode_header, parse_header
 use super::*;
 use crate::budget::{Budget, Unlimited};
 use crate::encoding::{pieces, DecodeError};
+use crate::scalable::MAX_CAPACITY;
 use crate::sizing::{classic_size, LINES_MAX_COST};
 
 /// Far from the epoch, like real Unix milliseconds (2026).

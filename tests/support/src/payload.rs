@@ -1,5 +1,5 @@
 //! Forging payloads the module must validate: the DUMP/RESTORE CRC64 trailer and the filter
-//! header (layout: src/bloom/encoding.rs) with its xxh3-64 checksum, so that mutations reach the
+//! header (layout: core/src/scalable/encoding.rs) with its xxh3-64 checksum, so that mutations reach the
 //! module's field checks instead of stopping at a checksum.
 
 use rand::Rng;
