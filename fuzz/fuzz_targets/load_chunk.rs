@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let header = match &source {
         Some(filter) => {
             let mut h = transfer_header(filter);
-            if r.u8() % 4 == 0 {
+            if r.u8().is_multiple_of(4) {
                 mutate(&mut r, &mut h);
                 fix_checksum(&mut h);
             }
@@ -181,7 +181,7 @@ fn scandump_step_at(filter: &Filter, offset: u64, len: u64) -> (u64, Vec<u8>) {
     filter.read_bits(offset, &mut bits);
     let sum = chunk_sum(filter, offset, &bits);
     let chunk = with_sum(&bits, sum);
-    if offset % CHUNK_BYTES == 0 && len == CHUNK_BYTES.min(filter.bytes() - offset) {
+    if offset.is_multiple_of(CHUNK_BYTES) && len == CHUNK_BYTES.min(filter.bytes() - offset) {
         assert_eq!(
             scandump_step(filter, 1 + offset),
             (1 + offset + len, chunk.clone()),

@@ -53,18 +53,18 @@ fuzz_target!(|data: &[u8]| {
             assert!(rate > 0.0 && rate < 1.0);
             assert_eq!(Some(rate), f);
         }
-        Err(_) => assert!(f.map_or(true, |v| !(v > 0.0 && v < 1.0))),
+        Err(_) => assert!(f.is_none_or(|v| !(v > 0.0 && v < 1.0))),
     }
     match parse_capacity(data) {
         Ok(c) => {
             assert!((1..=MAX_CAPACITY).contains(&c));
             assert_eq!(i, Some(c as i64));
         }
-        Err(_) => assert!(i.map_or(true, |v| v < 1 || v as u64 > MAX_CAPACITY)),
+        Err(_) => assert!(i.is_none_or(|v| v < 1 || v as u64 > MAX_CAPACITY)),
     }
     match parse_iterator(data) {
         Ok(it) => assert_eq!(i, Some(it as i64)),
-        Err(_) => assert!(i.map_or(true, |v| v < 0)),
+        Err(_) => assert!(i.is_none_or(|v| v < 0)),
     }
     match parse_seed(data) {
         Ok(s) => assert_eq!(u, Some(s)),
@@ -76,8 +76,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(windows.contains(&w));
             assert_eq!(i, Some(w as i64));
         }
-        Err(_) => assert!(i.map_or(true, |v| !u64::try_from(v)
-            .is_ok_and(|v| windows.contains(&v)))),
+        Err(_) => assert!(i.is_none_or(|v| !u64::try_from(v).is_ok_and(|v| windows.contains(&v)))),
     }
     shape(data);
 });
