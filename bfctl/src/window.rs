@@ -216,7 +216,7 @@ fn slot_of(shape: &WindowShape, offset: u64) -> usize {
     }
 }
 
-/// Counts the set bits of every slot by reading the whole filter ([`crate::scan_bits`]).
+/// Counts the set bits of every slot by reading the whole filter ([`crate::info::scan_bits`]).
 fn count_ones(
     c: &mut Connection,
     key: &str,
