@@ -193,6 +193,24 @@ impl Layer {
     pub fn write_bytes(&mut self, offset: u64, data: &[u8]) {
         self.bits.write_bytes(offset as usize, data);
     }
+
+    /// Keeps `block` as bytes `offset .. offset + len` of the bits when they are one block of
+    /// the store ([`BitStore::adopt`]); false leaves it with the caller.
+    ///
+    /// # Safety
+    /// As [`crate::stored::StoredValue::adopt_bits`].
+    pub(crate) unsafe fn adopt_bytes(
+        &mut self,
+        offset: u64,
+        block: std::ptr::NonNull<u8>,
+        len: usize,
+    ) -> bool {
+        let Ok(offset) = usize::try_from(offset) else {
+            return false;
+        };
+        // SAFETY: the caller's contract.
+        unsafe { self.bits.adopt(offset, block, len) }
+    }
 }
 
 /// Bytes the allocator hands out for a layer of `bytes` bytes of bits: its store's blocks,

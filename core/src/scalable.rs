@@ -625,6 +625,27 @@ impl BloomFilter {
         assert!(data.is_empty(), "write past the end of the filter");
     }
 
+    /// Keeps `block` as bytes `offset .. offset + len` of the encoded bits when they are one
+    /// block of one layer's store; false leaves it with the caller.
+    ///
+    /// # Safety
+    /// As [`crate::stored::StoredValue::adopt_bits`].
+    pub(crate) unsafe fn adopt_bits(
+        &mut self,
+        mut offset: u64,
+        block: std::ptr::NonNull<u8>,
+        len: usize,
+    ) -> bool {
+        for layer in &mut self.layers {
+            if offset < layer.bytes() {
+                // SAFETY: the caller's contract.
+                return unsafe { layer.adopt_bytes(offset, block, len) };
+            }
+            offset -= layer.bytes();
+        }
+        false
+    }
+
     /// Bytes the allocator hands out for the bits of all layers (see
     /// [`crate::budget::allocation_size`]).
     pub fn allocated_bytes(&self) -> u64 {

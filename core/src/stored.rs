@@ -86,6 +86,36 @@ impl StoredValue {
             stored.write_bits(offset, data);
         }
     }
+
+    /// As [`write_bits`](Self::write_bits) with the `len` bytes at `block`, but keeping `block`
+    /// itself as those bits, not a copy, when they are exactly one block of a store (a layer
+    /// of a big filter loaded from RDB: Redis read each piece into a buffer of its own). Returns
+    /// false when they are not, leaving `block` with the caller, who writes the bits instead.
+    ///
+    /// # Safety
+    /// `block` points to `len` initialised bytes the caller owns and does not use after `true`;
+    /// the global allocator's `dealloc` frees it whatever layout of at most 64-byte alignment
+    /// and at most `len` bytes it is given (a block of the underlying allocator that `dealloc`
+    /// frees by its address alone).
+    pub unsafe fn adopt_bits(
+        &mut self,
+        offset: u64,
+        block: std::ptr::NonNull<u8>,
+        len: usize,
+    ) -> bool {
+        match self {
+            // Only complete filters of kinds without bookkeeping derived from their bits.
+            StoredValue::Filter(StoredFilter {
+                filter,
+                loading: None,
+                ..
+            }) => {
+                // SAFETY: the caller's contract.
+                unsafe { filter.adopt_bits(offset, block, len) }
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The seed of a filter's item hash (RedisBloom's filters have none of their own).

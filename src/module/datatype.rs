@@ -20,6 +20,7 @@ use rustbloom_core::redisbloom::{rdb as rb_rdb, RdbError, RdbSource};
 use rustbloom_core::stored::{decode_value, load_commands};
 use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
+use super::alloc;
 use super::config;
 use super::ffi::{self, guard, log, now_ms, stop_server, Digest, Io, ModuleValue, RedisBuffer};
 use super::memory::CommandBudget;
@@ -142,16 +143,18 @@ fn load_filter(rdb: Io) -> Result<StoredValue, String> {
             DecodeError::Limit(limit) => refused_load(rdb, &budget, limit),
         },
     )?;
+    // Each piece Redis reads into a buffer of its own: kept as a block of the bits where it is
+    // one (a big filter's pieces), so that its bytes are neither copied nor faulted in twice;
+    // copied where not.
     for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
         let piece = rdb.load_buffer().ok_or("short read")?;
-        let bytes = piece.bytes().unwrap_or_default();
-        if bytes.len() as u64 != len {
-            return Err(format!(
-                "bit piece of {} bytes, expected {len}",
-                bytes.len()
-            ));
+        let got = piece.bytes().unwrap_or_default().len();
+        if got as u64 != len {
+            return Err(format!("bit piece of {got} bytes, expected {len}"));
         }
-        stored.write_bits(offset, bytes);
+        if let Err(piece) = alloc::keep_loaded_bits(&mut stored, offset, piece) {
+            stored.write_bits(offset, piece.bytes().unwrap_or_default());
+        }
     }
     // A client's RESTORE is held to BF.ADDAT's rule: a window filter's time never goes back, so
     // one far ahead of the clock would forget nothing until the clock caught up.

@@ -485,6 +485,12 @@ impl AsRef<[u8]> for RedisBuffer {
 }
 
 impl RedisBuffer {
+    /// The buffer's address and length (None when empty), for an owner that takes it over and
+    /// then forgets this buffer (see [`super::alloc::keep_loaded_bits`]).
+    pub fn block(&self) -> Option<(std::ptr::NonNull<u8>, usize)> {
+        std::ptr::NonNull::new(self.ptr.cast::<u8>()).map(|block| (block, self.len))
+    }
+
     pub fn bytes(&self) -> Option<&[u8]> {
         if self.ptr.is_null() {
             None
