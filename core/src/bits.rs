@@ -325,6 +325,22 @@ impl BitStore {
         true
     }
 
+    /// Bytes `offset .. offset + len` of the little-endian encoding as they lie in memory, when
+    /// they are inside one block (None across blocks, and on big-endian targets). Panics past
+    /// the end.
+    pub(crate) fn bytes_in_one_block(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        self.check_bytes(offset, len);
+        if cfg!(target_endian = "big") || len == 0 {
+            return None;
+        }
+        let (block, within, room) = self.block_bytes_at(offset);
+        // SAFETY: `len` <= `room` bytes of the block from `within`, initialised words owned by
+        // self, borrowed with it.
+        (len <= room).then(|| unsafe {
+            std::slice::from_raw_parts(block.as_ptr().cast::<u8>().add(within), len)
+        })
+    }
+
     /// The first word of block `index`.
     fn block_start(&self, index: usize) -> usize {
         index << self.piece_shift
@@ -830,6 +846,12 @@ mod tests {
         store.read_bytes(8 * piece - 8, &mut edge);
         assert_eq!(edge, [[0u8; 8], [0x3c; 8]].concat()[..]);
         assert_eq!(store.word(bytes / 8 - 1), 0x3c3c_3c3c_3c3c_3c3c);
+        // Read in place within a block, not across two.
+        let whole = store.bytes_in_one_block(piece, piece).unwrap();
+        assert_eq!(whole.as_ptr(), second.as_ptr().cast_const());
+        assert!(whole.iter().all(|&b| b == 0xa5));
+        assert_eq!(store.bytes_in_one_block(piece + 3, 5), Some(&[0xa5; 5][..]));
+        assert_eq!(store.bytes_in_one_block(piece - 8, 16), None);
         assert_eq!(store.allocated_bytes(), allocated);
 
         // Not one block, or misaligned: left with the caller.

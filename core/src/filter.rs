@@ -359,6 +359,15 @@ impl Filter {
         }
     }
 
+    /// Bytes `offset .. offset + len` of the encoded bits without a copy, when they lie in one
+    /// block of a store (layers of our scalable filters only).
+    pub(crate) fn bits_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        match self {
+            Filter::Scalable(filter) => filter.bits_in_one_block(offset, len),
+            Filter::Window(_) | Filter::RedisBloom(_) => None,
+        }
+    }
+
     /// Keeps `block` as bytes `offset .. offset + len` of the encoded bits when they are one
     /// block of a store (layers of our scalable filters only); false leaves it with the caller.
     ///

@@ -194,6 +194,13 @@ impl Layer {
         self.bits.write_bytes(offset as usize, data);
     }
 
+    /// Bytes `offset .. offset + len` of the little-endian encoding without a copy, when they
+    /// lie in one block of the store. Panics if the range is outside the layer.
+    pub(crate) fn bytes_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.bits
+            .bytes_in_one_block(usize::try_from(offset).ok()?, len)
+    }
+
     /// Keeps `block` as bytes `offset .. offset + len` of the bits when they are one block of
     /// the store ([`BitStore::adopt`]); false leaves it with the caller.
     ///

@@ -625,6 +625,21 @@ impl BloomFilter {
         assert!(data.is_empty(), "write past the end of the filter");
     }
 
+    /// Bytes `offset .. offset + len` of the encoded bits without a copy, when they lie in one
+    /// block of one layer's store.
+    pub(crate) fn bits_in_one_block(&self, mut offset: u64, len: usize) -> Option<&[u8]> {
+        for layer in &self.layers {
+            if offset < layer.bytes() {
+                let fits = offset.checked_add(len as u64)? <= layer.bytes();
+                return fits
+                    .then(|| layer.bytes_in_one_block(offset, len))
+                    .flatten();
+            }
+            offset -= layer.bytes();
+        }
+        None
+    }
+
     /// Keeps `block` as bytes `offset .. offset + len` of the encoded bits when they are one
     /// block of one layer's store; false leaves it with the caller.
     ///

@@ -80,6 +80,15 @@ impl StoredValue {
         }
     }
 
+    /// Bytes `offset .. offset + len` of the bits as [`read_bits`](Self::read_bits) would copy
+    /// them, without the copy, when they lie in one block of a store (a big filter's RDB pieces).
+    pub fn bits_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        match self {
+            StoredValue::Filter(stored) => stored.filter.bits_in_one_block(offset, len),
+            StoredValue::Descriptor(_) => None,
+        }
+    }
+
     /// Fills bits right after [`decode_value`]; see [`StoredFilter::write_bits`].
     pub fn write_bits(&mut self, offset: u64, data: &[u8]) {
         if let StoredValue::Filter(stored) = self {

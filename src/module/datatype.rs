@@ -82,15 +82,21 @@ unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredValue {
 }
 
 /// Hands `out` the RDB form of a filter, the part shared by rdb_save and digest: the header,
-/// then the bits in pieces of at most RDB_PIECE_BYTES (one reused buffer, never a second copy
+/// then the bits in pieces of at most RDB_PIECE_BYTES, each straight from the store where it
+/// lies in one block (a big filter's), else copied into one reused buffer (never a second copy
 /// of a big filter).
-fn each_rdb_string(stored: &StoredValue, mut out: impl FnMut(&mut [u8])) {
-    out(&mut stored.encode_header());
+fn each_rdb_string(stored: &StoredValue, mut out: impl FnMut(&[u8])) {
+    out(&stored.encode_header());
     let mut piece = Vec::new();
     for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
-        piece.resize(len as usize, 0);
+        let len = len as usize;
+        if let Some(bytes) = stored.bits_in_one_block(offset, len) {
+            out(bytes);
+            continue;
+        }
+        piece.resize(len, 0);
         stored.read_bits(offset, &mut piece);
-        out(&mut piece);
+        out(&piece);
     }
 }
 

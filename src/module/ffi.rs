@@ -715,10 +715,10 @@ impl Digest<'_> {
         }
     }
 
-    pub fn add(&self, bytes: &mut [u8]) {
+    pub fn add(&self, bytes: &[u8]) {
         // SAFETY: a live digest; Redis reads `bytes.len()` bytes.
         unsafe {
-            api!(RedisModule_DigestAddStringBuffer)(self.md, bytes.as_mut_ptr().cast(), bytes.len())
+            api!(RedisModule_DigestAddStringBuffer)(self.md, bytes.as_ptr().cast(), bytes.len())
         };
     }
 
