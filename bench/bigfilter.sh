@@ -7,9 +7,11 @@
 #   BF.RESERVE big ERROR CAPACITY NONSCALING, ITEMS random items (redis-benchmark), then
 #   - COPY big big2 (the time the client waits, which is the time the event loop is held), UNLINK
 #     big2 and wait until the lazy free is done (RedisBloom 2.8 refuses COPY: NA);
-#   - SAVE (time the client waits), RDB size;
+#   - SAVE (time the client waits, and the server's CPU time: utime + stime), RDB size;
 #   - restart on the same directory: spawn to PING answering PONG, and Redis' own "DB loaded from
-#     disk" figure; peak RSS of the restarted process (VmHWM: its peak since exec, so the load's);
+#     disk" figure, and its CPU time from exec to then (after a sync of the file, so that the load
+#     does not race the kernel's writeback of it); peak RSS of the restarted process (VmHWM: its
+#     peak since exec, so the load's);
 #   - DEBUG DIGEST-VALUE and BF.CARD unchanged by the reload;
 #   - the RDB file is deleted at once.
 # Then prints each run's figures, the medians per module, and ours / RedisBloom. The machine may
@@ -77,6 +79,10 @@ cli() { redis-cli -p "$PORT" "$@"; }
 
 now_ms() { date +%s%3N; }
 
+cpu_ms() { # cpu_ms PID -> utime + stime of the process so far, in ms
+  awk -v tck="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print int(($12 + $13) * 1000 / tck) }' "/proc/$1/stat"
+}
+
 status_kb() { # status_kb PID FIELD -> value in kB (0 when gone)
   awk -v f="$2:" '$1 == f { print $2; found=1 } END { if (!found) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0
 }
@@ -109,7 +115,7 @@ wait_lazy_free() {
 }
 
 one_run() { # one_run ROUND MODULE
-  local round="$1" module="$2" path size copy_ms save_ms rdb load_ms redis_load hwm digest card
+  local round="$1" module="$2" path size copy_ms save_ms save_cpu rdb load_ms load_cpu redis_load hwm digest card
   case "$module" in ours) path="$OURS" ;; redisbloom) path="$REDISBLOOM" ;; baseline) path="$BASELINE_MODULE" ;; esac
   : > "$DIR/redis.log"
   local t0; t0=$(now_ms); start_server "$path"; wait_ready "$t0" >/dev/null
@@ -130,24 +136,29 @@ one_run() { # one_run ROUND MODULE
     copy_ms=NA
   fi
 
+  local cpu; cpu=$(cpu_ms "$PID")
   t=$(now_ms); cli save | grep -q OK; save_ms=$(( $(now_ms) - t ))
+  save_cpu=$(( $(cpu_ms "$PID") - cpu ))
   rdb=$(stat -c %s "$DIR/dump.rdb")
   stop_server
+  # The load then reads a clean page cache, not one the kernel is still writing back.
+  sync "$DIR/dump.rdb"
 
   : > "$DIR/redis.log"
   t0=$(now_ms); start_server "$path"; load_ms=$(wait_ready "$t0")
   hwm=$(status_kb "$PID" VmHWM)
+  load_cpu=$(cpu_ms "$PID")
   redis_load=$(grep -o 'DB loaded from disk: [0-9.]* seconds' "$DIR/redis.log" | tail -1 | grep -o '[0-9.]*' | head -1 || echo 0)
   [ "$(cli debug digest-value big)" = "$digest" ] && [ "$(cli bf.info big items | tail -1)" = "$card" ] \
     || { echo "$module: the reloaded filter differs" >&2; exit 1; }
   stop_server
   rm -f "$DIR/dump.rdb"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$module" "$size" "$copy_ms" "$save_ms" "$rdb" \
-    "$load_ms" "$redis_load" "$hwm" | tee -a "$RESULTS" >&2
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$module" "$size" "$copy_ms" "$save_ms" "$rdb" \
+    "$load_ms" "$redis_load" "$hwm" "$save_cpu" "$load_cpu" | tee -a "$RESULTS" >&2
 }
 
 echo "# bigfilter: BF.RESERVE big $ERROR $CAPACITY NONSCALING, $ITEMS items, $ROUNDS rounds of: $MODULES" >&2
-echo "# round module memory_usage copy_ms save_ms rdb_bytes load_ms redis_load_s peak_rss_kb" >&2
+echo "# round module memory_usage copy_ms save_ms rdb_bytes load_ms redis_load_s peak_rss_kb save_cpu_ms load_cpu_ms" >&2
 for round in $(seq 1 "$ROUNDS"); do
   for module in $MODULES; do one_run "$round" "$module"; done
 done
@@ -160,15 +171,16 @@ function median(module, field,    n, i, j, v, tmp) {
   if (n == 0) return -1
   return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 }
-{ rows++; mod[rows] = $2; for (f = 3; f <= 9; f++) val[rows, f] = $f; seen[$2] = 1 }
+{ rows++; mod[rows] = $2; for (f = 3; f <= 11; f++) val[rows, f] = $f; seen[$2] = 1 }
 END {
   gib = 1073741824
   base = ("baseline" in seen)
   printf "| median of %d runs | ours | RedisBloom | ours / RedisBloom |%s\n|---|---|---|---|%s\n", rows / length(seen), (base ? " baseline | ours / baseline |" : ""), (base ? "---|---|" : "")
-  split("3 4 5 7 8 9", fields, " ")
+  split("3 6 4 5 10 7 8 11 9", fields, " ")
   names[3] = "MEMORY USAGE (GiB)"; names[4] = "COPY (s per GiB of MEMORY USAGE)"; names[5] = "SAVE (s)"
   names[7] = "load, spawn to PONG (s)"; names[8] = "load, Redis log (s)"; names[9] = "peak RSS of the load (GiB)"
-  for (k = 1; k <= 6; k++) {
+  names[6] = "RDB file (GiB)"; names[10] = "SAVE, server CPU (s)"; names[11] = "load, server CPU from exec (s)"
+  for (k = 1; k <= 9; k++) {
     f = fields[k]
     o = figure("ours", f); r = figure("redisbloom", f)
     printf "| %s | %s | %s | %s |", names[f], shown(o), shown(r), ratio(o, r)
@@ -184,8 +196,8 @@ function shown(x) { return x < 0 ? "-" : sprintf("%.3f", x) }
 function per_gib(ms, bytes) { return (ms < 0 || bytes <= 0) ? -1 : ms / 1000 / (bytes / 1073741824) }
 function scale(x, f) {
   if (x < 0) return x
-  if (f == 3) return x / 1073741824
-  if (f == 5 || f == 7) return x / 1000
+  if (f == 3 || f == 6) return x / 1073741824
+  if (f == 5 || f == 7 || f == 10 || f == 11) return x / 1000
   if (f == 9) return x * 1024 / 1073741824
   return x
 }' "$RESULTS"

@@ -1,6 +1,8 @@
 //! Big filters: one larger than `proto-max-bulk-len` moves between servers with
-//! SCANDUMP/LOADCHUNK (where DUMP/RESTORE and MIGRATE cannot carry it), and one larger than the
-//! 64 MiB RDB piece survives SAVE and a restart.
+//! SCANDUMP/LOADCHUNK (where DUMP/RESTORE and MIGRATE cannot carry it), one larger than the
+//! 64 MiB RDB piece survives SAVE and a restart, and one of 9 RDB pieces (whose load keeps the
+//! pieces Redis read as its own blocks) reloads whole, its memory counted, while a file cut inside
+//! a piece is refused.
 //!
 //! `proto-max-bulk-len` is lowered to 17 MB (SCANDUMP chunks are at most 16 MiB of bits plus an
 //! 8-byte checksum, so they still fit) so that a ~41 MB filter is "too big" and the test stays

@@ -8,8 +8,11 @@
 //! (a size class of its own) and one shorter tail, each a block, found through a table of the
 //! pieces: only the tail and the table are rounded up. The piece size is chosen per store, the
 //! largest up to 1 MiB whose total stays within [`MAX_SLACK`] (the tail is at most a piece, so its rounding
-//! at most a quarter piece), so big stores keep big pieces and few table entries. Nothing of the
-//! bits' order changes: the pieces only say where word w lives.
+//! at most a quarter piece), so big stores keep big pieces and few table entries. Stores of
+//! [`RDB_PIECES_FROM`] RDB pieces (512 MiB) and more are cut at the RDB's 64 MiB pieces instead,
+//! so that a load keeps the buffers Redis read them into as the store's blocks
+//! ([`BitStore::adopt`]) and a save hands Redis the blocks themselves. Nothing of the bits' order
+//! changes: the pieces only say where word w lives.
 //!
 //! ```text
 //!   word index:  0 ............................................................ len-1
@@ -49,9 +52,10 @@ const LINE_ALIGN: usize = 64;
 
 /// The smallest piece: one line of 8 words, so that no line spans two pieces.
 const MIN_PIECE_SHIFT: u32 = 3;
-/// The largest piece, 1 MiB: a big store's waste is then at most a quarter of a tail below
-/// 1 MiB (a sliver of a big filter), and its pieces are blocks the module's allocator may
-/// refuse without aborting.
+/// The largest piece chosen for the slack, 1 MiB: a big store's waste is then at most a quarter
+/// of a tail below 1 MiB (a sliver of a big filter), and its pieces are blocks the module's
+/// allocator may refuse without aborting. (Stores from [`RDB_PIECES_FROM`] RDB pieces up are
+/// cut at those instead.)
 const MAX_PIECE_SHIFT: u32 = 17;
 
 /// A piece of the RDB encoding ([`RDB_PIECE_BYTES`]) in words, as a piece shift.
