@@ -58,6 +58,10 @@ const MIN_PIECE_SHIFT: u32 = 3;
 /// cut at those instead.)
 const MAX_PIECE_SHIFT: u32 = 17;
 
+/// Stores of this many bytes and more are copied with a helper thread making pages resident
+/// ([`BitStore::try_clone`]); below, starting the thread costs more than it saves.
+const HELPED_COPY_FROM: usize = 64 << 20;
+
 /// A piece of the RDB encoding ([`RDB_PIECE_BYTES`]) in words, as a piece shift.
 const RDB_PIECE_SHIFT: u32 = (RDB_PIECE_BYTES / 8).trailing_zeros();
 /// Stores of this many RDB pieces and more are cut at the RDB's pieces, so that a load keeps
@@ -271,13 +275,41 @@ impl BitStore {
 
     /// A copy, allocated fallibly (a refusal is an error, not an abort). Each block's pages are
     /// made resident in one call before it is copied ([`populate`]): a fault per 4 KiB page
-    /// (Redis turns transparent huge pages off) took most of a big filter's COPY.
+    /// (Redis turns transparent huge pages off) took most of a big filter's COPY. From
+    /// [`HELPED_COPY_FROM`] on, a helper thread makes every other block resident meanwhile: the
+    /// kernel clearing fresh pages is most of what remains, and it runs on two cores at once.
     pub(crate) fn try_clone(&self) -> Result<BitStore, LimitError> {
         let mut copy = BitStore::zeroed(self.len as u64)?;
-        for (copy, block) in copy.blocks_mut().zip(self.blocks()) {
-            populate(copy);
-            copy.copy_from_slice(block);
-        }
+        // The odd blocks' addresses and sizes, for the helper's madvise calls only.
+        let odd: Vec<(usize, usize)> = (1..copy.block_count())
+            .step_by(2)
+            .map(|index| {
+                (
+                    copy.block_ptr(index).as_ptr() as usize,
+                    copy.block_len(index) * 8,
+                )
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            let helped = self.len * 8 >= HELPED_COPY_FROM
+                && !odd.is_empty()
+                && std::thread::Builder::new()
+                    .name("bf-copy-pages".into())
+                    .spawn_scoped(scope, || {
+                        for &(start, bytes) in &odd {
+                            // SAFETY: a block of `copy`, which outlives this scope and whose
+                            // contents this thread never reads or writes.
+                            unsafe { populate_range(start, bytes) };
+                        }
+                    })
+                    .is_ok();
+            for (index, (copy, block)) in copy.blocks_mut().zip(self.blocks()).enumerate() {
+                if !helped || index % 2 == 0 {
+                    populate(copy);
+                }
+                copy.copy_from_slice(block);
+            }
+        });
         Ok(copy)
     }
 
@@ -572,6 +604,16 @@ fn write_words_le(store: &mut BitStore, at: usize, data: &[u8]) {
 /// 5.14+) rather than one fault per page as they are first written; a hint: where the kernel
 /// refuses (older kernels, other systems) the pages fault in as they are written.
 fn populate(block: &mut [u64]) {
+    // SAFETY: the bytes of `block`, borrowed exclusively.
+    unsafe { populate_range(block.as_mut_ptr() as usize, block.len() * 8) }
+}
+
+/// [`populate`] of the `bytes` bytes from address `start`.
+///
+/// # Safety
+/// The range lies inside one live block of the global allocator. Other threads may read and
+/// write it meanwhile: populating changes no byte (a page keeps its contents).
+unsafe fn populate_range(start: usize, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: sysconf has no preconditions.
@@ -579,25 +621,24 @@ fn populate(block: &mut [u64]) {
         let Ok(page) = usize::try_from(page) else {
             return;
         };
-        if !page.is_power_of_two() || block.len() * 8 < page {
+        if !page.is_power_of_two() || bytes < page {
             return;
         }
-        let start = (block.as_ptr() as usize).next_multiple_of(page);
-        let end = (block.as_ptr() as usize + block.len() * 8) & !(page - 1);
-        if start < end {
-            // SAFETY: whole pages inside `block`, which self owns mutably; populating writes
-            // nothing the program sees (the pages keep their contents, zeroes here).
+        let (first, end) = (start.next_multiple_of(page), (start + bytes) & !(page - 1));
+        if first < end {
+            // SAFETY: whole pages inside the caller's block, private anonymous memory of the
+            // allocator; populating writes nothing the program sees.
             unsafe {
                 libc::madvise(
-                    start as *mut libc::c_void,
-                    end - start,
+                    first as *mut libc::c_void,
+                    end - first,
                     libc::MADV_POPULATE_WRITE,
                 )
             };
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = block;
+    let _ = (start, bytes);
 }
 
 /// Words of piece `index` of a store of `len` words in pieces of 2^`shift`: whole pieces, then
@@ -890,7 +931,9 @@ mod tests {
 
     #[test]
     fn a_clone_holds_the_same_words_in_blocks_of_its_own() {
-        for words in [0u64, 3, 16_500, 312_500] {
+        // The last one is copied with the helper thread (64 MiB and more, in 1 MiB pieces).
+        let helped = (HELPED_COPY_FROM as u64 + 8192) / 8;
+        for words in [0u64, 3, 16_500, 312_500, helped] {
             let store = numbered(words);
             let mut copy = store.try_clone().unwrap();
             assert_eq!(copy, store);
