@@ -212,6 +212,11 @@ fn filter_of_many_rdb_pieces_reloads_whole_and_a_cut_file_is_refused() {
     assert_eq!(as_int(&raw_ok(&mut c, &["MEMORY", "USAGE", "big"])), usage);
     let before = used_memory(&mut c);
     raw_ok(&mut c, &["DEL", "big"]);
+    // Valkey frees a big value in the background (lazyfree-lazy-user-del yes): wait for it.
+    assert!(wait_until(std::time::Duration::from_secs(30), || {
+        info_field(&info_section(&mut c, "memory"), "lazyfree_pending_objects").as_deref()
+            == Some("0")
+    }));
     let freed = before - used_memory(&mut c);
     assert!(
         (freed - usage).abs() < 256 << 10,
