@@ -139,6 +139,15 @@ bench-core:
 	cargo bench -p rustbloom-core --bench core
 	bash bench/core_summary.sh
 
+## bench-big: big-filter persistence (bench/bigfilter.sh, ~5 min, ~3 GB of RAM and ~1.2 GB of
+## disk): COPY, SAVE, load time and peak RSS of a ~1.1 GB NONSCALING filter, rustbloom and
+## RedisBloom 2.8.2 alternated on the same redis-server; medians and their ratios. Set
+## BASELINE_MODULE=path/to/librustbloom.so for a before/after in the same run.
+.PHONY: bench-big
+bench-big: build redisbloom
+	@mkdir -p target/bench
+	bash bench/bigfilter.sh | tee target/bench/bigfilter.md
+
 fmt:
 	cargo fmt --all
 

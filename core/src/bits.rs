@@ -8,8 +8,11 @@
 //! (a size class of its own) and one shorter tail, each a block, found through a table of the
 //! pieces: only the tail and the table are rounded up. The piece size is chosen per store, the
 //! largest up to 1 MiB whose total stays within [`MAX_SLACK`] (the tail is at most a piece, so its rounding
-//! at most a quarter piece), so big stores keep big pieces and few table entries. Nothing of the
-//! bits' order changes: the pieces only say where word w lives.
+//! at most a quarter piece), so big stores keep big pieces and few table entries. Stores of
+//! [`RDB_PIECES_FROM`] RDB pieces (512 MiB) and more are cut at the RDB's 64 MiB pieces instead,
+//! so that a load keeps the buffers Redis read them into as the store's blocks
+//! ([`BitStore::adopt`]) and a save hands Redis the blocks themselves. Nothing of the bits' order
+//! changes: the pieces only say where word w lives.
 //!
 //! ```text
 //!   word index:  0 ............................................................ len-1
@@ -29,6 +32,7 @@
 //! what a budget is charged and MEMORY USAGE counts.
 
 use crate::budget::{allocator, usable_size, Allocator};
+use crate::encoding::RDB_PIECE_BYTES;
 use crate::scalable::LimitError;
 
 /// Most bytes, as a fraction of the bits, that the allocator may add to a store of 8 KiB and
@@ -48,10 +52,23 @@ const LINE_ALIGN: usize = 64;
 
 /// The smallest piece: one line of 8 words, so that no line spans two pieces.
 const MIN_PIECE_SHIFT: u32 = 3;
-/// The largest piece, 1 MiB: a big store's waste is then at most a quarter of a tail below
-/// 1 MiB (a sliver of a big filter), and its pieces are blocks the module's allocator may
-/// refuse without aborting.
+/// The largest piece chosen for the slack, 1 MiB: a big store's waste is then at most a quarter
+/// of a tail below 1 MiB (a sliver of a big filter), and its pieces are blocks the module's
+/// allocator may refuse without aborting. (Stores from [`RDB_PIECES_FROM`] RDB pieces up are
+/// cut at those instead.)
 const MAX_PIECE_SHIFT: u32 = 17;
+
+/// Stores of this many bytes and more are copied with a helper thread making pages resident
+/// ([`BitStore::try_clone`]); below, starting the thread costs more than it saves.
+const HELPED_COPY_FROM: usize = 64 << 20;
+
+/// A piece of the RDB encoding ([`RDB_PIECE_BYTES`]) in words, as a piece shift.
+const RDB_PIECE_SHIFT: u32 = (RDB_PIECE_BYTES / 8).trailing_zeros();
+/// Stores of this many RDB pieces and more are cut at the RDB's pieces, so that a load keeps
+/// each piece Redis read as a block of the store ([`BitStore::adopt`]) instead of copying it
+/// into a second one. Their waste stays within [`MAX_SLACK`]: jemalloc rounds only the tail (at
+/// most a piece, four classes per doubling), by less than 8 MiB in 512 MiB and more.
+const RDB_PIECES_FROM: u64 = 8;
 
 /// 64-bit words, zeroed at allocation, in one block or in pieces (see the module's picture).
 /// Three words, as the `Vec<u64>` it replaced, so that a layer's bookkeeping (counted in BF.INFO's
@@ -127,14 +144,18 @@ fn allocation(allocator: Allocator, words: u64, shift: u32) -> u64 {
         .saturating_add(usable_size(allocator, pieces * 8))
 }
 
-/// How a store of `words` words is cut on `allocator`: 0 (one block) when that block is within
-/// [`MAX_SLACK`] of the bits, else the largest piece that keeps the whole store within it, else
-/// whichever cut takes least.
+/// How a store of `words` words is cut on `allocator`: a store of [`RDB_PIECES_FROM`] RDB pieces
+/// and more in RDB pieces; else 0 (one block) when that block is within [`MAX_SLACK`] of the
+/// bits, else the largest piece that keeps the whole store within it, else whichever cut takes
+/// least.
 fn piece_shift(allocator: Allocator, words: u64) -> u32 {
     let bytes = words.saturating_mul(8);
     let within = |allocated: u64| (allocated - bytes) as f64 <= bytes as f64 * MAX_SLACK;
     if allocator == Allocator::Libc || words <= 1 << MIN_PIECE_SHIFT {
         return 0;
+    }
+    if bytes >= RDB_PIECES_FROM * RDB_PIECE_BYTES {
+        return RDB_PIECE_SHIFT;
     }
     let mut best = (allocation(allocator, words, 0), 0);
     if within(best.0) {
@@ -252,13 +273,113 @@ impl BitStore {
         })
     }
 
-    /// A copy, allocated fallibly (a refusal is an error, not an abort).
+    /// A copy, allocated fallibly (a refusal is an error, not an abort). Each block's pages are
+    /// made resident in one call before it is copied ([`populate`]): a fault per 4 KiB page
+    /// (Redis turns transparent huge pages off) took most of a big filter's COPY. From
+    /// [`HELPED_COPY_FROM`] on, a helper thread makes every other block resident meanwhile: the
+    /// kernel clearing fresh pages is most of what remains, and it runs on two cores at once.
     pub(crate) fn try_clone(&self) -> Result<BitStore, LimitError> {
         let mut copy = BitStore::zeroed(self.len as u64)?;
-        for (copy, block) in copy.blocks_mut().zip(self.blocks()) {
-            copy.copy_from_slice(block);
-        }
+        // The odd blocks' addresses and sizes, for the helper's madvise calls only.
+        let odd: Vec<(usize, usize)> = (1..copy.block_count())
+            .step_by(2)
+            .map(|index| {
+                (
+                    copy.block_ptr(index).as_ptr() as usize,
+                    copy.block_len(index) * 8,
+                )
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            let helped = self.len * 8 >= HELPED_COPY_FROM
+                && !odd.is_empty()
+                && std::thread::Builder::new()
+                    .name("bf-copy-pages".into())
+                    .spawn_scoped(scope, || {
+                        for &(start, bytes) in &odd {
+                            // SAFETY: a block of `copy`, which outlives this scope and whose
+                            // contents this thread never reads or writes.
+                            unsafe { populate_range(start, bytes) };
+                        }
+                    })
+                    .is_ok();
+            for (index, (copy, block)) in copy.blocks_mut().zip(self.blocks()).enumerate() {
+                if !helped || index % 2 == 0 {
+                    populate(copy);
+                }
+                copy.copy_from_slice(block);
+            }
+        });
         Ok(copy)
+    }
+
+    /// Takes `block` as the store's block holding bytes `offset .. offset + len` of the
+    /// little-endian encoding, in place of the block there (freed), when those bytes are exactly
+    /// one of its blocks and `block` is aligned as that block's layout asks. Returns false
+    /// otherwise (and on big-endian targets, where the bytes are not the words), leaving `block`
+    /// with the caller.
+    ///
+    /// # Safety
+    /// `block` points to `len` initialised bytes the caller owns and does not use after `true`;
+    /// the global allocator's `dealloc` frees it whatever layout of at most 64-byte alignment
+    /// and at most `len` bytes it is given (a block of the underlying allocator that dealloc
+    /// frees by its address alone).
+    pub(crate) unsafe fn adopt(
+        &mut self,
+        offset: usize,
+        block: std::ptr::NonNull<u8>,
+        len: usize,
+    ) -> bool {
+        if cfg!(target_endian = "big") || len == 0 || !offset.is_multiple_of(8) {
+            return false;
+        }
+        let Some(index) = (0..self.block_count()).find(|&index| {
+            self.block_start(index) * 8 == offset && self.block_len(index) * 8 == len
+        }) else {
+            return false;
+        };
+        let aligned = Self::layout(self.block_len(index))
+            .is_some_and(|layout| (block.as_ptr() as usize).is_multiple_of(layout.align()));
+        if !aligned {
+            return false;
+        }
+        free_block(self.block_ptr(index), self.block_len(index));
+        let block = block.cast::<u64>();
+        if self.in_pieces() {
+            // SAFETY: in pieces, `ptr` is the boxed table of `block_count` blocks, owned by self
+            // and borrowed exclusively with it.
+            let table = unsafe {
+                std::slice::from_raw_parts_mut(
+                    self.ptr.as_ptr().cast::<std::ptr::NonNull<u64>>(),
+                    self.block_count(),
+                )
+            };
+            table[index] = block;
+        } else {
+            self.ptr = block;
+        }
+        true
+    }
+
+    /// Bytes `offset .. offset + len` of the little-endian encoding as they lie in memory, when
+    /// they are inside one block (None across blocks, and on big-endian targets). Panics past
+    /// the end.
+    pub(crate) fn bytes_in_one_block(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        self.check_bytes(offset, len);
+        if cfg!(target_endian = "big") || len == 0 {
+            return None;
+        }
+        let (block, within, room) = self.block_bytes_at(offset);
+        // SAFETY: `len` <= `room` bytes of the block from `within`, initialised words owned by
+        // self, borrowed with it.
+        (len <= room).then(|| unsafe {
+            std::slice::from_raw_parts(block.as_ptr().cast::<u8>().add(within), len)
+        })
+    }
+
+    /// The first word of block `index`.
+    fn block_start(&self, index: usize) -> usize {
+        index << self.piece_shift
     }
 
     /// Words held.
@@ -369,13 +490,26 @@ impl BitStore {
     /// Copies `out.len()` bytes of the little-endian encoding of the words (word w is bytes
     /// 8w .. 8w+7), starting at byte `offset`. Panics past the end.
     pub(crate) fn read_bytes(&self, offset: usize, out: &mut [u8]) {
+        self.check_bytes(offset, out.len());
         let mut at = offset;
         let mut rest = out;
         while !rest.is_empty() {
-            let (word, within) = (at / 8, at % 8);
-            let take = (8 - within).min(rest.len());
+            let (block, within, room) = self.block_bytes_at(at);
+            let take = room.min(rest.len());
             let (head, tail) = rest.split_at_mut(take);
-            head.copy_from_slice(&self.word(word).to_le_bytes()[within..within + take]);
+            if cfg!(target_endian = "little") {
+                // SAFETY: `take` bytes of the block from `within`, initialised words owned by
+                // self; `head` is a distinct buffer of `take` bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        block.as_ptr().cast::<u8>().add(within),
+                        head.as_mut_ptr(),
+                        take,
+                    )
+                };
+            } else {
+                read_words_le(self, at, head);
+            }
             at += take;
             rest = tail;
         }
@@ -383,19 +517,128 @@ impl BitStore {
 
     /// Overwrites bytes of the little-endian encoding from byte `offset`. Panics past the end.
     pub(crate) fn write_bytes(&mut self, offset: usize, data: &[u8]) {
+        self.check_bytes(offset, data.len());
         let mut at = offset;
         let mut rest = data;
         while !rest.is_empty() {
-            let (word, within) = (at / 8, at % 8);
-            let take = (8 - within).min(rest.len());
-            let word = self.word_mut(word);
-            let mut le = word.to_le_bytes();
-            le[within..within + take].copy_from_slice(&rest[..take]);
-            *word = u64::from_le_bytes(le);
+            let (block, within, room) = self.block_bytes_at(at);
+            let take = room.min(rest.len());
+            if cfg!(target_endian = "little") {
+                // SAFETY: `take` bytes of the block from `within`, owned by self and borrowed
+                // exclusively with it; `rest` is a distinct buffer of at least `take` bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        rest.as_ptr(),
+                        block.as_ptr().cast::<u8>().add(within),
+                        take,
+                    )
+                };
+            } else {
+                write_words_le(self, at, &rest[..take]);
+            }
             at += take;
             rest = &rest[take..];
         }
     }
+
+    /// Panics unless bytes `offset .. offset + len` are inside the store.
+    fn check_bytes(&self, offset: usize, len: usize) {
+        assert!(
+            offset
+                .checked_add(len)
+                .is_some_and(|end| end <= self.len * 8),
+            "bytes {offset}+{len} of {}",
+            self.len * 8
+        );
+    }
+
+    /// The block holding byte `at` (inside the store), the byte's offset in it, and the bytes
+    /// from there to the block's end.
+    fn block_bytes_at(&self, at: usize) -> (std::ptr::NonNull<u64>, usize, usize) {
+        let index = if self.in_pieces() {
+            at >> (self.piece_shift + 3)
+        } else {
+            0
+        };
+        let within = at - self.block_start(index) * 8;
+        (
+            self.block_ptr(index),
+            within,
+            self.block_len(index) * 8 - within,
+        )
+    }
+}
+
+/// The little-endian bytes of the words from byte `at`, word by word (big-endian targets).
+fn read_words_le(store: &BitStore, at: usize, out: &mut [u8]) {
+    let mut at = at;
+    let mut rest = out;
+    while !rest.is_empty() {
+        let (word, within) = (at / 8, at % 8);
+        let take = (8 - within).min(rest.len());
+        let (head, tail) = rest.split_at_mut(take);
+        head.copy_from_slice(&store.word(word).to_le_bytes()[within..within + take]);
+        at += take;
+        rest = tail;
+    }
+}
+
+/// Overwrites the words from byte `at` with little-endian bytes, word by word (big-endian
+/// targets).
+fn write_words_le(store: &mut BitStore, at: usize, data: &[u8]) {
+    let mut at = at;
+    let mut rest = data;
+    while !rest.is_empty() {
+        let (word, within) = (at / 8, at % 8);
+        let take = (8 - within).min(rest.len());
+        let word = store.word_mut(word);
+        let mut le = word.to_le_bytes();
+        le[within..within + take].copy_from_slice(&rest[..take]);
+        *word = u64::from_le_bytes(le);
+        at += take;
+        rest = &rest[take..];
+    }
+}
+
+/// Makes the pages of `block` resident and writable in one call (MADV_POPULATE_WRITE, Linux
+/// 5.14+) rather than one fault per page as they are first written; a hint: where the kernel
+/// refuses (older kernels, other systems) the pages fault in as they are written.
+fn populate(block: &mut [u64]) {
+    // SAFETY: the bytes of `block`, borrowed exclusively.
+    unsafe { populate_range(block.as_mut_ptr() as usize, block.len() * 8) }
+}
+
+/// [`populate`] of the `bytes` bytes from address `start`.
+///
+/// # Safety
+/// The range lies inside one live block of the global allocator. Other threads may read and
+/// write it meanwhile: populating changes no byte (a page keeps its contents).
+unsafe fn populate_range(start: usize, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let Ok(page) = usize::try_from(page) else {
+            return;
+        };
+        if !page.is_power_of_two() || bytes < page {
+            return;
+        }
+        let (first, end) = (start.next_multiple_of(page), (start + bytes) & !(page - 1));
+        if first < end {
+            // SAFETY: whole pages inside the caller's block, private anonymous memory of the
+            // allocator; populating writes nothing the program sees.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    end - first,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, bytes);
 }
 
 /// Words of piece `index` of a store of `len` words in pieces of 2^`shift`: whole pieces, then
@@ -478,7 +721,14 @@ mod tests {
         sizes.extend((0..400u64).map(|i| 1024 + i * i * i * 37 / 8 * 8));
         for bytes in sizes.into_iter().filter(|&b| b >= 1024) {
             let (one, cut) = jemalloc(bytes);
-            assert!(cut <= one, "{bytes}: {cut} over one block's {one}");
+            // Stores cut at RDB pieces pay a table of a few words even when one block would
+            // have been its size class.
+            let table = if bytes >= RDB_PIECES_FROM * RDB_PIECE_BYTES {
+                1024
+            } else {
+                0
+            };
+            assert!(cut <= one + table, "{bytes}: {cut} over one block's {one}");
             // Small stores pay a table and a tail of a few dozen bytes.
             let slack = if bytes >= 8192 { MAX_SLACK } else { 0.1 };
             assert!(cut as f64 <= bytes as f64 * (1.0 + slack), "{bytes}: {cut}");
@@ -502,7 +752,7 @@ mod tests {
             assert!(jemalloc(bytes).1 - bytes < 1 << 18, "{bytes}");
         }
         // Sizes that are a size class already are one block.
-        for bytes in [1u64 << 20, 5 << 18, 3 << 28, 1024, 1280] {
+        for bytes in [1u64 << 20, 5 << 18, 3 << 26, 1024, 1280] {
             assert_eq!(piece_shift(Allocator::Jemalloc, bytes / 8), 0, "{bytes}");
         }
         // The store's own figure is the prediction, and jemalloc's is what this process's
@@ -583,8 +833,107 @@ mod tests {
     }
 
     #[test]
+    fn stores_of_many_rdb_pieces_are_cut_at_them_within_the_slack() {
+        let piece = RDB_PIECE_BYTES;
+        // From 8 RDB pieces up: the RDB's pieces, whatever the tail, and only the tail rounded.
+        for bytes in [
+            8 * piece,
+            8 * piece + 8,
+            1_128_474_816,
+            12 * piece - 8,
+            5_600_000_000,
+        ] {
+            assert_eq!(
+                piece_shift(Allocator::Jemalloc, bytes / 8),
+                RDB_PIECE_SHIFT,
+                "{bytes}"
+            );
+            let (_, cut) = jemalloc(bytes);
+            assert!(
+                cut as f64 <= bytes as f64 * (1.0 + MAX_SLACK),
+                "{bytes}: {cut}"
+            );
+            assert!(cut - bytes < 8 << 20, "{bytes}: {cut}");
+        }
+        // Below, as before; the C library's malloc keeps one block.
+        assert_eq!(piece_shift(Allocator::Jemalloc, 7 * piece / 8), 0);
+        assert_eq!(piece_shift(Allocator::Libc, 8 * piece / 8), 0);
+    }
+
+    /// A block of `bytes` bytes as a store's block of that size is allocated, every byte `fill`.
+    fn filled_block(bytes: usize, fill: u8) -> std::ptr::NonNull<u8> {
+        let layout = BitStore::layout(bytes / 8).unwrap();
+        // SAFETY: a layout of non-zero size.
+        let block = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) }).unwrap();
+        // SAFETY: the block holds `bytes` bytes.
+        unsafe { block.as_ptr().write_bytes(fill, bytes) };
+        block
+    }
+
+    #[test]
+    fn a_block_that_is_one_of_the_stores_becomes_it_and_any_other_is_left() {
+        // 8 RDB pieces and a tail of 4 KiB: the pieces' pages are never touched but those adopted.
+        let piece = RDB_PIECE_BYTES as usize;
+        let bytes = 8 * piece + 4096;
+        let mut store = BitStore::zeroed(bytes as u64 / 8).unwrap();
+        assert_eq!(store.block_count(), 9);
+        let allocated = store.allocated_bytes();
+
+        let second = filled_block(piece, 0xa5);
+        // SAFETY: a block of the global allocator with the layout the store frees it with.
+        assert!(unsafe { store.adopt(piece, second, piece) });
+        let tail = filled_block(4096, 0x3c);
+        // SAFETY: as above.
+        assert!(unsafe { store.adopt(8 * piece, tail, 4096) });
+        let mut edge = [0u8; 16];
+        store.read_bytes(piece - 8, &mut edge);
+        assert_eq!(edge, [[0u8; 8], [0xa5; 8]].concat()[..]);
+        store.read_bytes(8 * piece - 8, &mut edge);
+        assert_eq!(edge, [[0u8; 8], [0x3c; 8]].concat()[..]);
+        assert_eq!(store.word(bytes / 8 - 1), 0x3c3c_3c3c_3c3c_3c3c);
+        // Read in place within a block, not across two.
+        let whole = store.bytes_in_one_block(piece, piece).unwrap();
+        assert_eq!(whole.as_ptr(), second.as_ptr().cast_const());
+        assert!(whole.iter().all(|&b| b == 0xa5));
+        assert_eq!(store.bytes_in_one_block(piece + 3, 5), Some(&[0xa5; 5][..]));
+        assert_eq!(store.bytes_in_one_block(piece - 8, 16), None);
+        assert_eq!(store.allocated_bytes(), allocated);
+
+        // Not one block, or misaligned: left with the caller.
+        let spare = filled_block(piece, 1);
+        for (offset, len) in [(piece / 2, piece), (piece, piece - 64), (8 * piece, piece)] {
+            // SAFETY: as above; refused, so the block stays ours.
+            assert!(
+                !unsafe { store.adopt(offset, spare, len) },
+                "{offset}+{len}"
+            );
+        }
+        // SAFETY: allocated by filled_block with this layout, and never adopted.
+        unsafe { std::alloc::dealloc(spare.as_ptr(), BitStore::layout(piece / 8).unwrap()) };
+        // The tail's bytes, 8 bytes past a line: refused (a line would span two cache lines).
+        let spare = filled_block(4096 + 64, 2);
+        // SAFETY: 8 bytes into a block of 4160 bytes.
+        let shifted = unsafe { spare.add(8) };
+        // SAFETY: as above; refused, so the block stays ours.
+        assert!(!unsafe { store.adopt(8 * piece, shifted, 4096) });
+        // SAFETY: allocated by filled_block with this layout, and never adopted.
+        unsafe { std::alloc::dealloc(spare.as_ptr(), BitStore::layout(520).unwrap()) };
+
+        // A store in one block takes a block of its whole size.
+        let mut small = BitStore::zeroed(128).unwrap();
+        assert!(!small.in_pieces());
+        let block = filled_block(1024, 0xff);
+        // SAFETY: as above.
+        assert!(unsafe { small.adopt(0, block, 1024) });
+        assert!(small.blocks().flatten().all(|&word| word == u64::MAX));
+        // Dropping both frees the adopted blocks as their own.
+    }
+
+    #[test]
     fn a_clone_holds_the_same_words_in_blocks_of_its_own() {
-        for words in [0u64, 3, 16_500, 312_500] {
+        // The last one is copied with the helper thread (64 MiB and more, in 1 MiB pieces).
+        let helped = (HELPED_COPY_FROM as u64 + 8192) / 8;
+        for words in [0u64, 3, 16_500, 312_500, helped] {
             let store = numbered(words);
             let mut copy = store.try_clone().unwrap();
             assert_eq!(copy, store);

@@ -344,6 +344,33 @@ impl Filter {
         }
     }
 
+    /// Bytes `offset .. offset + len` of the encoded bits without a copy, when they lie in one
+    /// block of a store (layers of our scalable filters only).
+    pub(crate) fn bits_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        match self {
+            Filter::Scalable(filter) => filter.bits_in_one_block(offset, len),
+            Filter::Window(_) | Filter::RedisBloom(_) => None,
+        }
+    }
+
+    /// Keeps `block` as bytes `offset .. offset + len` of the encoded bits when they are one
+    /// block of a store (layers of our scalable filters only); false leaves it with the caller.
+    ///
+    /// # Safety
+    /// As [`crate::stored::StoredValue::adopt_bits`].
+    pub(crate) unsafe fn adopt_bits(
+        &mut self,
+        offset: u64,
+        block: std::ptr::NonNull<u8>,
+        len: usize,
+    ) -> bool {
+        match self {
+            // SAFETY: the caller's contract.
+            Filter::Scalable(filter) => unsafe { filter.adopt_bits(offset, block, len) },
+            Filter::Window(_) | Filter::RedisBloom(_) => false,
+        }
+    }
+
     /// Overwrites bytes of the encoded bits from `offset`, a range from
     /// [`pieces`](Self::pieces). Panics outside the bits.
     pub fn write_bits(&mut self, offset: u64, data: &[u8]) {

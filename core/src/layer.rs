@@ -193,6 +193,31 @@ impl Layer {
     pub fn write_bytes(&mut self, offset: u64, data: &[u8]) {
         self.bits.write_bytes(offset as usize, data);
     }
+
+    /// Bytes `offset .. offset + len` of the little-endian encoding without a copy, when they
+    /// lie in one block of the store. Panics if the range is outside the layer.
+    pub(crate) fn bytes_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.bits
+            .bytes_in_one_block(usize::try_from(offset).ok()?, len)
+    }
+
+    /// Keeps `block` as bytes `offset .. offset + len` of the bits when they are one block of
+    /// the store ([`BitStore::adopt`]); false leaves it with the caller.
+    ///
+    /// # Safety
+    /// As [`crate::stored::StoredValue::adopt_bits`].
+    pub(crate) unsafe fn adopt_bytes(
+        &mut self,
+        offset: u64,
+        block: std::ptr::NonNull<u8>,
+        len: usize,
+    ) -> bool {
+        let Ok(offset) = usize::try_from(offset) else {
+            return false;
+        };
+        // SAFETY: the caller's contract.
+        unsafe { self.bits.adopt(offset, block, len) }
+    }
 }
 
 /// Bytes the allocator hands out for a layer of `bytes` bytes of bits: its store's blocks,

@@ -631,6 +631,42 @@ impl BloomFilter {
         assert!(data.is_empty(), "write past the end of the filter");
     }
 
+    /// Bytes `offset .. offset + len` of the encoded bits without a copy, when they lie in one
+    /// block of one layer's store.
+    pub(crate) fn bits_in_one_block(&self, mut offset: u64, len: usize) -> Option<&[u8]> {
+        for layer in &self.layers {
+            if offset < layer.bytes() {
+                let fits = offset.checked_add(len as u64)? <= layer.bytes();
+                return fits
+                    .then(|| layer.bytes_in_one_block(offset, len))
+                    .flatten();
+            }
+            offset -= layer.bytes();
+        }
+        None
+    }
+
+    /// Keeps `block` as bytes `offset .. offset + len` of the encoded bits when they are one
+    /// block of one layer's store; false leaves it with the caller.
+    ///
+    /// # Safety
+    /// As [`crate::stored::StoredValue::adopt_bits`].
+    pub(crate) unsafe fn adopt_bits(
+        &mut self,
+        mut offset: u64,
+        block: std::ptr::NonNull<u8>,
+        len: usize,
+    ) -> bool {
+        for layer in &mut self.layers {
+            if offset < layer.bytes() {
+                // SAFETY: the caller's contract.
+                return unsafe { layer.adopt_bytes(offset, block, len) };
+            }
+            offset -= layer.bytes();
+        }
+        false
+    }
+
     /// Bytes the allocator hands out for the bits of all layers (see
     /// [`crate::budget::allocation_size`]).
     pub fn allocated_bytes(&self) -> u64 {

@@ -73,10 +73,49 @@ impl StoredValue {
         }
     }
 
+    /// Bytes `offset .. offset + len` of the bits as [`read_bits`](Self::read_bits) would copy
+    /// them, without the copy, when they lie in one block of a store (a big filter's RDB pieces).
+    pub fn bits_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        match self {
+            StoredValue::Filter(stored) => stored.filter.bits_in_one_block(offset, len),
+            StoredValue::Descriptor(_) => None,
+        }
+    }
+
     /// Fills bits right after [`decode_value`]; see [`StoredFilter::write_bits`].
     pub fn write_bits(&mut self, offset: u64, data: &[u8]) {
         if let StoredValue::Filter(stored) = self {
             stored.write_bits(offset, data);
+        }
+    }
+
+    /// As [`write_bits`](Self::write_bits) with the `len` bytes at `block`, but keeping `block`
+    /// itself as those bits, not a copy, when they are exactly one block of a store (a layer
+    /// of a big filter loaded from RDB: Redis read each piece into a buffer of its own). Returns
+    /// false when they are not, leaving `block` with the caller, who writes the bits instead.
+    ///
+    /// # Safety
+    /// `block` points to `len` initialised bytes the caller owns and does not use after `true`;
+    /// the global allocator's `dealloc` frees it whatever layout of at most 64-byte alignment
+    /// and at most `len` bytes it is given (a block of the underlying allocator that `dealloc`
+    /// frees by its address alone).
+    pub unsafe fn adopt_bits(
+        &mut self,
+        offset: u64,
+        block: std::ptr::NonNull<u8>,
+        len: usize,
+    ) -> bool {
+        match self {
+            // Only complete filters of kinds without bookkeeping derived from their bits.
+            StoredValue::Filter(StoredFilter {
+                filter,
+                loading: None,
+                ..
+            }) => {
+                // SAFETY: the caller's contract.
+                unsafe { filter.adopt_bits(offset, block, len) }
+            }
+            _ => false,
         }
     }
 }

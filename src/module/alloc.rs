@@ -8,6 +8,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use redis_module::raw;
+use rustbloom_core::StoredValue;
+
+use super::ffi::RedisBuffer;
 
 /// Routes allocations to `RedisModule_Alloc` and friends once the module API is initialised.
 ///
@@ -92,6 +95,36 @@ fn server_shape(layout: Layout) -> Option<Shape> {
             OVER_ALIGNED.compare_exchange(UNDECIDED, HEADED, Ordering::Relaxed, Ordering::Relaxed);
     }
     shape(layout, OVER_ALIGNED.load(Ordering::Relaxed) == SIZE_CLASSES)
+}
+
+/// True when the global allocator frees every block of at most 64-byte alignment with
+/// `RedisModule_Free` on its address as it is (in the server, jemalloc's size classes chosen:
+/// every such block is [`Shape::Plain`]).
+fn frees_server_blocks() -> bool {
+    in_server() && OVER_ALIGNED.load(Ordering::Relaxed) == SIZE_CLASSES
+}
+
+/// Keeps a string Redis loaded from RDB as bytes `offset ..` of `stored`'s bits, instead of
+/// copying it, when they are one block of a store ([`StoredValue::adopt_bits`]) and the global
+/// allocator frees a block of Redis' as its own. Hands the buffer back otherwise.
+pub fn keep_loaded_bits(
+    stored: &mut StoredValue,
+    offset: u64,
+    buffer: RedisBuffer,
+) -> Result<(), RedisBuffer> {
+    let Some((block, len)) = buffer.block().filter(|_| frees_server_blocks()) else {
+        return Err(buffer);
+    };
+    // SAFETY: Redis allocated the buffer's `len` bytes with its allocator
+    // (RM_LoadStringBuffer) and they are ours; with size classes chosen, the global allocator
+    // frees every block of at most 64-byte alignment with RedisModule_Free on its address,
+    // which is how a buffer of Redis' is freed. On true the buffer is forgotten, not freed.
+    if unsafe { stored.adopt_bits(offset, block, len) } {
+        std::mem::forget(buffer);
+        Ok(())
+    } else {
+        Err(buffer)
+    }
 }
 
 /// The raw allocator underneath: the server's, or a fake one in tests.

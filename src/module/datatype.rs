@@ -21,6 +21,7 @@ use rustbloom_core::stored::decode_value;
 use rustbloom_core::transfer::load_commands;
 use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
+use super::alloc;
 use super::config;
 use super::ffi::{self, guard, log, now_ms, stop_server, Digest, Io, ModuleValue, RedisBuffer};
 use super::memory::CommandBudget;
@@ -82,15 +83,21 @@ unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredValue {
 }
 
 /// Hands `out` the RDB form of a filter, the part shared by rdb_save and digest: the header,
-/// then the bits in pieces of at most RDB_PIECE_BYTES (one reused buffer, never a second copy
+/// then the bits in pieces of at most RDB_PIECE_BYTES, each straight from the store where it
+/// lies in one block (a big filter's), else copied into one reused buffer (never a second copy
 /// of a big filter).
-fn each_rdb_string(stored: &StoredValue, mut out: impl FnMut(&mut [u8])) {
-    out(&mut stored.encode_header());
+fn each_rdb_string(stored: &StoredValue, mut out: impl FnMut(&[u8])) {
+    out(&stored.encode_header());
     let mut piece = Vec::new();
     for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
-        piece.resize(len as usize, 0);
+        let len = len as usize;
+        if let Some(bytes) = stored.bits_in_one_block(offset, len) {
+            out(bytes);
+            continue;
+        }
+        piece.resize(len, 0);
         stored.read_bits(offset, &mut piece);
-        out(&mut piece);
+        out(&piece);
     }
 }
 
@@ -143,16 +150,18 @@ fn load_filter(rdb: Io) -> Result<StoredValue, String> {
             DecodeError::Limit(limit) => refused_load(rdb, &budget, limit),
         },
     )?;
+    // Each piece Redis reads into a buffer of its own: kept as a block of the bits where it is
+    // one (a big filter's pieces), so that its bytes are neither copied nor faulted in twice;
+    // copied where not.
     for (offset, len) in stored.pieces(RDB_PIECE_BYTES) {
         let piece = rdb.load_buffer().ok_or("short read")?;
-        let bytes = piece.bytes().unwrap_or_default();
-        if bytes.len() as u64 != len {
-            return Err(format!(
-                "bit piece of {} bytes, expected {len}",
-                bytes.len()
-            ));
+        let got = piece.bytes().unwrap_or_default().len();
+        if got as u64 != len {
+            return Err(format!("bit piece of {got} bytes, expected {len}"));
         }
-        stored.write_bits(offset, bytes);
+        if let Err(piece) = alloc::keep_loaded_bits(&mut stored, offset, piece) {
+            stored.write_bits(offset, piece.bytes().unwrap_or_default());
+        }
     }
     // A client's RESTORE is held to BF.ADDAT's rule: a window filter's time never goes back, so
     // one far ahead of the clock would forget nothing until the clock caught up.

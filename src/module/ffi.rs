@@ -520,6 +520,12 @@ impl AsRef<[u8]> for RedisBuffer {
 }
 
 impl RedisBuffer {
+    /// The buffer's address and length (None when empty), for an owner that takes it over and
+    /// then forgets this buffer (see [`super::alloc::keep_loaded_bits`]).
+    pub fn block(&self) -> Option<(std::ptr::NonNull<u8>, usize)> {
+        std::ptr::NonNull::new(self.ptr.cast::<u8>()).map(|block| (block, self.len))
+    }
+
     pub fn bytes(&self) -> Option<&[u8]> {
         if self.ptr.is_null() {
             None
@@ -710,10 +716,10 @@ impl Digest<'_> {
         }
     }
 
-    pub fn add(&self, bytes: &mut [u8]) {
+    pub fn add(&self, bytes: &[u8]) {
         // SAFETY: a live digest; Redis reads `bytes.len()` bytes.
         unsafe {
-            api!(RedisModule_DigestAddStringBuffer)(self.md, bytes.as_mut_ptr().cast(), bytes.len())
+            api!(RedisModule_DigestAddStringBuffer)(self.md, bytes.as_ptr().cast(), bytes.len())
         };
     }
 
