@@ -903,10 +903,8 @@ mod tests {
         let spare = filled_block(piece, 1);
         for (offset, len) in [(piece / 2, piece), (piece, piece - 64), (8 * piece, piece)] {
             // SAFETY: as above; refused, so the block stays ours.
-            assert!(
-                !unsafe { store.adopt(offset, spare, len) },
-                "{offset}+{len}"
-            );
+            let adopted = unsafe { store.adopt(offset, spare, len) };
+            assert!(!adopted, "{offset}+{len}");
         }
         // SAFETY: allocated by filled_block with this layout, and never adopted.
         unsafe { std::alloc::dealloc(spare.as_ptr(), BitStore::layout(piece / 8).unwrap()) };
