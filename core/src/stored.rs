@@ -17,7 +17,7 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::budget::MemoryBudget;
+use crate::budget::{allocation_size, MemoryBudget};
 use crate::encoding::{self, ChunkError, DecodeError, CHUNK_BYTES};
 use crate::filter::Filter;
 use crate::partition::{self, Descriptor, Partition, PartitionError};
@@ -27,14 +27,37 @@ use crate::window::encoding as window_encoding;
 /// The value stored at a key. A filter whose bits are still arriving is marked as such, so no
 /// command can forget that it must not answer from it: only [`ready`](Self::ready) gives a
 /// filter to query or add to.
+///
+/// ```text
+///   StoredFilter: | filter (inline) | rare: None, or a pointer to { loading, partition } |
+/// ```
+///
+/// A plain filter pays one pointer for the states few keys are in; the value a key holds stays
+/// in one small block (see [`StoredValue::memory_usage`]).
 #[derive(Debug, PartialEq)]
 pub struct StoredFilter {
     filter: Filter,
+    /// Some only while loading or for a partition (never `Some` of two `None`s, so that equal
+    /// values compare equal).
+    rare: Option<Box<RareState>>,
+}
+
+/// What only some keys' filters carry.
+#[derive(Debug, PartialEq)]
+struct RareState {
     /// While being loaded by BF.LOADCHUNK: the first `n` bytes of its bits have arrived, in
     /// order; the rest are zero.
     loading: Option<u64>,
     /// Which partition of a partitioned filter this is, if it is one ([`crate::partition`]).
     partition: Option<Partition>,
+}
+
+impl RareState {
+    /// The state's block, when there is anything to hold.
+    fn boxed(loading: Option<u64>, partition: Option<Partition>) -> Option<Box<RareState>> {
+        (loading.is_some() || partition.is_some())
+            .then(|| Box::new(RareState { loading, partition }))
+    }
 }
 
 /// What a key of the module's type holds: a filter, or the descriptor of a partitioned filter.
@@ -51,6 +74,23 @@ impl StoredValue {
         match self {
             StoredValue::Filter(stored) => stored.encode_header(),
             StoredValue::Descriptor(descriptor) => descriptor.encode(),
+        }
+    }
+
+    /// Bytes the allocator hands out for this value (MEMORY USAGE): its own block, which holds
+    /// a scalable filter's record inline, and every block it owns (layers, bits, a window's
+    /// record, the rare state). The server's own blocks for the key (its entry, name and object
+    /// headers) are not counted here.
+    pub fn memory_usage(&self) -> u64 {
+        let own = allocation_size(std::mem::size_of::<StoredValue>() as u64);
+        match self {
+            StoredValue::Filter(stored) => {
+                let rare = stored.rare.as_ref().map_or(0, |_| {
+                    allocation_size(std::mem::size_of::<RareState>() as u64)
+                });
+                own + rare + stored.filter.heap_bytes()
+            }
+            StoredValue::Descriptor(_) => own,
         }
     }
 
@@ -103,11 +143,7 @@ const CHECKSUM_BYTES: usize = 8;
 impl StoredFilter {
     /// A complete filter.
     pub fn ready_filter(filter: Filter) -> StoredFilter {
-        StoredFilter {
-            filter,
-            loading: None,
-            partition: None,
-        }
+        StoredFilter { filter, rare: None }
     }
 
     /// This filter as partition `partition` of a partitioned filter: refused when its item hash
@@ -115,8 +151,8 @@ impl StoredFilter {
     pub fn with_partition(self, partition: Partition) -> Result<StoredFilter, PartitionError> {
         match filter_seed(&self.filter) {
             Some(seed) if seed != partition.routing_seed() => Ok(StoredFilter {
-                partition: Some(partition),
-                ..self
+                rare: RareState::boxed(self.loading(), Some(partition)),
+                filter: self.filter,
             }),
             _ => Err(PartitionError::SeedReused),
         }
@@ -124,7 +160,16 @@ impl StoredFilter {
 
     /// Which partition this is, when it is one.
     pub fn partition(&self) -> Option<&Partition> {
-        self.partition.as_ref()
+        self.rare.as_ref().and_then(|rare| rare.partition.as_ref())
+    }
+
+    /// Bytes of bits arrived, while loading.
+    fn loading(&self) -> Option<u64> {
+        self.rare.as_ref().and_then(|rare| rare.loading)
+    }
+
+    fn set_loading(&mut self, loading: Option<u64>) {
+        self.rare = RareState::boxed(loading, self.partition().copied());
     }
 
     /// A filter whose first `loaded` bytes of bits are valid: ready when that is all of them.
@@ -132,8 +177,7 @@ impl StoredFilter {
         let loading = (loaded < filter.bytes()).then_some(loaded);
         StoredFilter {
             filter,
-            loading,
-            partition: None,
+            rare: RareState::boxed(loading, None),
         }
     }
 
@@ -150,21 +194,21 @@ impl StoredFilter {
 
     /// The filter when it is complete.
     pub fn ready(&self) -> Option<&Filter> {
-        self.loading.is_none().then_some(&self.filter)
+        self.loading().is_none().then_some(&self.filter)
     }
 
     pub fn ready_mut(&mut self) -> Option<&mut Filter> {
-        self.loading.is_none().then_some(&mut self.filter)
+        self.loading().is_none().then_some(&mut self.filter)
     }
 
     /// True while BF.LOADCHUNK chunks are still expected.
     pub fn is_loading(&self) -> bool {
-        self.loading.is_some()
+        self.loading().is_some()
     }
 
     /// Bytes of bits that are valid: all of them once complete.
     pub fn loaded_bytes(&self) -> u64 {
-        self.loading.unwrap_or_else(|| self.filter.bytes())
+        self.loading().unwrap_or_else(|| self.filter.bytes())
     }
 
     /// A copy whose bits `budget` admits first (COPY), in the same loading state.
@@ -174,8 +218,7 @@ impl StoredFilter {
     ) -> Result<StoredFilter, crate::budget::LimitError> {
         Ok(StoredFilter {
             filter: self.filter.try_clone(budget)?,
-            loading: self.loading,
-            partition: self.partition,
+            rare: RareState::boxed(self.loading(), self.partition().copied()),
         })
     }
 
@@ -183,7 +226,7 @@ impl StoredFilter {
     /// [`Filter::pieces`] gives up to [`loaded_bytes`](Self::loaded_bytes) (zero beyond).
     pub fn encode_header(&self) -> Vec<u8> {
         with_identity(
-            self.partition.as_ref(),
+            self.partition(),
             header_with(&self.filter, self.loaded_bytes()),
         )
     }
@@ -193,7 +236,7 @@ impl StoredFilter {
         let (next, data) = scandump_step(&self.filter, iterator);
         match (iterator, &self.filter) {
             (0, Filter::Scalable(_) | Filter::Window(_)) => {
-                (next, with_identity(self.partition.as_ref(), data))
+                (next, with_identity(self.partition(), data))
             }
             _ => (next, data),
         }
@@ -260,7 +303,7 @@ pub fn decode_header<B: MemoryBudget + ?Sized>(
             let header = window_encoding::parse_header(bytes)?;
             let loaded = header.loaded_bytes;
             (
-                Filter::Window(window_encoding::allocate(header, budget)?),
+                Filter::Window(Box::new(window_encoding::allocate(header, budget)?)),
                 loaded,
             )
         }
@@ -283,7 +326,7 @@ impl StoredFilter {
         self.filter.write_bits(offset, data);
         // A complete window filter's last bits: its counts are bounded by what the bits allow
         // (a load cannot be refused this late; see crate::window::encoding).
-        if let (None, Filter::Window(window)) = (self.loading, &mut self.filter) {
+        if let (None, Filter::Window(window)) = (self.loading(), &mut self.filter) {
             if offset + data.len() as u64 == window.bytes() {
                 window.recount_from_bits();
             }
@@ -335,7 +378,7 @@ pub fn scandump_step(filter: &Filter, iterator: u64) -> (u64, Vec<u8>) {
 pub fn load_commands(stored: &StoredFilter) -> impl Iterator<Item = (u64, Vec<u8>)> + '_ {
     let filter = &stored.filter;
     let loaded = stored.loaded_bytes();
-    let header = with_identity(stored.partition.as_ref(), transfer_header(filter));
+    let header = with_identity(stored.partition(), transfer_header(filter));
     let chunk_bytes = match filter {
         Filter::RedisBloom(_) => rb_scandump::CHUNK_BYTES,
         _ => CHUNK_BYTES,
@@ -392,7 +435,8 @@ pub fn decode_load_header<B: MemoryBudget + ?Sized>(
         if stored.is_loading() {
             return Err(DecodeError::Corrupt("not the header of a complete filter"));
         }
-        (stored.filter, stored.partition)
+        let partition = stored.partition().copied();
+        (stored.filter, partition)
     } else {
         (
             Filter::RedisBloom(rb_scandump::decode_header(bytes, budget)?),
@@ -401,8 +445,7 @@ pub fn decode_load_header<B: MemoryBudget + ?Sized>(
     };
     Ok(StoredFilter {
         filter,
-        loading: Some(0),
-        partition,
+        rare: RareState::boxed(Some(0), partition),
     })
 }
 
@@ -413,7 +456,7 @@ pub fn load_chunk(
     iterator: u64,
     chunk: &[u8],
 ) -> Result<(), ChunkError> {
-    let Some(loaded) = stored.loading else {
+    let Some(loaded) = stored.loading() else {
         return Err(ChunkError::Offset);
     };
     let filter = &mut stored.filter;
@@ -460,6 +503,7 @@ pub fn load_chunk(
         }
         (_, None) => unreachable!("our kinds' chunks carry a checksum"),
     }
-    stored.loading = (end < stored.filter.bytes()).then_some(end);
+    let loading = (end < stored.filter.bytes()).then_some(end);
+    stored.set_loading(loading);
     Ok(())
 }

@@ -317,7 +317,9 @@ fn exercise_window(filter: &mut WindowFilter, r: &mut Reader) {
         1 => u64::MAX,
         _ => now.saturating_add(u64::from(r.u16())),
     };
-    let mut primary = Filter::Window(filter.try_clone(&mut Unlimited).expect("clone refused"));
+    let mut primary = Filter::Window(Box::new(
+        filter.try_clone(&mut Unlimited).expect("clone refused"),
+    ));
     let mut outcome = primary.new_outcome(|| when);
     primary.insert_many(items.iter().copied(), &mut budget(), &mut outcome);
     let Outcome::Window(window_outcome) = &outcome else {
@@ -330,7 +332,7 @@ fn exercise_window(filter: &mut WindowFilter, r: &mut Reader) {
     let Filter::Window(primary) = primary else {
         unreachable!()
     };
-    assert_eq!(replica, primary, "replica diverged from its primary");
+    assert_eq!(replica, *primary, "replica diverged from its primary");
     for item in &items {
         assert!(
             primary.contains(item, at),
