@@ -150,7 +150,7 @@ fn check(stored: &StoredFilter, bytes: &[u8]) {
     let _ = filter.layer_count();
     let _ = filter.expansion();
     let _ = filter.info_size();
-    assert!(filter.memory_usage() >= filter.allocated_bytes());
+    assert!(filter.heap_bytes() >= filter.allocated_bytes());
     assert!(filter.allocated_bytes() >= filter.bytes());
     match filter {
         Filter::Scalable(filter) => check_scalable(filter),
@@ -172,7 +172,7 @@ fn check_scalable(filter: &BloomFilter) {
     assert_eq!(first.layers()[0].size(), filter.layers()[0].size());
     let _ = filter.capacity();
     let _ = filter.items();
-    let _ = filter.memory_usage();
+    let _ = filter.heap_bytes();
 }
 
 fn check_window(filter: &WindowFilter) {
@@ -350,7 +350,7 @@ fn exercise_window(filter: &mut WindowFilter, r: &mut Reader) {
             );
         }
     }
-    *filter = primary;
+    *filter = *primary;
 }
 
 /// Adds by RedisBloom's rules (growth included), and the same new items on a replica holding the
