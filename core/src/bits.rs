@@ -59,8 +59,8 @@ const MIN_PIECE_SHIFT: u32 = 3;
 const MAX_PIECE_SHIFT: u32 = 17;
 
 /// 64-bit words, zeroed at allocation, in one block or in pieces (see the module's picture).
-/// Three words, as the `Vec<u64>` it replaced, so that a layer's bookkeeping (counted in BF.INFO's
-/// Size and MEMORY USAGE) stays 56 bytes.
+/// Three words, as the `Vec<u64>` it replaced, so that a layer's record (counted in MEMORY USAGE)
+/// stays 56 bytes.
 pub(crate) struct BitStore {
     /// The one block, or (in pieces) the table of the pieces' blocks, as `NonNull<u64>`s.
     ptr: std::ptr::NonNull<u64>,

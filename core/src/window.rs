@@ -544,8 +544,9 @@ impl WindowFilter {
         self.words.allocated_bytes()
     }
 
-    /// Bytes this filter occupies in memory, bits and bookkeeping (the regions' generations and
-    /// marks, about 0.02% of the bits), as the allocator counts them.
+    /// Bytes this filter occupies in memory, as the allocator counts them: its record (boxed in
+    /// [`crate::Filter`]), the regions' generations and marks (about 0.02% of the bits) and the
+    /// bits.
     pub fn memory_usage(&self) -> u64 {
         let regions = self.regions.len() as u64;
         allocation_size(std::mem::size_of::<Self>() as u64)
