@@ -25,8 +25,9 @@ const SERVER_UNCOUNTED_BYTES: u64 = 40;
 const KEY_BYTES: u64 = 24 + 32 + 64;
 /// A scalable filter's layer records: one 56-byte record, in a 64-byte block.
 const LAYER_RECORD_BYTES: u64 = 64;
-/// A window filter's record (a 192-byte block) and its region table (two 8-byte blocks).
-const WINDOW_RECORD_BYTES: u64 = 192 + 16;
+/// A window filter's record (a 160-byte block) and its region table (one region's generation
+/// and dirty marks, a 16-byte block).
+const WINDOW_RECORD_BYTES: u64 = 160 + 16;
 
 /// From this capacity up, the key's fixed cost fits in the 10% too.
 const FIXED_COST_ABSORBED_FROM: u64 = 10_000;

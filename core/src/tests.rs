@@ -559,10 +559,12 @@ fn scaling_filters_mix_layouts() {
 
 /// MEMORY USAGE counts a filter's bookkeeping (see `StoredValue::memory_usage`, allocation
 /// sizes): a key's value, a scalable filter's record inline, is one block of jemalloc's
-/// 64-byte class, and each layer's record 56 bytes of the layers' block.
+/// 64-byte class, each layer's record 56 bytes of the layers' block.
 #[test]
 fn bookkeeping_sizes_stay_as_released() {
     assert_eq!(std::mem::size_of::<Layer>(), 56);
     assert_eq!(std::mem::size_of::<BloomFilter>(), 56);
     assert_eq!(std::mem::size_of::<crate::stored::StoredValue>(), 64);
+    // A window filter's record, boxed: jemalloc's 160-byte class.
+    assert_eq!(std::mem::size_of::<crate::window::WindowFilter>(), 152);
 }
