@@ -385,7 +385,8 @@ pub struct WindowFilter {
     /// All slots' bits, laid out as the module documentation shows, in a bit store (its
     /// pieces are whole lines, so a slot's block never spans two).
     words: BitStore,
-    /// The region table, one block (so that the record stays in jemalloc's 160-byte class):
+    /// The region table, one block (so that the record stays in jemalloc's 160-byte class, with
+    /// `region_count`):
     ///
     /// ```text
     ///   | generation of region 0 | ... | of region n-1 | dirty marks of regions 0..7 | 8..15 | ...
@@ -400,6 +401,8 @@ pub struct WindowFilter {
     /// that may hold bits (set since that slot was last cleared there), so that bringing a region
     /// forward clears only those.
     regions: Box<[u64]>,
+    /// Regions: where the dirty marks begin in `regions`, kept to spare writes its computation.
+    region_count: usize,
 }
 
 /// Words of one slot in a region: 16 KiB, 256 blocks. A region is the unit the ring clears in:
@@ -484,6 +487,7 @@ impl WindowFilter {
             items,
             words: BitStore::zeroed(shape.bytes() / 8)?,
             regions: table.into_boxed_slice(),
+            region_count: regions as usize,
         };
         for region in 0..regions as usize {
             filter.mark_dirty(region, dirty);
@@ -628,8 +632,7 @@ impl WindowFilter {
     /// Where `region`'s dirty mark is in the region table: its word and shift.
     #[inline]
     fn dirty_place(&self, region: usize) -> (usize, u32) {
-        let regions = region_count(&self.shape) as usize;
-        (regions + region / 8, (region % 8 * 8) as u32)
+        (self.region_count + region / 8, (region % 8 * 8) as u32)
     }
 
     /// The slots of `region` that may hold bits.
