@@ -6,7 +6,10 @@
 //! wastes up to 25% (110k items at 1% in one 132 KB block took 160 KB). A store whose one block
 //! would waste more than [`MAX_SLACK`] of its bits is cut into pieces of a power of two of bytes
 //! (a size class of its own) and one shorter tail, each a block, found through a table of the
-//! pieces: only the tail and the table are rounded up. The piece size is chosen per store, the
+//! pieces: only the tail and the table are rounded up. The table lives in the tail's block,
+//! after its words, when the tail's size class has room for it (a 1,232-byte store: a
+//! 1,024-byte piece and a 224-byte tail holding 208 bytes of bits and the 16-byte table),
+//! else in a block of its own. The piece size is chosen per store, the
 //! largest up to 1 MiB whose total stays within [`MAX_SLACK`] (the tail is at most a piece, so its rounding
 //! at most a quarter piece), so big stores keep big pieces and few table entries. Stores of
 //! [`RDB_PIECES_FROM`] RDB pieces (512 MiB) and more are cut at the RDB's 64 MiB pieces instead,
@@ -20,7 +23,9 @@
 //!   in pieces of 2^s words (s = piece_shift, chosen per store; whole 64-byte lines):
 //!                | piece 0: 0 .. 2^s-1 | piece 1: 2^s .. 2^(s+1)-1 | ... | tail: the rest |
 //!   word w:      piece w >> s, at w & (2^s - 1); the table holds each piece's address
-//!   struct:      { ptr: the block, or the table | len: words | piece_shift: 0 = one block }
+//!   tail block:  | the tail's words | the table, when the tail's size class has room |
+//!   struct:      { ptr: the block, or the table | len: words | piece_shift: 0 = one block |
+//!                  table_in_tail }
 //!
 //!   blocks of 4 KiB and more are aligned to 64 bytes (smaller pieces are powers of two from
 //!   64 bytes, which jemalloc's size classes align anyway), so a 512-bit line is a cache line
@@ -71,14 +76,17 @@ const RDB_PIECE_SHIFT: u32 = (RDB_PIECE_BYTES / 8).trailing_zeros();
 const RDB_PIECES_FROM: u64 = 8;
 
 /// 64-bit words, zeroed at allocation, in one block or in pieces (see the module's picture).
-/// Three words, as the `Vec<u64>` it replaced, so that a layer's bookkeeping (counted in BF.INFO's
-/// Size and MEMORY USAGE) stays 56 bytes.
+/// Three words, as the `Vec<u64>` it replaced, so that a layer's record (counted in MEMORY USAGE)
+/// stays 56 bytes.
 pub(crate) struct BitStore {
     /// The one block, or (in pieces) the table of the pieces' blocks, as `NonNull<u64>`s.
     ptr: std::ptr::NonNull<u64>,
     len: usize,
     /// log2 of a piece's words; 0: one block (or no words).
     piece_shift: u32,
+    /// In pieces: the table is the end of the tail's block (see [`table_in_tail`]), not a block
+    /// of its own.
+    table_in_tail: bool,
 }
 
 // SAFETY: BitStore owns its blocks exclusively, like a Vec<u64>.
@@ -138,10 +146,24 @@ fn allocation(allocator: Allocator, words: u64, shift: u32) -> u64 {
     } else {
         0
     };
+    let table = if table_in_tail(allocator, words, shift) {
+        0
+    } else {
+        usable_size(allocator, pieces * 8)
+    };
     whole
         .saturating_mul(block_allocation(allocator, piece))
         .saturating_add(tail)
-        .saturating_add(usable_size(allocator, pieces * 8))
+        .saturating_add(table)
+}
+
+/// True when a store of `words` words cut at `shift` (non-zero) keeps its table at the end of
+/// its tail's block: there is a tail, and its size class holds the table too.
+fn table_in_tail(allocator: Allocator, words: u64, shift: u32) -> bool {
+    let tail = words % (1 << shift);
+    let pieces = words.div_ceil(1 << shift);
+    tail > 0
+        && block_allocation(allocator, (tail + pieces) * 8) == block_allocation(allocator, tail * 8)
 }
 
 /// How a store of `words` words is cut on `allocator`: a store of [`RDB_PIECES_FROM`] RDB pieces
@@ -209,6 +231,15 @@ impl BitStore {
         }
     }
 
+    /// Words block `index` was allocated with.
+    fn allocated_len(&self, index: usize) -> usize {
+        if self.in_pieces() {
+            allocated_piece_len(self.len, self.piece_shift, self.table_in_tail, index)
+        } else {
+            self.len
+        }
+    }
+
     /// The pieces' blocks (in pieces).
     fn table(&self) -> &[std::ptr::NonNull<u64>] {
         // SAFETY: in pieces, `ptr` is the boxed table of `block_count` blocks that `zeroed` made.
@@ -238,6 +269,7 @@ impl BitStore {
                 ptr: std::ptr::NonNull::dangling(),
                 len,
                 piece_shift: 0,
+                table_in_tail: false,
             });
         }
         let piece_shift = piece_shift(allocator(), words);
@@ -247,29 +279,44 @@ impl BitStore {
                 ptr: block,
                 len,
                 piece_shift,
+                table_in_tail: false,
             });
         }
         let pieces = len.div_ceil(1 << piece_shift);
+        let in_tail = table_in_tail(allocator(), words, piece_shift);
+        let allocated_len = |index| allocated_piece_len(len, piece_shift, in_tail, index);
         let mut table: Vec<std::ptr::NonNull<u64>> = Vec::new();
         table.try_reserve_exact(pieces).map_err(|_| refused)?;
         for index in 0..pieces {
-            let piece = piece_len(len, piece_shift, index);
-            match Self::layout(piece).and_then(zeroed_block) {
+            match Self::layout(allocated_len(index)).and_then(zeroed_block) {
                 Some(block) => table.push(block),
                 None => {
                     for (index, block) in table.iter().enumerate() {
-                        free_block(*block, piece_len(len, piece_shift, index));
+                        free_block(*block, allocated_len(index));
                     }
                     return Err(refused);
                 }
             }
         }
-        let table = Box::into_raw(table.into_boxed_slice());
-        Ok(BitStore {
+        let ptr = if in_tail {
+            let tail = table[pieces - 1];
+            // SAFETY: the tail's block has room for `pieces` words after its own.
+            let at = unsafe { tail.as_ptr().add(piece_len(len, piece_shift, pieces - 1)) };
+            // SAFETY: `pieces` zeroed words of the tail's block, aligned as u64 (as a pointer),
+            // not overlapping the Vec.
+            unsafe { std::ptr::copy_nonoverlapping(table.as_ptr(), at.cast(), pieces) };
+            // SAFETY: inside a block, never null.
+            unsafe { std::ptr::NonNull::new_unchecked(at) }
+        } else {
+            let table = Box::into_raw(table.into_boxed_slice());
             // SAFETY: from a box, never null.
-            ptr: unsafe { std::ptr::NonNull::new_unchecked(table.cast::<u64>()) },
+            unsafe { std::ptr::NonNull::new_unchecked(table.cast::<u64>()) }
+        };
+        Ok(BitStore {
+            ptr,
             len,
             piece_shift,
+            table_in_tail: in_tail,
         })
     }
 
@@ -338,6 +385,11 @@ impl BitStore {
         }) else {
             return false;
         };
+        // A tail that holds the table after its words is kept: the given block has no room
+        // for the table.
+        if self.allocated_len(index) != self.block_len(index) {
+            return false;
+        }
         let aligned = Self::layout(self.block_len(index))
             .is_some_and(|layout| (block.as_ptr() as usize).is_multiple_of(layout.align()));
         if !aligned {
@@ -647,6 +699,18 @@ fn piece_len(len: usize, shift: u32, index: usize) -> usize {
     (len - (index << shift)).min(1 << shift)
 }
 
+/// Words block `index` of a store of `len` words in pieces of 2^`shift` was allocated with: its
+/// own, and the table's after the tail's when [`table_in_tail`].
+fn allocated_piece_len(len: usize, shift: u32, table_in_tail: bool, index: usize) -> usize {
+    let pieces = len.div_ceil(1 << shift);
+    let table = if table_in_tail && index + 1 == pieces {
+        pieces
+    } else {
+        0
+    };
+    piece_len(len, shift, index) + table
+}
+
 /// A zeroed block of `layout` (non-zero size) from the global allocator, None when refused.
 fn zeroed_block(layout: std::alloc::Layout) -> Option<std::ptr::NonNull<u64>> {
     // SAFETY: callers pass a layout of non-zero size.
@@ -663,10 +727,11 @@ fn free_block(block: std::ptr::NonNull<u64>, len: usize) {
 impl Drop for BitStore {
     fn drop(&mut self) {
         let blocks = self.block_count();
+        // The tail's block, which may hold the table, is freed last.
         for index in 0..blocks {
-            free_block(self.block_ptr(index), self.block_len(index));
+            free_block(self.block_ptr(index), self.allocated_len(index));
         }
-        if self.in_pieces() {
+        if self.in_pieces() && !self.table_in_tail {
             // SAFETY: the table was boxed by `zeroed` with exactly this length.
             drop(unsafe {
                 Box::from_raw(std::ptr::slice_from_raw_parts_mut(
@@ -804,6 +869,32 @@ mod tests {
     }
 
     #[test]
+    fn a_table_with_room_in_the_tails_size_class_takes_no_block_of_its_own() {
+        // 1,232 bytes (1,000 items at 0.9%): a 1,024-byte piece and a 208-byte tail, in the
+        // 224-byte class with the 16-byte table after it.
+        assert_eq!(jemalloc(1232).1, 1024 + 224);
+        // 1,384 bytes: the 360-byte tail and the table in the 384-byte class.
+        assert_eq!(jemalloc(1384).1, 1024 + 384);
+        // 2,304 bytes: a 256-byte tail fills its class; the table takes a block of 16.
+        assert_eq!(jemalloc(2304).1, 2048 + 256 + 16);
+        for (words, in_tail) in [(154u64, true), (173, true), (288, false)] {
+            let store = numbered(words);
+            assert!(store.in_pieces());
+            assert_eq!(store.table_in_tail, in_tail, "{words}");
+            assert_eq!(store.allocated_bytes(), allocated_bytes(words * 8));
+            assert!((0..words as usize)
+                .all(|w| store.word(w) == (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+            // The tail's words stop before the table.
+            assert_eq!(
+                store.blocks().map(<[u64]>::len).sum::<usize>(),
+                words as usize
+            );
+            let copy = store.try_clone().unwrap();
+            assert_eq!(copy, store);
+        }
+    }
+
+    #[test]
     fn bytes_written_across_a_piece_edge_read_back_and_nothing_else_changes() {
         let mut store = numbered(16_500);
         assert!(store.in_pieces());
@@ -925,6 +1016,29 @@ mod tests {
         assert!(unsafe { small.adopt(0, block, 1024) });
         assert!(small.blocks().flatten().all(|&word| word == u64::MAX));
         // Dropping both frees the adopted blocks as their own.
+    }
+
+    #[test]
+    fn a_tail_holding_the_table_is_never_replaced() {
+        // 8 RDB pieces and a tail of 4,000 bytes, whose 4 KiB class holds the 72-byte table too.
+        let piece = RDB_PIECE_BYTES as usize;
+        let bytes = 8 * piece + 4000;
+        let words = bytes as u64 / 8;
+        if !table_in_tail(allocator(), words, RDB_PIECE_SHIFT) {
+            return; // the C library's malloc: one block, no table
+        }
+        let mut store = BitStore::zeroed(words).unwrap();
+        assert!(store.table_in_tail);
+        let tail = filled_block(4000, 0x3c);
+        // SAFETY: a block of the global allocator with the layout the store frees it with.
+        let adopted = unsafe { store.adopt(8 * piece, tail, 4000) };
+        assert!(!adopted, "the tail's block holds the table");
+        // SAFETY: allocated by filled_block with this layout, and never adopted.
+        unsafe { std::alloc::dealloc(tail.as_ptr(), BitStore::layout(500).unwrap()) };
+        // The table is intact: every piece and the tail still read and write.
+        store.write_bytes(bytes - 8, &[7; 8]);
+        assert_eq!(store.word(words as usize - 1), 0x0707_0707_0707_0707);
+        assert_eq!(store.bytes_in_one_block(piece, 8), Some(&[0u8; 8][..]));
     }
 
     #[test]

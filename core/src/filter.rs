@@ -40,11 +40,12 @@ pub struct LayerReport {
     pub error_rate: f64,
 }
 
-/// A filter of any kind.
+/// A filter of any kind. A window filter's record (its clock, counts and region table) is
+/// boxed so that the enum stays the size of a scalable filter's, which a key holds inline.
 #[derive(Debug, PartialEq)]
 pub enum Filter {
     Scalable(BloomFilter),
-    Window(WindowFilter),
+    Window(Box<WindowFilter>),
     RedisBloom(RbFilter),
 }
 
@@ -85,7 +86,7 @@ impl Filter {
     ) -> Result<Filter, LimitError> {
         Ok(match self {
             Filter::Scalable(filter) => Filter::Scalable(filter.try_clone(budget)?),
-            Filter::Window(filter) => Filter::Window(filter.try_clone(budget)?),
+            Filter::Window(filter) => Filter::Window(Box::new(filter.try_clone(budget)?)),
             Filter::RedisBloom(filter) => Filter::RedisBloom(filter.try_clone(budget)?),
         })
     }
@@ -210,7 +211,7 @@ impl Filter {
     /// ([`INFO_SIZE_PER_FILTER`], [`INFO_SIZE_PER_LAYER`]). So the same filter ranks the same in
     /// both modules (a NONSCALING filter, sized at ε, is smaller than a scaling one whose first
     /// layer is at ε/2), and a migrated filter answers as it did before. What the allocator hands
-    /// out is MEMORY USAGE's figure ([`memory_usage`](Self::memory_usage)).
+    /// out is MEMORY USAGE's figure ([`heap_bytes`](Self::heap_bytes) and the key's value).
     pub fn info_size(&self) -> u64 {
         self.layer_reports()
             .iter()
@@ -278,12 +279,14 @@ impl Filter {
         }
     }
 
-    /// Bytes this filter occupies in memory, bits and bookkeeping (MEMORY USAGE).
-    pub fn memory_usage(&self) -> u64 {
+    /// Bytes the allocator hands out for this filter's own blocks, bits and bookkeeping, beyond
+    /// the enum itself (inline in the key's value, which
+    /// [`StoredValue::memory_usage`](crate::stored::StoredValue::memory_usage) counts).
+    pub fn heap_bytes(&self) -> u64 {
         match self {
-            Filter::Scalable(filter) => filter.memory_usage(),
+            Filter::Scalable(filter) => filter.heap_bytes(),
             Filter::Window(filter) => filter.memory_usage(),
-            Filter::RedisBloom(filter) => filter.memory_usage(),
+            Filter::RedisBloom(filter) => filter.heap_bytes(),
         }
     }
 

@@ -13,8 +13,8 @@ pub struct Layer {
     num_hashes: u32,
     layout: Layout,
     /// Probes in each of an item's lines (`num_hashes / lines` ≤ 16), 0 when classic; kept to
-    /// spare the division on every operation, in a byte so that a layer's bookkeeping stays 56
-    /// bytes (BF.INFO's Size counts it; see the test).
+    /// spare the division on every operation, in a byte so that a layer's record stays 56 bytes
+    /// (MEMORY USAGE counts it; see the test).
     per_line: u8,
     /// Items this layer was sized for; the scalable filter stops adding to it once reached.
     capacity: u64,

@@ -289,7 +289,9 @@ mod tests {
             window_ms: 60_000,
             seed: 4,
         };
-        let mut primary = Filter::Window(WindowFilter::new(params, 0, &mut Unlimited).unwrap());
+        let mut primary = Filter::Window(Box::new(
+            WindowFilter::new(params, 0, &mut Unlimited).unwrap(),
+        ));
         let mut budget = Budget::new(u64::MAX, u64::MAX);
         let batch = items("w", 20);
         let (_, effects) = add(&mut primary, &batch, &mut budget, true);
@@ -303,8 +305,9 @@ mod tests {
                 count: 20
             }
         );
-        let mut replica =
-            Filter::Window(WindowFilter::with_slot_shape(params, slot, 0, &mut Unlimited).unwrap());
+        let mut replica = Filter::Window(Box::new(
+            WindowFilter::with_slot_shape(params, slot, 0, &mut Unlimited).unwrap(),
+        ));
         apply(&mut replica, &batch, &effects);
         assert_eq!(replica, primary);
     }

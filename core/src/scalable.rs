@@ -218,11 +218,13 @@ impl AddOutcome {
     }
 }
 
-/// The shape of the layer a filter would push next, computed at most once per shape: sizing a
-/// blocked layer takes milliseconds, and a filter whose growth a limit refuses is asked again
-/// on every add of a new item. Not part of the filter's value (equality ignores it).
-#[derive(Clone, Copy, Debug, Default)]
-struct NextShape(Option<(usize, LayerSize)>);
+/// The shape of the layer a filter would push next (at index `layers.len()`), computed at most
+/// once: sizing a blocked layer takes milliseconds, and a filter whose growth a limit refuses is
+/// asked again on every add of a new item. Forgotten when a layer is pushed. Boxed: only a
+/// filter that grows needs it, and a pointer keeps the filter's record in a smaller size class.
+/// Not part of the filter's value (equality ignores it).
+#[derive(Clone, Debug, Default)]
+struct NextShape(Option<Box<LayerSize>>);
 
 impl PartialEq for NextShape {
     fn eq(&self, _other: &Self) -> bool {
@@ -241,11 +243,18 @@ impl PartialEq for NextShape {
 /// assert!(filter.contains(b"alice"));
 /// assert_eq!(filter.items(), 1);
 /// ```
+///
+/// ```text
+///   BloomFilter (56 bytes, inline in the key's value):
+///     | params (32) | layers: pointer, length (16) | next shape: None or a pointer (8) |
+///   layers' block: | Layer 0 (56) | Layer 1 | ... |   exactly as many as the filter has
+/// ```
 #[derive(Debug, PartialEq)]
 pub struct BloomFilter {
     params: FilterParams,
-    /// Oldest first; never empty.
-    layers: Vec<Layer>,
+    /// Oldest first; never empty. A boxed slice, not a Vec: no capacity beyond the layers, so
+    /// that its block is what [`memory_usage`](Self::memory_usage) counts.
+    layers: Box<[Layer]>,
     next_shape: NextShape,
 }
 
@@ -284,7 +293,7 @@ impl BloomFilter {
             .map_err(CreateError::Limit)?;
         Ok(BloomFilter {
             params,
-            layers: vec![first],
+            layers: Box::new([first]),
             next_shape: NextShape::default(),
         })
     }
@@ -294,7 +303,7 @@ impl BloomFilter {
         debug_assert!(!layers.is_empty());
         BloomFilter {
             params,
-            layers,
+            layers: layers.into_boxed_slice(),
             next_shape: NextShape::default(),
         }
     }
@@ -412,17 +421,14 @@ impl BloomFilter {
 
     /// The shape of the layer this filter pushes next (memoised per shape).
     fn next_layer_size(&mut self) -> Result<LayerSize, InsertError> {
-        let index = self.layers.len();
-        if let NextShape(Some((memo_index, size))) = self.next_shape {
-            if memo_index == index {
-                return Ok(size);
-            }
+        if let NextShape(Some(size)) = &self.next_shape {
+            return Ok(**size);
         }
         let size = self
             .params
-            .layer_size(index)
+            .layer_size(self.layers.len())
             .map_err(|_| InsertError::CannotGrow)?;
-        self.next_shape = NextShape(Some((index, size)));
+        self.next_shape = NextShape(Some(Box::new(size)));
         Ok(size)
     }
 
@@ -492,7 +498,16 @@ impl BloomFilter {
             .map_err(InsertError::Limit)?;
         let layer = Layer::with_size(size, capacity, self.params.layer_error_rate(index), 0)
             .map_err(InsertError::Limit)?;
-        self.layers.push(layer);
+        let mut layers = std::mem::take(&mut self.layers).into_vec();
+        if layers.try_reserve_exact(1).is_err() {
+            self.layers = layers.into_boxed_slice();
+            return Err(InsertError::Limit(LimitError::Allocation {
+                needed: allocation_size(((self.layers.len() + 1) * size_of::<Layer>()) as u64),
+            }));
+        }
+        layers.push(layer);
+        self.layers = layers.into_boxed_slice();
+        self.next_shape = NextShape::default();
         Ok(())
     }
 
@@ -683,10 +698,15 @@ impl BloomFilter {
             .sum()
     }
 
-    /// Bytes this filter occupies in memory, bits and bookkeeping, as the allocator counts them.
-    pub fn memory_usage(&self) -> u64 {
-        let bookkeeping =
-            std::mem::size_of::<Self>() + self.layers.len() * std::mem::size_of::<Layer>();
-        allocation_size(bookkeeping as u64) + self.allocated_bytes()
+    /// Bytes the allocator hands out for this filter's blocks: the layers' records and their
+    /// bits, and the next layer's shape once computed (the filter's own struct is inline in
+    /// whatever holds it).
+    pub fn heap_bytes(&self) -> u64 {
+        let next_shape = self
+            .next_shape
+            .0
+            .as_ref()
+            .map_or(0, |_| allocation_size(size_of::<LayerSize>() as u64));
+        allocation_size(size_of_val(&*self.layers) as u64) + next_shape + self.allocated_bytes()
     }
 }

@@ -9,7 +9,7 @@
 //! [`Filter::pieces`]. Every header records how many bytes of bits are valid, so that a key
 //! saved in the middle of a BF.LOADCHUNK load is restored in the middle of it.
 
-use crate::budget::MemoryBudget;
+use crate::budget::{allocation_size, MemoryBudget};
 use crate::encoding::DecodeError;
 use crate::filter::Filter;
 use crate::partition::{self, Descriptor, Partition, PartitionError};
@@ -20,14 +20,37 @@ use crate::window::encoding as window_encoding;
 /// The value stored at a key. A filter whose bits are still arriving is marked as such, so no
 /// command can forget that it must not answer from it: only [`ready`](Self::ready) gives a
 /// filter to query or add to.
+///
+/// ```text
+///   StoredFilter: | filter (inline) | rare: None, or a pointer to { loading, partition } |
+/// ```
+///
+/// A plain filter pays one pointer for the states few keys are in; the value a key holds stays
+/// in one small block (see [`StoredValue::memory_usage`]).
 #[derive(Debug, PartialEq)]
 pub struct StoredFilter {
     pub(crate) filter: Filter,
+    /// Some only while loading or for a partition (never `Some` of two `None`s, so that equal
+    /// values compare equal).
+    rare: Option<Box<RareState>>,
+}
+
+/// What only some keys' filters carry.
+#[derive(Debug, PartialEq)]
+struct RareState {
     /// While being loaded by BF.LOADCHUNK: the first `n` bytes of its bits have arrived, in
     /// order; the rest are zero ([`crate::transfer`] advances it).
-    pub(crate) loading: Option<u64>,
+    loading: Option<u64>,
     /// Which partition of a partitioned filter this is, if it is one ([`crate::partition`]).
-    pub(crate) partition: Option<Partition>,
+    partition: Option<Partition>,
+}
+
+impl RareState {
+    /// The state's block, when there is anything to hold.
+    fn boxed(loading: Option<u64>, partition: Option<Partition>) -> Option<Box<RareState>> {
+        (loading.is_some() || partition.is_some())
+            .then(|| Box::new(RareState { loading, partition }))
+    }
 }
 
 /// What a key of the module's type holds: a filter, or the descriptor of a partitioned filter.
@@ -38,6 +61,23 @@ pub enum StoredValue {
 }
 
 impl StoredValue {
+    /// Bytes the allocator hands out for this value (MEMORY USAGE): its own block, which holds
+    /// a scalable filter's record inline, and every block it owns (layers, bits, a window's
+    /// record, the rare state). The server's own blocks for the key (its entry, name and object
+    /// headers) are not counted here.
+    pub fn memory_usage(&self) -> u64 {
+        let own = allocation_size(std::mem::size_of::<StoredValue>() as u64);
+        match self {
+            StoredValue::Filter(stored) => {
+                let rare = stored.rare.as_ref().map_or(0, |_| {
+                    allocation_size(std::mem::size_of::<RareState>() as u64)
+                });
+                own + rare + stored.filter.heap_bytes()
+            }
+            StoredValue::Descriptor(_) => own,
+        }
+    }
+
     /// The saved header: a filter's ([`StoredFilter::encode_header`]) or the descriptor's whole
     /// encoding.
     pub fn encode_header(&self) -> Vec<u8> {
@@ -107,11 +147,8 @@ impl StoredValue {
     ) -> bool {
         match self {
             // Only complete filters of kinds without bookkeeping derived from their bits.
-            StoredValue::Filter(StoredFilter {
-                filter,
-                loading: None,
-                ..
-            }) => {
+            StoredValue::Filter(stored) if stored.loading().is_none() => {
+                let filter = &mut stored.filter;
                 // SAFETY: the caller's contract.
                 unsafe { filter.adopt_bits(offset, block, len) }
             }
@@ -132,11 +169,7 @@ fn filter_seed(filter: &Filter) -> Option<u64> {
 impl StoredFilter {
     /// A complete filter.
     pub fn ready_filter(filter: Filter) -> StoredFilter {
-        StoredFilter {
-            filter,
-            loading: None,
-            partition: None,
-        }
+        StoredFilter { filter, rare: None }
     }
 
     /// This filter as partition `partition` of a partitioned filter: refused when its item hash
@@ -144,8 +177,8 @@ impl StoredFilter {
     pub fn with_partition(self, partition: Partition) -> Result<StoredFilter, PartitionError> {
         match filter_seed(&self.filter) {
             Some(seed) if seed != partition.routing_seed() => Ok(StoredFilter {
-                partition: Some(partition),
-                ..self
+                rare: RareState::boxed(self.loading(), Some(partition)),
+                filter: self.filter,
             }),
             _ => Err(PartitionError::SeedReused),
         }
@@ -153,7 +186,25 @@ impl StoredFilter {
 
     /// Which partition this is, when it is one.
     pub fn partition(&self) -> Option<&Partition> {
-        self.partition.as_ref()
+        self.rare.as_ref().and_then(|rare| rare.partition.as_ref())
+    }
+
+    /// Bytes of bits arrived, while loading.
+    pub(crate) fn loading(&self) -> Option<u64> {
+        self.rare.as_ref().and_then(|rare| rare.loading)
+    }
+
+    /// Marks how many bytes of bits have arrived (None: all of them).
+    pub(crate) fn set_loading(&mut self, loading: Option<u64>) {
+        self.rare = RareState::boxed(loading, self.partition().copied());
+    }
+
+    /// A filter whose bits start arriving, as partition `partition` if it is one.
+    pub(crate) fn loading_from_start(filter: Filter, partition: Option<Partition>) -> StoredFilter {
+        StoredFilter {
+            filter,
+            rare: RareState::boxed(Some(0), partition),
+        }
     }
 
     /// A filter whose first `loaded` bytes of bits are valid: ready when that is all of them.
@@ -161,8 +212,7 @@ impl StoredFilter {
         let loading = (loaded < filter.bytes()).then_some(loaded);
         StoredFilter {
             filter,
-            loading,
-            partition: None,
+            rare: RareState::boxed(loading, None),
         }
     }
 
@@ -179,21 +229,21 @@ impl StoredFilter {
 
     /// The filter when it is complete.
     pub fn ready(&self) -> Option<&Filter> {
-        self.loading.is_none().then_some(&self.filter)
+        self.loading().is_none().then_some(&self.filter)
     }
 
     pub fn ready_mut(&mut self) -> Option<&mut Filter> {
-        self.loading.is_none().then_some(&mut self.filter)
+        self.loading().is_none().then_some(&mut self.filter)
     }
 
     /// True while BF.LOADCHUNK chunks are still expected.
     pub fn is_loading(&self) -> bool {
-        self.loading.is_some()
+        self.loading().is_some()
     }
 
     /// Bytes of bits that are valid: all of them once complete.
     pub fn loaded_bytes(&self) -> u64 {
-        self.loading.unwrap_or_else(|| self.filter.bytes())
+        self.loading().unwrap_or_else(|| self.filter.bytes())
     }
 
     /// A copy whose bits `budget` admits first (COPY), in the same loading state.
@@ -203,8 +253,7 @@ impl StoredFilter {
     ) -> Result<StoredFilter, crate::budget::LimitError> {
         Ok(StoredFilter {
             filter: self.filter.try_clone(budget)?,
-            loading: self.loading,
-            partition: self.partition,
+            rare: RareState::boxed(self.loading(), self.partition().copied()),
         })
     }
 
@@ -212,7 +261,7 @@ impl StoredFilter {
     /// [`Filter::pieces`] gives up to [`loaded_bytes`](Self::loaded_bytes) (zero beyond).
     pub fn encode_header(&self) -> Vec<u8> {
         with_identity(
-            self.partition.as_ref(),
+            self.partition(),
             header_with(&self.filter, self.loaded_bytes()),
         )
     }
@@ -279,7 +328,7 @@ pub fn decode_header<B: MemoryBudget + ?Sized>(
             let header = window_encoding::parse_header(bytes)?;
             let loaded = header.loaded_bytes;
             (
-                Filter::Window(window_encoding::allocate(header, budget)?),
+                Filter::Window(Box::new(window_encoding::allocate(header, budget)?)),
                 loaded,
             )
         }
@@ -302,7 +351,7 @@ impl StoredFilter {
         self.filter.write_bits(offset, data);
         // A complete window filter's last bits: its counts are bounded by what the bits allow
         // (a load cannot be refused this late; see crate::window::encoding).
-        if let (None, Filter::Window(window)) = (self.loading, &mut self.filter) {
+        if let (None, Filter::Window(window)) = (self.loading(), &mut self.filter) {
             if offset + data.len() as u64 == window.bytes() {
                 window.recount_from_bits();
             }

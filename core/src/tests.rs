@@ -558,10 +558,14 @@ fn scaling_filters_mix_layouts() {
     );
 }
 
-/// BF.INFO's Size and MEMORY USAGE count a filter's bookkeeping (see
-/// `BloomFilter::memory_usage`, allocation sizes); the golden fixtures pin those numbers.
+/// MEMORY USAGE counts a filter's bookkeeping (see `StoredValue::memory_usage`, allocation
+/// sizes): a key's value, a scalable filter's record inline, is one block of jemalloc's
+/// 64-byte class, each layer's record 56 bytes of the layers' block.
 #[test]
 fn bookkeeping_sizes_stay_as_released() {
     assert_eq!(std::mem::size_of::<Layer>(), 56);
-    assert_eq!(std::mem::size_of::<BloomFilter>(), 80);
+    assert_eq!(std::mem::size_of::<BloomFilter>(), 56);
+    assert_eq!(std::mem::size_of::<crate::stored::StoredValue>(), 64);
+    // A window filter's record, boxed: jemalloc's 160-byte class.
+    assert_eq!(std::mem::size_of::<crate::window::WindowFilter>(), 160);
 }

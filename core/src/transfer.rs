@@ -51,7 +51,7 @@ impl StoredFilter {
         let (next, data) = scandump_step(&self.filter, iterator);
         match (iterator, &self.filter) {
             (0, Filter::Scalable(_) | Filter::Window(_)) => {
-                (next, with_identity(self.partition.as_ref(), data))
+                (next, with_identity(self.partition(), data))
             }
             _ => (next, data),
         }
@@ -102,7 +102,7 @@ pub fn scandump_step(filter: &Filter, iterator: u64) -> (u64, Vec<u8>) {
 pub fn load_commands(stored: &StoredFilter) -> impl Iterator<Item = (u64, Vec<u8>)> + '_ {
     let filter = &stored.filter;
     let loaded = stored.loaded_bytes();
-    let header = with_identity(stored.partition.as_ref(), transfer_header(filter));
+    let header = with_identity(stored.partition(), transfer_header(filter));
     let chunk_bytes = match filter {
         Filter::RedisBloom(_) => rb_scandump::CHUNK_BYTES,
         _ => CHUNK_BYTES,
@@ -159,18 +159,15 @@ pub fn decode_load_header<B: MemoryBudget + ?Sized>(
         if stored.is_loading() {
             return Err(DecodeError::Corrupt("not the header of a complete filter"));
         }
-        (stored.filter, stored.partition)
+        let partition = stored.partition().copied();
+        (stored.filter, partition)
     } else {
         (
             Filter::RedisBloom(rb_scandump::decode_header(bytes, budget)?),
             None,
         )
     };
-    Ok(StoredFilter {
-        filter,
-        loading: Some(0),
-        partition,
-    })
+    Ok(StoredFilter::loading_from_start(filter, partition))
 }
 
 /// Applies a BF.LOADCHUNK data chunk (`iterator` ≥ 2, as SCANDUMP returned it) to a value that
@@ -180,7 +177,7 @@ pub fn load_chunk(
     iterator: u64,
     chunk: &[u8],
 ) -> Result<(), ChunkError> {
-    let Some(loaded) = stored.loading else {
+    let Some(loaded) = stored.loading() else {
         return Err(ChunkError::Offset);
     };
     let filter = &mut stored.filter;
@@ -227,6 +224,7 @@ pub fn load_chunk(
         }
         (_, None) => unreachable!("our kinds' chunks carry a checksum"),
     }
-    stored.loading = (end < stored.filter.bytes()).then_some(end);
+    let loading = (end < stored.filter.bytes()).then_some(end);
+    stored.set_loading(loading);
     Ok(())
 }

@@ -227,14 +227,24 @@ pub struct WindowFilter {
     /// All slots' bits, laid out as the module documentation shows, in a bit store (its
     /// pieces are whole lines, so a slot's block never spans two).
     words: BitStore,
-    /// Per region (see [`REGION_SLOT_WORDS`]): the generation its slots were last brought to.
-    /// A write brings the regions it touches to its own generation first, clearing there the
+    /// The region table, one block (so that the record stays in jemalloc's 160-byte class, with
+    /// `region_count`):
+    ///
+    /// ```text
+    ///   | generation of region 0 | ... | of region n-1 | dirty marks of regions 0..7 | 8..15 | ...
+    ///     one u64 each, n = region_count(shape)          one byte each, 8 to a word, region r
+    ///                                                    in bits 8·(r % 8) .. of word n + r / 8
+    /// ```
+    ///
+    /// A region's generation (see [`REGION_SLOT_WORDS`]) is the one its slots were last brought
+    /// to. A write brings the regions it touches to its own generation first, clearing there the
     /// slots of the generations that began since; a read treats a region's slot as empty when the
-    /// generation it holds is no longer inside the window.
-    regions: Vec<u64>,
-    /// Per region: the slots that may hold bits (set since that slot was last cleared there), so
-    /// that bringing a region forward clears only those.
-    dirty: Vec<u8>,
+    /// generation it holds is no longer inside the window. A region's dirty mark holds the slots
+    /// that may hold bits (set since that slot was last cleared there), so that bringing a region
+    /// forward clears only those.
+    regions: Box<[u64]>,
+    /// Regions: where the dirty marks begin in `regions`, kept to spare writes its computation.
+    region_count: usize,
 }
 
 /// Words of one slot in a region: 16 KiB, 256 blocks. A region is the unit the ring clears in:
@@ -249,6 +259,11 @@ pub const REGION_SLOT_WORDS: u64 = 2048;
 /// Regions of a shape: its slot's words in runs of [`REGION_SLOT_WORDS`].
 fn region_count(shape: &WindowShape) -> u64 {
     (shape.slot.bits / 64).div_ceil(REGION_SLOT_WORDS)
+}
+
+/// Words of the region table of `regions` regions: their generations, then their dirty marks.
+fn region_table_words(regions: u64) -> u64 {
+    regions + regions.div_ceil(8)
 }
 
 /// All slots, as a dirty mask.
@@ -303,7 +318,9 @@ impl WindowFilter {
         budget.charge(allocation, allocation)?;
         let generation = shape.generation(last_ms);
         let regions = region_count(&shape);
-        Ok(WindowFilter {
+        let mut table = filled(region_table_words(regions), 0)?;
+        table[..regions as usize].fill(generation);
+        let mut filter = WindowFilter {
             params,
             shape,
             last_ms,
@@ -311,9 +328,13 @@ impl WindowFilter {
             generation_end_ms: shape.generation_end(generation),
             items,
             words: BitStore::zeroed(shape.bytes() / 8)?,
-            regions: filled(regions, generation)?,
-            dirty: filled(regions, dirty)?,
-        })
+            regions: table.into_boxed_slice(),
+            region_count: regions as usize,
+        };
+        for region in 0..regions as usize {
+            filter.mark_dirty(region, dirty);
+        }
+        Ok(filter)
     }
 
     /// A copy of this filter, its bits allocated after `budget` admits them (COPY); an
@@ -329,7 +350,6 @@ impl WindowFilter {
             copy.copy_from_slice(block);
         }
         copy.regions.copy_from_slice(&self.regions);
-        copy.dirty.copy_from_slice(&self.dirty);
         Ok(copy)
     }
 
@@ -386,13 +406,12 @@ impl WindowFilter {
         self.words.allocated_bytes()
     }
 
-    /// Bytes this filter occupies in memory, bits and bookkeeping (the regions' generations and
-    /// marks, about 0.02% of the bits), as the allocator counts them.
+    /// Bytes this filter occupies in memory, as the allocator counts them: its record (boxed in
+    /// [`crate::Filter`]), the regions' generations and marks (about 0.02% of the bits) and the
+    /// bits.
     pub fn memory_usage(&self) -> u64 {
-        let regions = self.regions.len() as u64;
         allocation_size(std::mem::size_of::<Self>() as u64)
-            + allocation_size(regions * 8)
-            + allocation_size(regions)
+            + allocation_size(size_of_val(&*self.regions) as u64)
             + self.allocated_bytes()
     }
 
@@ -442,14 +461,40 @@ impl WindowFilter {
                 mask | 1 << (generation % SLOTS as u64)
             })
         };
-        let stale = self.dirty[region] & begun;
+        let stale = self.dirty(region) & begun;
         for slot in 0..SLOTS {
             if stale & (1 << slot) != 0 {
                 self.clear_region_slot(region, slot);
             }
         }
-        self.dirty[region] &= !begun;
+        self.clear_dirty(region, begun);
         self.regions[region] = to;
+    }
+
+    /// Where `region`'s dirty mark is in the region table: its word and shift.
+    #[inline]
+    fn dirty_place(&self, region: usize) -> (usize, u32) {
+        (self.region_count + region / 8, (region % 8 * 8) as u32)
+    }
+
+    /// The slots of `region` that may hold bits.
+    #[inline]
+    fn dirty(&self, region: usize) -> u8 {
+        let (word, shift) = self.dirty_place(region);
+        (self.regions[word] >> shift) as u8
+    }
+
+    /// Marks `slots` of `region` as possibly holding bits.
+    #[inline]
+    fn mark_dirty(&mut self, region: usize, slots: u8) {
+        let (word, shift) = self.dirty_place(region);
+        self.regions[word] |= u64::from(slots) << shift;
+    }
+
+    #[inline]
+    fn clear_dirty(&mut self, region: usize, slots: u8) {
+        let (word, shift) = self.dirty_place(region);
+        self.regions[word] &= !(u64::from(slots) << shift);
     }
 
     /// Zeroes `slot` within `region`: one run of words when classic, one block in every four
@@ -616,7 +661,7 @@ impl WindowFilter {
         let (to, newest) = (self.generation, 1u8 << self.newest_slot());
         let bring = |filter: &mut Self, region: usize| {
             filter.bring(region, to);
-            filter.dirty[region] |= newest;
+            filter.mark_dirty(region, newest);
         };
         match probe {
             Probe::Classic(hash) => {
@@ -871,7 +916,7 @@ impl WindowFilter {
             let take = (8 - within).min(rest.len());
             let (region, slot) = self.place(word);
             self.bring(region, self.generation);
-            self.dirty[region] |= 1 << slot;
+            self.mark_dirty(region, 1 << slot);
             let word = self.words.word_mut(word);
             let mut le = word.to_le_bytes();
             le[within..within + take].copy_from_slice(&rest[..take]);

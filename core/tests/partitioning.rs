@@ -218,7 +218,9 @@ fn window(seed: u64) -> Filter {
         window_ms: 60_000,
         seed,
     };
-    Filter::Window(WindowFilter::new(params, 0, &mut Unlimited).unwrap())
+    Filter::Window(Box::new(
+        WindowFilter::new(params, 0, &mut Unlimited).unwrap(),
+    ))
 }
 
 #[test]

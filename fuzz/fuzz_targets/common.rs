@@ -203,7 +203,7 @@ pub fn real_redisbloom(r: &mut Reader) -> Option<RbFilter> {
 pub fn real_any(r: &mut Reader) -> Option<Filter> {
     match r.u8() % 3 {
         0 => real_filter(r).map(Filter::Scalable),
-        1 => real_window(r).map(Filter::Window),
+        1 => real_window(r).map(|window| Filter::Window(Box::new(window))),
         _ => real_redisbloom(r).map(Filter::RedisBloom),
     }
 }

@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     // The header: a real filter's, possibly mutated (checksum fixed), or input bytes.
     let source = match r.u8() % 4 {
         0 => None,
-        1 => real_window(&mut r).map(Filter::Window),
+        1 => real_window(&mut r).map(|window| Filter::Window(Box::new(window))),
         _ => real_filter(&mut r).map(Filter::Scalable),
     };
     let header = match &source {

@@ -168,14 +168,18 @@ fn create(
             Some(slot) => WindowFilter::with_slot_shape(params, slot, 0, budget),
             None => WindowFilter::new(params, 0, budget),
         };
-        return created.map(Filter::Window).map_err(|error| match error {
-            WindowError::ErrorRate => ERROR_RATE_TOO_SMALL,
-            WindowError::Capacity => CAPACITY_TOO_LARGE,
-            WindowError::Window => CommandError::Static("ERR bad window"),
-            WindowError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
-            WindowError::Shape(why) => CommandError::Owned(format!("ERR bad slot shape: {why}")),
-            WindowError::Limit(limit) => limit_error(command, budget, limit),
-        });
+        return created
+            .map(|window| Filter::Window(Box::new(window)))
+            .map_err(|error| match error {
+                WindowError::ErrorRate => ERROR_RATE_TOO_SMALL,
+                WindowError::Capacity => CAPACITY_TOO_LARGE,
+                WindowError::Window => CommandError::Static("ERR bad window"),
+                WindowError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
+                WindowError::Shape(why) => {
+                    CommandError::Owned(format!("ERR bad slot shape: {why}"))
+                }
+                WindowError::Limit(limit) => limit_error(command, budget, limit),
+            });
     }
     let growth = options.growth.unwrap_or(defaults.growth);
     if command.is_replayed() && options.seed.is_none() && options.shape.is_none() {

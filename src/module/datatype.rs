@@ -286,10 +286,10 @@ extern "C" fn aof_rewrite(
 }
 
 extern "C" fn mem_usage(value: *const c_void) -> usize {
-    // SAFETY: the value Redis passed this callback.
-    guard("mem_usage", 0, || match unsafe { stored_ref(value) } {
-        StoredValue::Filter(stored) => stored.filter().memory_usage() as usize,
-        StoredValue::Descriptor(_) => std::mem::size_of::<StoredValue>(),
+    guard("mem_usage", 0, || {
+        // SAFETY: the value Redis passed this callback.
+        let stored = unsafe { stored_ref(value) };
+        stored.memory_usage() as usize
     })
 }
 

@@ -540,11 +540,10 @@ impl RbFilter {
         })
     }
 
-    /// Bytes this filter occupies in memory, bits and bookkeeping (the chain and its links'
-    /// array), as the allocator counts them.
-    pub fn memory_usage(&self) -> u64 {
-        let bookkeeping = std::mem::size_of::<RbFilter>() + std::mem::size_of_val(self.links());
-        allocation_size(bookkeeping as u64) + self.allocated_bytes()
+    /// Bytes the allocator hands out for this filter's own blocks: its links' array and their
+    /// bits (the chain's record itself is inline in the key's value).
+    pub fn heap_bytes(&self) -> u64 {
+        allocation_size(std::mem::size_of_val(self.links()) as u64) + self.allocated_bytes()
     }
 
     pub fn is_scaling(&self) -> bool {
