@@ -71,9 +71,13 @@ test: build redisbloom test-servers
 ## lint: clippy over the whole workspace (every target) and over the fuzz targets (their own
 ## workspace, so that a change of the core's API cannot leave them uncompiled), warnings as errors
 ## and every unsafe block with its `// SAFETY:` comment, and the formatting check. Needs the clippy
-## and rustfmt components (rustup's default profile has both).
+## and rustfmt components (rustup's default profile has both; added when missing), and the system
+## packages `make deps` installs (libclang for the bindings, a C++ compiler for libFuzzer).
 LINT_DENY := -D warnings -D clippy::undocumented_unsafe_blocks
-lint:
+lint: deps
+	@cargo clippy --version >/dev/null 2>&1 && cargo fmt --version >/dev/null 2>&1 || \
+	  { command -v rustup >/dev/null && rustup component add clippy rustfmt; } || \
+	  { echo "make lint needs cargo's clippy and rustfmt (rustup component add clippy rustfmt)"; exit 1; }
 	cargo clippy --workspace --all-targets -- $(LINT_DENY)
 	cargo clippy --manifest-path fuzz/Cargo.toml --bins --target-dir target/fuzz-lint -- $(LINT_DENY)
 	cargo fmt --all --check
