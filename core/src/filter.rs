@@ -285,7 +285,7 @@ impl Filter {
     pub fn heap_bytes(&self) -> u64 {
         match self {
             Filter::Scalable(filter) => filter.heap_bytes(),
-            Filter::Window(filter) => filter.memory_usage(),
+            Filter::Window(filter) => filter.heap_bytes(),
             Filter::RedisBloom(filter) => filter.heap_bytes(),
         }
     }

@@ -406,10 +406,10 @@ impl WindowFilter {
         self.words.allocated_bytes()
     }
 
-    /// Bytes this filter occupies in memory, as the allocator counts them: its record (boxed in
+    /// Bytes the allocator hands out for this filter's own blocks: its record (boxed in
     /// [`crate::Filter`]), the regions' generations and marks (about 0.02% of the bits) and the
     /// bits.
-    pub fn memory_usage(&self) -> u64 {
+    pub fn heap_bytes(&self) -> u64 {
         allocation_size(std::mem::size_of::<Self>() as u64)
             + allocation_size(size_of_val(&*self.regions) as u64)
             + self.allocated_bytes()
