@@ -1,19 +1,22 @@
-//! The README's redis-cli transcripts, replayed: every `127.0.0.1:6379> CMD` line of README.md's
-//! ```text blocks is run against a fresh server, its reply formatted as redis-cli shows it in a
-//! terminal (`(integer) N`, `"bulk"` with redis-cli's escapes, arrays numbered `N) ` with the
-//! numbers padded to the widest), and compared with the lines below it. A figure the README shows
-//! that the code no longer gives fails here, with a diff of the two.
+//! The redis-cli transcripts of README.md and docs/behaviour.md, replayed: every
+//! `127.0.0.1:6379> CMD` line of their ```text blocks is run against a fresh server, its reply
+//! formatted as redis-cli shows it in a terminal (`(integer) N`, `"bulk"` with redis-cli's
+//! escapes, arrays numbered `N) ` with the numbers padded to the widest, `(error) ERR ...`), and
+//! compared with the lines below it. A figure a document shows that the code no longer gives
+//! fails here, with a diff of the two.
 //!
-//! The README marks what cannot be shown as it is, in ways a reader already reads that way:
+//! The documents mark what cannot be shown as it is, in ways a reader already reads that way:
 //! - a quoted string ending in `..."` is cut short: a reply line matches when it begins with
 //!   what is shown, and such an argument stands for the bulk string of an earlier reply that
-//!   begins with it (SCANDUMP's header chunk, given to LOADCHUNK);
+//!   begins with it (SCANDUMP's chunks, given to LOADCHUNK);
 //! - a `  # comment` after a command is not part of it; after a reply line, it says the figure
-//!   is an example (the time of the last write): the line matches with any number in its place.
+//!   is an example (the server's clock, or bytes as its allocator counts them): the line matches
+//!   with any number in its place.
 //!
-//! The quick start runs on a server of its own; the other sections' transcripts run in order on
-//! another, as a reader following the README would type them. The sizes the prose quotes in the
-//! form "N bytes (BF.INFO KEY SIZE)" are checked on the filters those transcripts create.
+//! The quick start runs on a server of its own; the README's other transcripts run in order on
+//! another, as a reader following the README would type them, and docs/behaviour.md's in order
+//! on a third. The sizes the README's prose quotes in the form "N bytes (BF.INFO KEY SIZE)" are
+//! checked on the filters its transcripts create.
 use redis::{Connection, Value};
 use rustbloom_testkit::*;
 
@@ -21,14 +24,18 @@ const PROMPT: &str = "127.0.0.1:6379> ";
 /// Where a comment starts on a transcript line: two spaces (at least) and `#`.
 const COMMENT: &str = "  #";
 
-fn readme() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"))
+const README: &str = "README.md";
+const BEHAVIOUR: &str = "docs/behaviour.md";
+
+/// A document of the repository, by its path there.
+fn document(name: &str) -> String {
+    let path = format!("{}/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
 }
 
-/// One command of a transcript and the reply lines the README shows below it.
+/// One command of a transcript and the reply lines the document shows below it.
 struct Exchange {
-    /// 1-based line of README.md.
+    /// 1-based line of the document.
     line: usize,
     command: String,
     expected: Vec<String>,
@@ -85,7 +92,7 @@ fn without_comment(line: &str) -> (&str, bool) {
     }
 }
 
-/// One argument as the README writes it.
+/// One argument as a document writes it.
 #[derive(Debug)]
 enum Arg {
     Bytes(Vec<u8>),
@@ -262,7 +269,7 @@ fn digits_as_zero(text: &str) -> String {
     out
 }
 
-/// Whether a reply line matches the README's line (see the module's comment for the marks).
+/// Whether a reply line matches the document's line (see the module's comment for the marks).
 fn line_matches(expected: &str, got: &str) -> bool {
     let (text, example) = without_comment(expected);
     if example {
@@ -274,15 +281,16 @@ fn line_matches(expected: &str, got: &str) -> bool {
     }
 }
 
-/// Replays `t` on `c`; returns a readable difference per exchange whose reply does not match.
-fn replay(c: &mut Connection, t: &Transcript) -> Vec<String> {
+/// Replays `t` of the document `doc` on `c`; returns a readable difference per exchange whose
+/// reply does not match.
+fn replay(c: &mut Connection, doc: &str, t: &Transcript) -> Vec<String> {
     let mut failures = Vec::new();
     let mut earlier_bulks: Vec<Vec<u8>> = Vec::new();
     for e in &t.exchanges {
         let args = match split_args(&e.command) {
             Ok(a) => a,
             Err(why) => {
-                failures.push(format!("README.md:{}: {why}", e.line));
+                failures.push(format!("{doc}:{}: {why}", e.line));
                 continue;
             }
         };
@@ -301,7 +309,7 @@ fn replay(c: &mut Connection, t: &Transcript) -> Vec<String> {
         }
         if !unresolved.is_empty() {
             failures.push(format!(
-                "README.md:{}: {PROMPT}{}\n  the cut-short {} begins no earlier reply",
+                "{doc}:{}: {PROMPT}{}\n  the cut-short {} begins no earlier reply",
                 e.line,
                 e.command,
                 unresolved.join(", ")
@@ -317,7 +325,7 @@ fn replay(c: &mut Connection, t: &Transcript) -> Vec<String> {
         let same = got.len() == e.expected.len()
             && e.expected.iter().zip(&got).all(|(x, g)| line_matches(x, g));
         if !same {
-            let mut diff = format!("README.md:{}: {PROMPT}{}\n", e.line, e.command);
+            let mut diff = format!("{doc}:{}: {PROMPT}{}\n", e.line, e.command);
             for n in 0..e.expected.len().max(got.len()) {
                 let x = e.expected.get(n).map(String::as_str);
                 let g = got.get(n).copied();
@@ -345,7 +353,7 @@ fn replay(c: &mut Connection, t: &Transcript) -> Vec<String> {
 fn assert_no_failures(failures: &[String], what: &str) {
     assert!(
         failures.is_empty(),
-        "{what}: the server does not answer what README.md shows (- README, + server):\n{}",
+        "{what}: the server does not answer what the document shows (- document, + server):\n{}",
         failures.join("\n")
     );
 }
@@ -364,12 +372,12 @@ fn quick_start(readme: &str, all: &[Transcript]) -> usize {
 
 #[test]
 fn quick_start_replays_as_the_readme_shows() {
-    let text = readme();
+    let text = document(README);
     let all = transcripts(&text);
     let quick = &all[quick_start(&text, &all)];
     let s = Server::start();
     let mut c = s.conn();
-    assert_no_failures(&replay(&mut c, quick), "the quick start");
+    assert_no_failures(&replay(&mut c, README, quick), "the quick start");
     // "then each data chunk in order": the rest of the dump completes the copy LOADCHUNK began.
     let word = |name: &str, n: usize| {
         quick
@@ -397,7 +405,7 @@ fn quick_start_replays_as_the_readme_shows() {
 
 #[test]
 fn every_other_transcript_and_quoted_size_replays() {
-    let text = readme();
+    let text = document(README);
     let all = transcripts(&text);
     let quick = quick_start(&text, &all);
     assert!(
@@ -408,7 +416,7 @@ fn every_other_transcript_and_quoted_size_replays() {
     let mut c = s.conn();
     let mut failures = Vec::new();
     for (_, t) in all.iter().enumerate().filter(|(i, _)| *i != quick) {
-        failures.extend(replay(&mut c, t));
+        failures.extend(replay(&mut c, README, t));
     }
     // "N bytes (`BF.INFO KEY SIZE`": sizes of the filters the transcripts created.
     let mut quoted_sizes = 0;
@@ -437,4 +445,21 @@ fn every_other_transcript_and_quoted_size_replays() {
     }
     assert!(quoted_sizes > 0, "README.md quotes no BF.INFO sizes");
     assert_no_failures(&failures, "the transcripts after the quick start");
+}
+
+#[test]
+fn behaviour_transcripts_replay_as_documented() {
+    let all = transcripts(&document(BEHAVIOUR));
+    assert!(
+        all.len() > 5,
+        "{BEHAVIOUR} has only {} transcripts",
+        all.len()
+    );
+    let s = Server::start();
+    let mut c = s.conn();
+    let failures: Vec<String> = all
+        .iter()
+        .flat_map(|t| replay(&mut c, BEHAVIOUR, t))
+        .collect();
+    assert_no_failures(&failures, BEHAVIOUR);
 }
