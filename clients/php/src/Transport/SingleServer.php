@@ -1,0 +1,51 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Rustbloom\Transport;
+
+/** One server (phpredis Redis): every key on the same node, one pipeline per batch. */
+final class SingleServer extends Transport
+{
+    private const NODE = 'server';
+
+    public function __construct(private readonly \Redis $redis, float $retryForSeconds)
+    {
+        parent::__construct($retryForSeconds);
+    }
+
+    public function literalCommand(string $key, array $argv): mixed
+    {
+        $before = $this->redis->getOption(\Redis::OPT_REPLY_LITERAL);
+        $this->redis->setOption(\Redis::OPT_REPLY_LITERAL, true);
+        try {
+            return $this->single($key, $argv);
+        } finally {
+            $this->redis->setOption(\Redis::OPT_REPLY_LITERAL, $before);
+        }
+    }
+
+    protected function groupByNode(array $commands, array $indices): array
+    {
+        return [self::NODE => $indices];
+    }
+
+    protected function runOnNode(string $node, array $commands): array
+    {
+        return self::pipelineOn($this->redis, $commands, fn (string $key, array $argv) => $this->single($key, $argv));
+    }
+
+    protected function forgetNode(string $node): void
+    {
+        // phpredis reconnects a Redis object by itself at its next command.
+    }
+
+    /** @param list<string> $argv */
+    private function single(string $key, array $argv): mixed
+    {
+        $this->redis->clearLastError();
+        $reply = $this->redis->rawCommand(...$argv);
+        $error = $this->redis->getLastError();
+        return ($reply === false && $error !== null) ? new ReplyError($error) : $reply;
+    }
+}
