@@ -61,11 +61,13 @@ test: build redisbloom test-servers
 	$(MAKE) --no-print-directory clients || rc=1; \
 	$(MAKE) --no-print-directory python-client-test || rc=1; \
 	$(MAKE) --no-print-directory php-client-test || rc=1; \
+	$(MAKE) --no-print-directory node-client-test || rc=1; \
 	echo "== integration tests on $$($$valkey --version | cut -d' ' -f1-3)"; \
 	RUSTBLOOM_SERVER=$$valkey cargo test -p rustbloom -p bfctl --tests --no-fail-fast || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory clients-run || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory python-client-test || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory php-client-test || rc=1; \
+	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory node-client-test || rc=1; \
 	echo "== Redis 8 only: $$($$redis8 --version | cut -d' ' -f1-3)"; \
 	RUSTBLOOM_SERVER=$$redis8 cargo test -p rustbloom --test compat --test config --no-fail-fast || rc=1; \
 	exit $$rc
@@ -218,6 +220,15 @@ php-client-test: python-client-venv
 	done; \
 	$(INSTALL_MISSING)
 	cd clients/php && RUSTBLOOM_PYTHON=$(CURDIR)/$(PYTHON_CLIENT_VENV)/bin/python phpunit
+
+## node-client-test: the npm package clients/node (PartitionedBloom over node-redis), its types
+## checked by tsc and its `node --test` tests (vectors, one server, a 3+3 cluster, interop with
+## bfctl and the Python package) against $$RUSTBLOOM_SERVER when set, else redis-server; npm
+## packages from its package-lock.json into clients/node/node_modules (never committed).
+.PHONY: node-client-test
+node-client-test: client-deps python-client-venv
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck && \
+	  RUSTBLOOM_PYTHON=$(CURDIR)/$(PYTHON_CLIENT_VENV)/bin/python npm test --silent
 
 ## client-deps: python3 with venv, node and npm, installed from Debian only when the command is
 ## missing (a python3 from pyenv or a node from elsewhere is used as it is).
