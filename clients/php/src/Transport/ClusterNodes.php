@@ -35,15 +35,9 @@ final class ClusterNodes extends Transport
         };
     }
 
-    public function literalCommand(string $key, array $argv): mixed
+    protected function client(): \RedisCluster
     {
-        $before = $this->cluster->getOption(\Redis::OPT_REPLY_LITERAL);
-        $this->cluster->setOption(\Redis::OPT_REPLY_LITERAL, true);
-        try {
-            return $this->viaCluster($key, $argv);
-        } finally {
-            $this->cluster->setOption(\Redis::OPT_REPLY_LITERAL, $before);
-        }
+        return $this->cluster;
     }
 
     protected function groupByNode(array $commands, array $indices): array
@@ -70,7 +64,7 @@ final class ClusterNodes extends Transport
         return self::pipelineOn($redis, $commands, function (string $key, array $argv): mixed {
             // MOVED or ASK, or a refusal: the cluster object follows redirections.
             $this->stale = true;
-            return $this->viaCluster($key, $argv);
+            return $this->single($key, $argv);
         });
     }
 
@@ -87,8 +81,7 @@ final class ClusterNodes extends Transport
         $this->stale = true;
     }
 
-    /** @param list<string> $argv */
-    private function viaCluster(string $key, array $argv): mixed
+    protected function single(string $key, array $argv): mixed
     {
         $this->cluster->clearLastError();
         $reply = $this->cluster->rawCommand($key, ...$argv);

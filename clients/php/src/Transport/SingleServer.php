@@ -14,15 +14,9 @@ final class SingleServer extends Transport
         parent::__construct($retryForSeconds);
     }
 
-    public function literalCommand(string $key, array $argv): mixed
+    protected function client(): \Redis
     {
-        $before = $this->redis->getOption(\Redis::OPT_REPLY_LITERAL);
-        $this->redis->setOption(\Redis::OPT_REPLY_LITERAL, true);
-        try {
-            return $this->single($key, $argv);
-        } finally {
-            $this->redis->setOption(\Redis::OPT_REPLY_LITERAL, $before);
-        }
+        return $this->redis;
     }
 
     protected function groupByNode(array $commands, array $indices): array
@@ -40,8 +34,7 @@ final class SingleServer extends Transport
         // phpredis reconnects a Redis object by itself at its next command.
     }
 
-    /** @param list<string> $argv */
-    private function single(string $key, array $argv): mixed
+    protected function single(string $key, array $argv): mixed
     {
         $this->redis->clearLastError();
         $reply = $this->redis->rawCommand(...$argv);

@@ -64,11 +64,32 @@ abstract class Transport
     }
 
     /**
-     * One command, its reply decoded literally (status replies as their text, not true).
+     * One command, its reply decoded literally (status replies as their text, not true: BF.INFO's
+     * field names are status replies), an error reply as a ReplyError.
      *
      * @param list<string> $argv
      */
-    abstract public function literalCommand(string $key, array $argv): mixed;
+    public function literalCommand(string $key, array $argv): mixed
+    {
+        $client = $this->client();
+        $before = $client->getOption(\Redis::OPT_REPLY_LITERAL);
+        $client->setOption(\Redis::OPT_REPLY_LITERAL, true);
+        try {
+            return $this->single($key, $argv);
+        } finally {
+            $client->setOption(\Redis::OPT_REPLY_LITERAL, $before);
+        }
+    }
+
+    /** The phpredis object given by the user. */
+    abstract protected function client(): \Redis|\RedisCluster;
+
+    /**
+     * One command through the user's phpredis object; an error reply as a ReplyError.
+     *
+     * @param list<string> $argv
+     */
+    abstract protected function single(string $key, array $argv): mixed;
 
     /**
      * @param list<array{0: string, 1: list<string>}> $commands
