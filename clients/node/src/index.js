@@ -2,7 +2,7 @@
 // the rustbloom module (docs/partitioning.md), over node-redis (createClient or createCluster).
 
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { ErrorReply, RESP_TYPES } from 'redis';
 import {
   DescriptorError,
@@ -23,6 +23,8 @@ export const DEFAULT_ERROR_RATE = 0.01;
 export const DEFAULT_CAPACITY = 100;
 
 const RESEND_PAUSE_MS = 100;
+// How many full commands a batch's routing sends before it lets node-redis write them.
+const YIELD_EVERY_COMMANDS = 4;
 // Error replies a cluster answers while it heals; the command did nothing, so it is sent again.
 const TRANSIENT_REPLY = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN)\b/;
 // Bulk strings as Buffers: partition keys are bytes, whatever the name holds.
@@ -222,55 +224,69 @@ export class PartitionedBloom {
     return deleted;
   }
 
+  /**
+   * Sends `command key flags... chunk` for each partition's items and puts the answers back in
+   * the items' order. A partition's command leaves as soon as it holds CHUNK_ITEMS items, and
+   * the routing yields to the event loop every few commands, so that the servers work on the
+   * first commands while the client still routes the rest of a big batch.
+   */
   async #perPartition(items, command, checkExists) {
     if (!Array.isArray(items)) throw new TypeError('items must be an array');
     if (items.length === 0) return [];
+    // Every item checked before any command leaves: a bad item adds nothing.
+    const encoded = items.map(itemBytes);
     const layout = await this.layout();
-    const positions = new Map();
-    const texts = new Map();
-    items.forEach((item, position) => {
-      const bytes = itemBytes(item);
+    const deadline = Date.now() + this.#retryForMs;
+    // [partition, the item positions it answers or null for EXISTS, the reply's promise]
+    const sent = [];
+    const send = (part, positions, args) => {
+      const reply = this.#sendOne(layout.keys[part], args, true, deadline);
+      // Awaited below, in order; marked handled now, so that a command failing while the routing
+      // goes on is not an unhandled rejection.
+      reply.catch(() => {});
+      sent.push([part, positions, reply]);
+    };
+    const flush = (part, chunk) => send(part, chunk.positions, [command[0], layout.keys[part], ...command.slice(1), ...chunk.items]);
+    const open = new Map();
+    const seen = new Set();
+    for (let position = 0; position < encoded.length; position++) {
+      const bytes = encoded[position];
       const part = partitionOf(bytes, layout.routingSeed, layout.partitions);
-      if (!positions.has(part)) {
-        positions.set(part, []);
-        texts.set(part, []);
+      if (checkExists && !seen.has(part)) {
+        seen.add(part);
+        send(part, null, ['EXISTS', layout.keys[part]]);
       }
-      positions.get(part).push(position);
-      texts.get(part).push(bytes);
-    });
-    const commands = [];
-    // For each command: [partition, the item positions it answers, or null for EXISTS].
-    const plan = [];
-    for (const [part, partPositions] of positions) {
-      const key = layout.keys[part];
-      if (checkExists) {
-        commands.push([key, ['EXISTS', key]]);
-        plan.push([part, null]);
+      let chunk = open.get(part);
+      if (chunk === undefined) {
+        chunk = { positions: [], items: [] };
+        open.set(part, chunk);
       }
-      const partTexts = texts.get(part);
-      for (let start = 0; start < partPositions.length; start += CHUNK_ITEMS) {
-        commands.push([key, [command[0], key, ...command.slice(1), ...partTexts.slice(start, start + CHUNK_ITEMS)]]);
-        plan.push([part, partPositions.slice(start, start + CHUNK_ITEMS)]);
+      chunk.positions.push(position);
+      chunk.items.push(bytes);
+      if (chunk.items.length === CHUNK_ITEMS) {
+        flush(part, chunk);
+        open.delete(part);
+        if (sent.length % YIELD_EVERY_COMMANDS === 0) await setImmediate();
       }
     }
+    for (const [part, chunk] of open) flush(part, chunk);
     const answers = new Array(items.length).fill(false);
-    const replies = await this.#send(commands, true);
-    replies.forEach((reply, n) => {
-      const [part, chunk] = plan[n];
+    for (const [part, positions, promise] of sent) {
+      const reply = await promise;
       const key = layout.keys[part];
       if (reply instanceof ReplyError) {
         if (reply.text === 'not found') throw new PartitionMissingError(this.name, part, key);
         throw new ServerError(reply.text, key);
       }
-      if (chunk === null) {
+      if (positions === null) {
         if (Number(reply) === 0) throw new PartitionMissingError(this.name, part, key);
-        return;
+        continue;
       }
-      if (!Array.isArray(reply) || reply.length !== chunk.length) {
-        throw new ServerError(`${command[0]} on ${key} answered ${chunk.length} items with ${String(reply)}`, key);
+      if (!Array.isArray(reply) || reply.length !== positions.length) {
+        throw new ServerError(`${command[0]} on ${key} answered ${positions.length} items with ${String(reply)}`, key);
       }
-      chunk.forEach((position, k) => { answers[position] = itemAnswer(reply[k], command[0], key); });
-    });
+      positions.forEach((position, k) => { answers[position] = itemAnswer(reply[k], command[0], key); });
+    }
     return answers;
   }
 
