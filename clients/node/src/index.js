@@ -282,6 +282,10 @@ export class PartitionedBloom {
         if (Number(reply) === 0) throw new PartitionMissingError(this.name, part, key);
         continue;
       }
+      if (Array.isArray(reply) && reply.length > 0 && reply.length <= positions.length && reply.at(-1) instanceof Error) {
+        // The server stopped at an item it refused: `non scaling filter is full`.
+        throw new ServerError(reply.at(-1).message.replace(/^ERR /, ''), key);
+      }
       if (!Array.isArray(reply) || reply.length !== positions.length) {
         throw new ServerError(`${command[0]} on ${key} answered ${positions.length} items with ${String(reply)}`, key);
       }
@@ -365,8 +369,7 @@ function itemBytes(item) {
 function itemAnswer(answer, command, key) {
   if (answer === 1 || answer === true) return true;
   if (answer === 0 || answer === false) return false;
-  // An error inside the array: a full NONSCALING partition refuses its adds.
-  throw new ServerError(answer instanceof Error ? answer.message.replace(/^ERR /, '') : `${command} on ${key} answered ${String(answer)}`, key);
+  throw new ServerError(`${command} on ${key} answered ${String(answer)} for an item`, key);
 }
 
 /** BF.INFO's answer as a Map of field name to value: a map in RESP3, a flat array in RESP2. */

@@ -209,6 +209,13 @@ for (const target of ['single', 'cluster']) {
         (e) => e instanceof DescriptorError && /not a partitioned filter/.test(e.message));
     });
 
+    test('a full NONSCALING partition is an error with the server\'s text', async () => {
+      const bloom = new PartitionedBloom(client, freshName('full'));
+      await bloom.reserve(0.01, 5, 1, { nonscaling: true });
+      await assert.rejects(bloom.madd(range(100, (i) => `item:${i}`)),
+        (e) => e instanceof ServerError && e.message === 'non scaling filter is full');
+    });
+
     test('drop deletes the descriptor and every partition', async () => {
       const name = freshName('drop');
       const bloom = new PartitionedBloom(client, name);

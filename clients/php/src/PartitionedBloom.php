@@ -330,6 +330,10 @@ final class PartitionedBloom
                 }
                 continue;
             }
+            if (is_array($reply) && $reply !== [] && count($reply) <= count($positions) && end($reply) instanceof ReplyError) {
+                // The server stopped at an item it refused: `non scaling filter is full`.
+                throw new ServerException(end($reply)->message(), $key);
+            }
             if (!is_array($reply) || count($reply) !== count($positions)) {
                 throw new ServerException(sprintf('%s on %s answered %d items with %s',
                     $command[0], self::quote($key), count($positions), json_encode($reply)), $key);
@@ -337,9 +341,8 @@ final class PartitionedBloom
             foreach ($positions as $k => $position) {
                 $answer = $reply[$k];
                 if ($answer !== 0 && $answer !== 1) {
-                    // phpredis answers false for an error inside an array (a full NONSCALING partition).
-                    throw new ServerException(sprintf('%s on %s refused item %d (a full NONSCALING partition refuses its adds)',
-                        $command[0], self::quote($key), $position), $key);
+                    throw new ServerException(sprintf('%s on %s answered %s for an item',
+                        $command[0], self::quote($key), json_encode($answer)), $key);
                 }
                 $answers[$position] = $answer === 1;
             }

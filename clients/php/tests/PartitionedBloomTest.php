@@ -224,6 +224,19 @@ final class PartitionedBloomTest extends ServerTestCase
     }
 
     /** @dataProvider targets */
+    public function testAFullNonscalingPartitionIsAnErrorWithTheServersText(string $target): void
+    {
+        $bloom = new PartitionedBloom(self::client($target), self::freshName('full'));
+        $bloom->reserve(0.01, 5, 1, nonscaling: true);
+        try {
+            $bloom->madd(array_map(fn ($i) => "item:{$i}", range(0, 99)));
+            $this->fail('100 items went into a partition for 7');
+        } catch (ServerException $e) {
+            $this->assertSame('non scaling filter is full', $e->getMessage());
+        }
+    }
+
+    /** @dataProvider targets */
     public function testDropDeletesTheDescriptorAndEveryPartition(string $target): void
     {
         $client = self::client($target);

@@ -118,6 +118,7 @@ abstract class Transport
      */
     protected static function pipelineOn(\Redis $redis, array $commands, callable $resend): array
     {
+        $redis->clearLastError();
         $redis->multi(\Redis::PIPELINE);
         foreach ($commands as [, $argv]) {
             $redis->rawCommand(...$argv);
@@ -125,6 +126,14 @@ abstract class Transport
         $replies = $redis->exec();
         if (!is_array($replies) || count($replies) !== count($commands)) {
             throw new \RedisException('the pipeline was not answered whole');
+        }
+        // An answer array that ends at an item the server refused (BF.INSERT into a full
+        // NONSCALING filter stops there) holds false for it; the error's text is the last one.
+        $lastError = $redis->getLastError();
+        foreach ($replies as $n => $reply) {
+            if (is_array($reply) && $reply !== [] && end($reply) === false) {
+                $replies[$n][count($reply) - 1] = new ReplyError($lastError ?? 'the server refused an item');
+            }
         }
         foreach ($replies as $n => $reply) {
             if ($reply === false) {
