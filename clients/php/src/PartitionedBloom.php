@@ -272,9 +272,9 @@ final class PartitionedBloom
      * Sends `command key flags... chunk` for each partition's items, all pipelined, and puts the
      * answers back in the items' order.
      *
-     * @param list<string|int> $items
+     * @param array<string|int> $items
      * @param list<string> $command the command and the flags before the items
-     * @return list<bool>
+     * @return array<bool> one answer per item, under the item's own index
      */
     private function perPartition(array $items, array $command, bool $checkExists): array
     {
@@ -282,12 +282,54 @@ final class PartitionedBloom
             return [];
         }
         $layout = $this->layout();
+        [$commands, $plan] = $this->commandsFor($layout, $this->route($layout, $items), $command, $checkExists);
+        $answers = array_fill_keys(array_keys($items), false);
+        foreach ($this->transport->pipeline($commands, true) as $n => $reply) {
+            [$part, $answered] = $plan[$n];
+            $key = $layout->keys[$part];
+            if ($reply instanceof ReplyError) {
+                if ($reply->message() === 'not found') {
+                    throw new PartitionMissingException($this->name, $part, $key);
+                }
+                throw new ServerException($reply->message(), $key);
+            }
+            if ($answered === null) {
+                if ($reply === 0) {
+                    throw new PartitionMissingException($this->name, $part, $key);
+                }
+                continue;
+            }
+            if (is_array($reply) && $reply !== [] && count($reply) <= count($answered) && end($reply) instanceof ReplyError) {
+                // The server stopped at an item it refused: `non scaling filter is full`.
+                throw new ServerException(end($reply)->message(), $key);
+            }
+            if (!is_array($reply) || count($reply) !== count($answered)) {
+                throw new ServerException(sprintf('%s on %s answered %d items with %s',
+                    $command[0], self::quote($key), count($answered), json_encode($reply)), $key);
+            }
+            foreach ($answered as $k => $position) {
+                if ($reply[$k] !== 0 && $reply[$k] !== 1) {
+                    throw new ServerException(sprintf('%s on %s answered %s for an item',
+                        $command[0], self::quote($key), json_encode($reply[$k])), $key);
+                }
+                $answers[$position] = $reply[$k] === 1;
+            }
+        }
+        return $answers;
+    }
+
+    /**
+     * Each item's partition: partition => [item positions, items as sent]. Routing::partitionOf
+     * inlined, since this loop is the client's share of a bulk load.
+     *
+     * @param array<string|int> $items
+     * @return array<int, array{0: list<int|string>, 1: list<string>}>
+     */
+    private function route(Layout $layout, array $items): array
+    {
         $partitions = $layout->partitions;
         $hashOptions = ['seed' => $this->seedBits];
-        // Per partition: its items' positions and the items as sent. Routing::partitionOf inlined:
-        // this loop is the client's share of a bulk load.
-        $positions = [];
-        $texts = [];
+        $routed = [];
         foreach ($items as $position => $item) {
             if (is_int($item)) {
                 $item = (string) $item;
@@ -296,58 +338,37 @@ final class PartitionedBloom
             }
             $h = unpack('J', hash('xxh3', $item, true, $hashOptions))[1];
             $part = ((($h >> 32) & 0xFFFFFFFF) * $partitions + ((($h & 0xFFFFFFFF) * $partitions) >> 32)) >> 32;
-            $positions[$part][] = $position;
-            $texts[$part][] = $item;
+            $routed[$part][0][] = $position;
+            $routed[$part][1][] = $item;
         }
+        return $routed;
+    }
+
+    /**
+     * The commands of a batch, and for each one the partition it goes to and the item positions
+     * it answers (null for the EXISTS that precedes a partition's lookups).
+     *
+     * @param array<int, array{0: list<int|string>, 1: list<string>}> $routed
+     * @param list<string> $command
+     * @return array{0: list<array{0: string, 1: list<string>}>, 1: list<array{0: int, 1: list<int|string>|null}>}
+     */
+    private function commandsFor(Layout $layout, array $routed, array $command, bool $checkExists): array
+    {
         $commands = [];
-        // For each command: [partition, the item positions it answers, or null for EXISTS].
         $plan = [];
-        foreach ($positions as $part => $partPositions) {
+        foreach ($routed as $part => [$positions, $texts]) {
             $key = $layout->keys[$part];
             if ($checkExists) {
                 $commands[] = [$key, ['EXISTS', $key]];
                 $plan[] = [$part, null];
             }
             $head = [$command[0], $key, ...array_slice($command, 1)];
-            for ($start = 0, $count = count($partPositions); $start < $count; $start += self::CHUNK_ITEMS) {
-                $commands[] = [$key, [...$head, ...array_slice($texts[$part], $start, self::CHUNK_ITEMS)]];
-                $plan[] = [$part, array_slice($partPositions, $start, self::CHUNK_ITEMS)];
+            for ($start = 0, $count = count($positions); $start < $count; $start += self::CHUNK_ITEMS) {
+                $commands[] = [$key, [...$head, ...array_slice($texts, $start, self::CHUNK_ITEMS)]];
+                $plan[] = [$part, array_slice($positions, $start, self::CHUNK_ITEMS)];
             }
         }
-        $answers = array_fill_keys(array_keys($items), false);
-        foreach ($this->transport->pipeline($commands, true) as $n => $reply) {
-            [$part, $positions] = $plan[$n];
-            $key = $layout->keys[$part];
-            if ($reply instanceof ReplyError) {
-                if ($reply->message() === 'not found') {
-                    throw new PartitionMissingException($this->name, $part, $key);
-                }
-                throw new ServerException($reply->message(), $key);
-            }
-            if ($positions === null) {
-                if ($reply === 0) {
-                    throw new PartitionMissingException($this->name, $part, $key);
-                }
-                continue;
-            }
-            if (is_array($reply) && $reply !== [] && count($reply) <= count($positions) && end($reply) instanceof ReplyError) {
-                // The server stopped at an item it refused: `non scaling filter is full`.
-                throw new ServerException(end($reply)->message(), $key);
-            }
-            if (!is_array($reply) || count($reply) !== count($positions)) {
-                throw new ServerException(sprintf('%s on %s answered %d items with %s',
-                    $command[0], self::quote($key), count($positions), json_encode($reply)), $key);
-            }
-            foreach ($positions as $k => $position) {
-                $answer = $reply[$k];
-                if ($answer !== 0 && $answer !== 1) {
-                    throw new ServerException(sprintf('%s on %s answered %s for an item',
-                        $command[0], self::quote($key), json_encode($answer)), $key);
-                }
-                $answers[$position] = $answer === 1;
-            }
-        }
-        return $answers;
+        return [$commands, $plan];
     }
 
     /**
