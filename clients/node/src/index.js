@@ -270,7 +270,12 @@ export class PartitionedBloom {
       }
     }
     for (const [part, chunk] of open) flush(part, chunk);
-    const answers = new Array(items.length).fill(false);
+    return this.#answers(sent, layout, command[0], items.length);
+  }
+
+  /** The answers of a batch's commands, in the items' order; the first failure thrown. */
+  async #answers(sent, layout, command, count) {
+    const answers = new Array(count).fill(false);
     for (const [part, positions, promise] of sent) {
       const reply = await promise;
       const key = layout.keys[part];
@@ -287,9 +292,9 @@ export class PartitionedBloom {
         throw new ServerError(reply.at(-1).message.replace(/^ERR /, ''), key);
       }
       if (!Array.isArray(reply) || reply.length !== positions.length) {
-        throw new ServerError(`${command[0]} on ${key} answered ${positions.length} items with ${String(reply)}`, key);
+        throw new ServerError(`${command} on ${key} answered ${positions.length} items with ${String(reply)}`, key);
       }
-      positions.forEach((position, k) => { answers[position] = itemAnswer(reply[k], command[0], key); });
+      positions.forEach((position, k) => { answers[position] = itemAnswer(reply[k], command, key); });
     }
     return answers;
   }
