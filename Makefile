@@ -60,10 +60,14 @@ test: build redisbloom test-servers
 	cargo test --workspace --no-fail-fast || rc=1; \
 	$(MAKE) --no-print-directory clients || rc=1; \
 	$(MAKE) --no-print-directory python-client-test || rc=1; \
+	$(MAKE) --no-print-directory php-client-test || rc=1; \
+	$(MAKE) --no-print-directory node-client-test || rc=1; \
 	echo "== integration tests on $$($$valkey --version | cut -d' ' -f1-3)"; \
 	RUSTBLOOM_SERVER=$$valkey cargo test -p rustbloom -p bfctl --tests --no-fail-fast || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory clients-run || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory python-client-test || rc=1; \
+	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory php-client-test || rc=1; \
+	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory node-client-test || rc=1; \
 	echo "== Redis 8 only: $$($$redis8 --version | cut -d' ' -f1-3)"; \
 	RUSTBLOOM_SERVER=$$redis8 cargo test -p rustbloom --test compat --test config --no-fail-fast || rc=1; \
 	exit $$rc
@@ -193,11 +197,38 @@ clients-run:
 ## interop) against $$RUSTBLOOM_SERVER when set, else redis-server.
 PYTHON_CLIENT_VENV := target/python-client/venv
 .PHONY: python-client-test
-python-client-test: python-deps
+python-client-test: python-client-venv
+	@$(PYTHON_CLIENT_VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+
+## python-client-venv: that venv with the package as it is in clients/python (and pytest); the PHP
+## and Node tests take the Python package from it for their interop tests.
+.PHONY: python-client-venv
+python-client-venv: python-deps
 	@{ [ -x $(PYTHON_CLIENT_VENV)/bin/python ] || python3 -m venv $(PYTHON_CLIENT_VENV); } && \
 	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check ./clients/python pytest && \
-	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python && \
-	  $(PYTHON_CLIENT_VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
+
+## php-client-test: the PHP package clients/php (Rustbloom\PartitionedBloom over phpredis) and its
+## phpunit tests (vectors, one server, a 3+3 cluster, interop with bfctl and the Python package)
+## against $$RUSTBLOOM_SERVER when set, else redis-server; Debian's php-cli, php-redis and phpunit
+## are installed when missing.
+.PHONY: php-client-test
+php-client-test: python-client-venv
+	@missing=""; \
+	for pkg in php-cli php-redis phpunit; do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$pkg"; \
+	done; \
+	$(INSTALL_MISSING)
+	cd clients/php && RUSTBLOOM_PYTHON=$(CURDIR)/$(PYTHON_CLIENT_VENV)/bin/python phpunit
+
+## node-client-test: the npm package clients/node (PartitionedBloom over node-redis), its types
+## checked by tsc and its `node --test` tests (vectors, one server, a 3+3 cluster, interop with
+## bfctl and the Python package) against $$RUSTBLOOM_SERVER when set, else redis-server; npm
+## packages from its package-lock.json into clients/node/node_modules (never committed).
+.PHONY: node-client-test
+node-client-test: client-deps python-client-venv
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck && \
+	  RUSTBLOOM_PYTHON=$(CURDIR)/$(PYTHON_CLIENT_VENV)/bin/python npm test --silent
 
 ## client-deps: python3 with venv, node and npm, installed from Debian only when the command is
 ## missing (a python3 from pyenv or a node from elsewhere is used as it is).

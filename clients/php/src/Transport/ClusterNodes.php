@@ -1,0 +1,141 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Rustbloom\Transport;
+
+use Rustbloom\Exception\NodeUnavailableException;
+use Rustbloom\Routing;
+
+/**
+ * A cluster (phpredis RedisCluster). phpredis' RedisCluster has no pipelines, so the commands of a
+ * batch are grouped per master by the cluster's slot map (CLUSTER SLOTS) and pipelined on a
+ * connection of our own to each master; a command that meets MOVED or ASK there is sent again
+ * through the RedisCluster, which follows the redirection, and the slot map is read again before
+ * the next batch.
+ */
+final class ClusterNodes extends Transport
+{
+    /** @var array<int, string> slot => "host:port" of its master */
+    private array $slotOwners = [];
+    private bool $stale = true;
+    /** @var array<string, \Redis> */
+    private array $connections = [];
+    /** @var callable(string, int): \Redis */
+    private $connect;
+
+    /** @param null|callable(string, int): \Redis $connect opens a connection to one master */
+    public function __construct(private readonly \RedisCluster $cluster, float $retryForSeconds, ?callable $connect)
+    {
+        parent::__construct($retryForSeconds);
+        $this->connect = $connect ?? static function (string $host, int $port): \Redis {
+            $redis = new \Redis();
+            $redis->connect($host, $port);
+            return $redis;
+        };
+    }
+
+    protected function client(): \RedisCluster
+    {
+        return $this->cluster;
+    }
+
+    protected function groupByNode(array $commands, array $indices): array
+    {
+        if ($this->stale) {
+            $this->readSlotMap();
+        }
+        $groups = [];
+        foreach ($indices as $i) {
+            $slot = Routing::keySlot($commands[$i][0]);
+            $node = $this->slotOwners[$slot] ?? null;
+            if ($node === null) {
+                $this->stale = true;
+                throw new NodeUnavailableException("no master serves slot {$slot} (key {$commands[$i][0]})");
+            }
+            $groups[$node][] = $i;
+        }
+        return $groups;
+    }
+
+    protected function runOnNode(string $node, array $commands): array
+    {
+        $redis = $this->connections[$node] ??= $this->open($node);
+        return self::pipelineOn($redis, $commands, function (string $key, array $argv): mixed {
+            // MOVED or ASK, or a refusal: the cluster object follows redirections.
+            $this->stale = true;
+            return $this->single($key, $argv);
+        });
+    }
+
+    protected function forgetNode(string $node): void
+    {
+        if (isset($this->connections[$node])) {
+            try {
+                $this->connections[$node]->close();
+            } catch (\RedisException) {
+                // Already closed: nothing to release.
+            }
+            unset($this->connections[$node]);
+        }
+        $this->stale = true;
+    }
+
+    protected function single(string $key, array $argv): mixed
+    {
+        $this->cluster->clearLastError();
+        $reply = $this->cluster->rawCommand($key, ...$argv);
+        $error = $this->cluster->getLastError();
+        return ($reply === false && $error !== null) ? new ReplyError($error) : $reply;
+    }
+
+    private function open(string $node): \Redis
+    {
+        $colon = strrpos($node, ':');
+        return ($this->connect)(substr($node, 0, $colon), (int) substr($node, $colon + 1));
+    }
+
+    private function readSlotMap(): void
+    {
+        $last = null;
+        foreach ($this->cluster->_masters() as $master) {
+            try {
+                $reply = $this->cluster->rawCommand($master, 'CLUSTER', 'SLOTS');
+            } catch (\RedisClusterException|\RedisException $e) {
+                $last = $e;
+                continue;
+            }
+            if (is_array($reply)) {
+                $this->slotOwners = self::slotOwners($reply, (string) $master[0]);
+                $this->stale = false;
+                return;
+            }
+        }
+        throw new NodeUnavailableException(
+            'no master answered CLUSTER SLOTS' . ($last ? ': ' . $last->getMessage() : ''),
+            0,
+            $last,
+        );
+    }
+
+    /**
+     * @param array<mixed> $reply CLUSTER SLOTS: [start, end, [host, port, ...], replicas...]...
+     * @return array<int, string>
+     */
+    private static function slotOwners(array $reply, string $askedHost): array
+    {
+        $owners = [];
+        foreach ($reply as $range) {
+            if (!is_array($range) || count($range) < 3 || !is_array($range[2]) || count($range[2]) < 2) {
+                continue;
+            }
+            [$start, $end, [$host, $port]] = $range;
+            // An empty host means "the address you reached me at".
+            $node = (($host === '' || $host === '?') ? $askedHost : $host) . ':' . $port;
+            for ($slot = (int) $start; $slot <= (int) $end && $slot < Routing::SLOTS; $slot++) {
+                $owners[$slot] = $node;
+            }
+        }
+        return $owners;
+    }
+}

@@ -1,0 +1,145 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Rustbloom\Transport;
+
+use Rustbloom\Exception\NodeUnavailableException;
+
+/**
+ * Sends commands to the node that holds each one's key, pipelined per node, and answers in the
+ * commands' order with error replies as ReplyError values.
+ *
+ * A node whose reply is lost (connection dropped, failover) gets its commands again until the
+ * deadline, but only when the caller says resending them is harmless; otherwise, and after the
+ * deadline, NodeUnavailableException.
+ */
+abstract class Transport
+{
+    private const RESEND_PAUSE_MICROS = 100_000;
+
+    public function __construct(private readonly float $retryForSeconds)
+    {
+    }
+
+    /**
+     * @param list<array{0: string, 1: list<string>}> $commands [key, [command, args...]]
+     * @return list<mixed> one answer per command; an error reply as a ReplyError
+     */
+    public function pipeline(array $commands, bool $resendable): array
+    {
+        $answers = [];
+        $pending = array_keys($commands);
+        $deadline = microtime(true) + $this->retryForSeconds;
+        while ($pending !== []) {
+            $lost = [];
+            $failure = null;
+            foreach ($this->groupByNode($commands, $pending) as $node => $indices) {
+                try {
+                    $replies = $this->runOnNode($node, array_map(fn ($i) => $commands[$i], $indices));
+                    foreach ($indices as $n => $i) {
+                        $answers[$i] = $replies[$n];
+                    }
+                } catch (\RedisException|\RedisClusterException|NodeUnavailableException $e) {
+                    $this->forgetNode($node);
+                    array_push($lost, ...$indices);
+                    $failure = $e;
+                }
+            }
+            if ($lost !== [] && (!$resendable || microtime(true) > $deadline)) {
+                throw new NodeUnavailableException(
+                    ($resendable ? 'gave up resending after ' . $this->retryForSeconds . 's: '
+                        : 'the reply was lost and the command is not resent: ') . $failure->getMessage(),
+                    0,
+                    $failure,
+                );
+            }
+            if ($lost !== []) {
+                usleep(self::RESEND_PAUSE_MICROS);
+            }
+            $pending = $lost;
+        }
+        ksort($answers);
+        return $answers;
+    }
+
+    /**
+     * One command, its reply decoded literally (status replies as their text, not true: BF.INFO's
+     * field names are status replies), an error reply as a ReplyError.
+     *
+     * @param list<string> $argv
+     */
+    public function literalCommand(string $key, array $argv): mixed
+    {
+        $client = $this->client();
+        $before = $client->getOption(\Redis::OPT_REPLY_LITERAL);
+        $client->setOption(\Redis::OPT_REPLY_LITERAL, true);
+        try {
+            return $this->single($key, $argv);
+        } finally {
+            $client->setOption(\Redis::OPT_REPLY_LITERAL, $before);
+        }
+    }
+
+    /** The phpredis object given by the user. */
+    abstract protected function client(): \Redis|\RedisCluster;
+
+    /**
+     * One command through the user's phpredis object; an error reply as a ReplyError.
+     *
+     * @param list<string> $argv
+     */
+    abstract protected function single(string $key, array $argv): mixed;
+
+    /**
+     * @param list<array{0: string, 1: list<string>}> $commands
+     * @param list<int> $indices
+     * @return array<string, list<int>> node => indices of its commands
+     */
+    abstract protected function groupByNode(array $commands, array $indices): array;
+
+    /**
+     * @param list<array{0: string, 1: list<string>}> $commands
+     * @return list<mixed>
+     */
+    abstract protected function runOnNode(string $node, array $commands): array;
+
+    abstract protected function forgetNode(string $node): void;
+
+    /**
+     * Runs commands in one phpredis pipeline. phpredis answers false for an error reply in a
+     * pipeline and keeps only the last error's text, so each failed command is sent once more on
+     * its own through $resend to learn its answer or error: harmless for every command sent here,
+     * since a refused command changed nothing and re-adding an item leaves the filter as it was.
+     *
+     * @param list<array{0: string, 1: list<string>}> $commands
+     * @param callable(string, list<string>): mixed $resend
+     * @return list<mixed>
+     */
+    protected static function pipelineOn(\Redis $redis, array $commands, callable $resend): array
+    {
+        $redis->clearLastError();
+        $redis->multi(\Redis::PIPELINE);
+        foreach ($commands as [, $argv]) {
+            $redis->rawCommand(...$argv);
+        }
+        $replies = $redis->exec();
+        if (!is_array($replies) || count($replies) !== count($commands)) {
+            throw new \RedisException('the pipeline was not answered whole');
+        }
+        // An answer array that ends at an item the server refused (BF.INSERT into a full
+        // NONSCALING filter stops there) holds false for it; the error's text is the last one.
+        $lastError = $redis->getLastError();
+        foreach ($replies as $n => $reply) {
+            if (is_array($reply) && $reply !== [] && end($reply) === false) {
+                $replies[$n][count($reply) - 1] = new ReplyError($lastError ?? 'the server refused an item');
+            }
+        }
+        foreach ($replies as $n => $reply) {
+            if ($reply === false) {
+                $replies[$n] = $resend($commands[$n][0], $commands[$n][1]);
+            }
+        }
+        return $replies;
+    }
+}
