@@ -1,12 +1,15 @@
 //! Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`) on a 3-master cluster: filters of
-//! every kind (scalable, NONSCALING, WINDOW, a 4 MB one, a partitioned filter's descriptor and
+//! every kind (scalable, NONSCALING, WINDOW, a 20 MB one, a partitioned filter's descriptor and
 //! partition) in the slots that move, while another thread keeps adding to a second filter of
 //! each kind and records every acknowledged item. Valkey refuses the command unless every loaded
 //! module declares it handles the migration; the module does so on Valkey only.
 //!
 //! After the move, the filters nobody wrote have the same `DEBUG DIGEST-VALUE` and BF.INFO on
 //! the new owner, and the written ones answer 1 for every acknowledged item and count exactly the
-//! items acknowledged as new. On a server without the command (Redis, whose own atomic slot
+//! items acknowledged as new. The 20 MB filters travel as their AOF rewrite, in two BF.LOADCHUNKs,
+//! to a target whose `proto-max-bulk-len` is far below them: that limit stops MIGRATE (one DUMP
+//! payload from a client), while Valkey holds the migration's connection, as a primary's, to none.
+//! The target takes them past its own `bf.max-filter-bytes`, as a replica takes its primary's. On a server without the command (Redis, whose own atomic slot
 //! migration is another command) the same filters and writes run without the move: the module
 //! loads and serves them in a cluster all the same.
 
@@ -30,6 +33,11 @@ const ROUTING_SEED: &str = "1";
 const SNAPSHOT_DELAY_PER_KEY: &str = "200000";
 /// Items per BF.MADD of the writer.
 const BATCH: usize = 10;
+/// The target's `proto-max-bulk-len`: the least the server accepts, below every chunk of the big
+/// filters.
+const TARGET_MAX_BULK: u64 = 1 << 20;
+/// The target's `bf.max-filter-bytes`: below the big filters, above every other.
+const TARGET_MAX_FILTER_BYTES: u64 = 8 << 20;
 /// How long a migration, or a command held by its write pause, may take.
 const MIGRATION_TIMEOUT: Duration = Duration::from_secs(60);
 /// BF.INFO fields that adds change (a scalable filter's capacity grows with its layers); every
@@ -76,7 +84,7 @@ fn plain_filters(first: usize, role: &str) -> Vec<Filter> {
         ("scalable", &["0.01", "1000"], 3000, true),
         ("nonscaling", &["0.01", "100000", "NONSCALING"], 3000, true),
         ("window", &["0.01", "1000", "WINDOW", "600000"], 3000, false),
-        ("big", &["0.001", "2000000"], 20000, true),
+        ("big", &["0.001", "10000000"], 20000, true),
     ];
     kinds
         .iter()
@@ -458,11 +466,21 @@ fn atomic_slot_migration_moves_every_kind_while_written() {
         (source, filter_count(&cl, source)),
         (target, filter_count(&cl, target)),
     ];
+    let big = &busy_plain[3].key;
+    let big_bytes = memory_usage(&mut cl.nodes[owners[slot(big)]].conn(), big);
+    assert!(big_bytes > TARGET_MAX_FILTER_BYTES, "{big}: {big_bytes} bytes");
     if migrates {
         raw_ok(
             &mut cl.nodes[source].conn(),
             &["CONFIG", "SET", "rdb-key-save-delay", SNAPSHOT_DELAY_PER_KEY],
         );
+        let (max_bulk, max_filter) = (
+            TARGET_MAX_BULK.to_string(),
+            TARGET_MAX_FILTER_BYTES.to_string(),
+        );
+        let limits = ["proto-max-bulk-len", &max_bulk, "bf.max-filter-bytes", &max_filter];
+        let mut target_conn = cl.nodes[target].conn();
+        raw_ok(&mut target_conn, &[&["CONFIG", "SET"][..], &limits].concat());
     }
 
     let writer = Writer::start(Router::new(&cl, &owners), written);
