@@ -9,9 +9,11 @@
 //! items acknowledged as new. The 20 MB filters travel as their AOF rewrite, in two BF.LOADCHUNKs,
 //! to a target whose `proto-max-bulk-len` is far below them: that limit stops MIGRATE (one DUMP
 //! payload from a client), while Valkey holds the migration's connection, as a primary's, to none.
-//! The target takes them past its own `bf.max-filter-bytes`, as a replica takes its primary's. On a server without the command (Redis, whose own atomic slot
-//! migration is another command) the same filters and writes run without the move: the module
-//! loads and serves them in a cluster all the same.
+//! The target takes them past its own `bf.max-filter-bytes`, as a replica takes its primary's.
+//!
+//! On a server without the command (Redis, whose own atomic slot migration is another command)
+//! the same filters and writes run without the move: the module loads and serves them in a
+//! cluster all the same.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -63,7 +65,8 @@ struct Filter {
     descriptor: bool,
 }
 
-/// A filter that is written during the move, or a partitioned one (items routed to partitions).
+/// What the writer adds to during the move: a filter, or a partitioned filter's partitions (each
+/// item to its own).
 #[derive(Clone)]
 enum Written {
     Plain(String),
@@ -108,9 +111,16 @@ fn partitioned_filter(n: usize, role: &str) -> (String, Vec<Filter>) {
     let mut filters: Vec<Filter> = (0..PARTITIONS)
         .map(|i| Filter {
             key: String::from_utf8(partition_key(name.as_bytes(), i, PARTITIONS)).unwrap(),
-            reserve: ["0.01", &capacity, "PARTITION", &i.to_string(), &count, ROUTING_SEED]
-                .map(str::to_string)
-                .to_vec(),
+            reserve: [
+                "0.01",
+                &capacity,
+                "PARTITION",
+                &i.to_string(),
+                &count,
+                ROUTING_SEED,
+            ]
+            .map(str::to_string)
+            .to_vec(),
             initial: 0,
             counts_items: true,
             descriptor: false,
@@ -237,7 +247,8 @@ impl Acked {
     fn record(&mut self, key: &str, items: Vec<String>, replies: Value) {
         let replies = as_ints(replies);
         assert_eq!(replies.len(), items.len(), "BF.MADD {key}: {replies:?}");
-        *self.new.entry(key.to_string()).or_default() += replies.iter().filter(|&&r| r == 1).count();
+        *self.new.entry(key.to_string()).or_default() +=
+            replies.iter().filter(|&&r| r == 1).count();
         self.items.entry(key.to_string()).or_default().extend(items);
     }
 }
@@ -265,11 +276,12 @@ fn round_batches(written: &[Written], round: usize) -> Vec<(String, Vec<String>)
     batches
 }
 
-/// A thread adding to the written filters until told to stop; counts acknowledged commands.
+/// A thread adding to the written filters until told to stop (or dropped: a failing test stops
+/// it before the servers); counts acknowledged commands.
 struct Writer {
     stop: Arc<AtomicBool>,
     acks: Arc<AtomicUsize>,
-    thread: JoinHandle<Acked>,
+    thread: Option<JoinHandle<Acked>>,
 }
 
 impl Writer {
@@ -295,26 +307,48 @@ impl Writer {
             }
             acked
         });
-        Writer { stop, acks, thread }
+        Writer {
+            stop,
+            acks,
+            thread: Some(thread),
+        }
     }
 
     fn acks(&self) -> usize {
         self.acks.load(Ordering::SeqCst)
     }
 
+    fn running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     /// Waits until `count` commands were acknowledged (the writer failing fails the test).
     fn wait_acks(&self, count: usize) {
         let ok = wait_until(MIGRATION_TIMEOUT, || {
-            self.acks() >= count || self.thread.is_finished()
+            self.acks() >= count || !self.running()
         });
-        assert!(ok && !self.thread.is_finished(), "the writer stopped early");
+        assert!(
+            ok && self.running(),
+            "the writer stopped early (its panic above)"
+        );
     }
 
-    fn finish(self) -> Acked {
+    fn finish(mut self) -> Acked {
         self.stop.store(true, Ordering::SeqCst);
-        match self.thread.join() {
+        let thread = self.thread.take().expect("the writer's thread");
+        match thread.join() {
             Ok(acked) => acked,
             Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            // Its panic, if any, was printed already; the test's own failure is the one to show.
+            let _ = thread.join();
         }
     }
 }
@@ -347,7 +381,15 @@ fn migrate(cl: &Cluster, source: usize, target: usize) {
     let mut c = cl.nodes[source].conn();
     let (first, last) = (MOVED_SLOTS.0.to_string(), MOVED_SLOTS.1.to_string());
     let id = cl.id(target);
-    let args = ["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &first, &last, "NODE", &id];
+    let args = [
+        "CLUSTER",
+        "MIGRATESLOTS",
+        "SLOTSRANGE",
+        &first,
+        &last,
+        "NODE",
+        &id,
+    ];
     assert_eq!(raw(&mut c, &args), Ok(Value::Okay), "{args:?}");
     let mut state = None;
     let finished = wait_until(MIGRATION_TIMEOUT, || {
@@ -407,10 +449,17 @@ fn assert_written_kept(
         assert_all_exist(&mut c, &f.key, &acked.items[&f.key]);
         let after = info_fields(&mut c, &f.key);
         let fixed = |info: &[(String, Value)]| -> Vec<(String, Value)> {
-            let kept = info.iter().filter(|(n, _)| !CHANGED_BY_ADDS.contains(&n.as_str()));
+            let kept = info
+                .iter()
+                .filter(|(n, _)| !CHANGED_BY_ADDS.contains(&n.as_str()));
             kept.cloned().collect()
         };
-        assert_eq!(fixed(&after), fixed(&before[&f.key]), "BF.INFO of {}", f.key);
+        assert_eq!(
+            fixed(&after),
+            fixed(&before[&f.key]),
+            "BF.INFO of {}",
+            f.key
+        );
         if f.counts_items {
             let count = |info: &[(String, Value)]| {
                 let field = info.iter().find(|(n, _)| n == "Number of items inserted");
@@ -427,6 +476,81 @@ fn assert_written_kept(
     }
 }
 
+/// The test's filters: the quiet ones (not written during the move), the busy ones, and what the
+/// writer adds to (the busy ones, a partitioned filter as its partitions).
+fn test_filters() -> (Vec<Filter>, Vec<Filter>, Vec<Written>) {
+    let busy_plain = plain_filters(4, "busy");
+    let (_, quiet_parts) = partitioned_filter(8, "quiet");
+    let (busy_name, busy_parts) = partitioned_filter(9, "busy");
+    let mut written: Vec<Written> = busy_plain
+        .iter()
+        .map(|f| Written::Plain(f.key.clone()))
+        .collect();
+    let partitions = busy_parts.iter().filter(|f| !f.descriptor);
+    written.push(Written::Partitioned {
+        name: busy_name,
+        keys: partitions.map(|f| f.key.clone()).collect(),
+    });
+    let quiet = plain_filters(0, "quiet").into_iter().chain(quiet_parts);
+    let busy = busy_plain.into_iter().chain(busy_parts);
+    (quiet.collect(), busy.collect(), written)
+}
+
+/// Slows the source's snapshot down, so that the writes go on while it is sent, and lowers the
+/// target's limits below the big filters (after checking that they are below).
+fn set_migration_configs(cl: &Cluster, owners: &[usize], source: usize, target: usize) {
+    let busy = plain_filters(4, "busy");
+    let big = &busy
+        .iter()
+        .find(|f| f.key.ends_with("big.busy"))
+        .unwrap()
+        .key;
+    let big_bytes = memory_usage(&mut cl.nodes[owners[slot(big)]].conn(), big);
+    assert!(
+        big_bytes > TARGET_MAX_FILTER_BYTES,
+        "{big}: {big_bytes} bytes"
+    );
+    let delay = [
+        "CONFIG",
+        "SET",
+        "rdb-key-save-delay",
+        SNAPSHOT_DELAY_PER_KEY,
+    ];
+    raw_ok(&mut cl.nodes[source].conn(), &delay);
+    let (max_bulk, max_filter) = (
+        TARGET_MAX_BULK.to_string(),
+        TARGET_MAX_FILTER_BYTES.to_string(),
+    );
+    let limits = [
+        "CONFIG",
+        "SET",
+        "proto-max-bulk-len",
+        &max_bulk,
+        "bf.max-filter-bytes",
+        &max_filter,
+    ];
+    raw_ok(&mut cl.nodes[target].conn(), &limits);
+}
+
+/// Moves the slots while the writer writes; a server without the command keeps them.
+fn move_while_written(cl: &Cluster, writer: &Writer, migrates: bool, [source, target]: [usize; 2]) {
+    if migrates {
+        let acks_before_move = writer.acks();
+        migrate(cl, source, target);
+        let acks_during_move = writer.acks() - acks_before_move;
+        assert!(
+            acks_during_move > 0,
+            "no write acknowledged during the move"
+        );
+        eprintln!("{acks_during_move} BF.MADD acknowledged during the move");
+    } else {
+        eprintln!(
+            "the server has no CLUSTER MIGRATESLOTS (Valkey 9's atomic slot migration): the \
+             filters stay on their nodes, written and checked there"
+        );
+    }
+}
+
 #[test]
 fn atomic_slot_migration_moves_every_kind_while_written() {
     let cl = Cluster::start(3, 0);
@@ -438,13 +562,7 @@ fn atomic_slot_migration_moves_every_kind_while_written() {
         .find(|&&m| m != source)
         .expect("a second master");
 
-    // Quiet filters are not written during the move; busy ones are, all the time.
-    let quiet_plain = plain_filters(0, "quiet");
-    let busy_plain = plain_filters(4, "busy");
-    let (_, quiet_parts) = partitioned_filter(8, "quiet");
-    let (busy_name, busy_parts) = partitioned_filter(9, "busy");
-    let quiet: Vec<Filter> = quiet_plain.into_iter().chain(quiet_parts).collect();
-    let busy: Vec<Filter> = busy_plain.iter().cloned().chain(busy_parts.clone()).collect();
+    let (quiet, busy, written) = test_filters();
     for f in quiet.iter().chain(&busy) {
         create(&cl, &owners, f);
     }
@@ -453,66 +571,32 @@ fn atomic_slot_migration_moves_every_kind_while_written() {
         .iter()
         .map(|f| (f.key.clone(), seen(&cl, &owners, &f.key).info))
         .collect();
-
-    let mut written: Vec<Written> = busy_plain.iter().map(|f| Written::Plain(f.key.clone())).collect();
-    let partition_keys = busy_parts[..PARTITIONS as usize].iter().map(|f| f.key.clone());
-    written.push(Written::Partitioned {
-        name: busy_name,
-        keys: partition_keys.collect(),
-    });
-    let per_round = round_batches(&written, 0).len();
+    let gauges = [source, target].map(|node| (node, filter_count(&cl, node)));
     let migrates = has_migrateslots(&mut cl.nodes[source].conn());
-    let gauges = [
-        (source, filter_count(&cl, source)),
-        (target, filter_count(&cl, target)),
-    ];
-    let big = &busy_plain[3].key;
-    let big_bytes = memory_usage(&mut cl.nodes[owners[slot(big)]].conn(), big);
-    assert!(big_bytes > TARGET_MAX_FILTER_BYTES, "{big}: {big_bytes} bytes");
     if migrates {
-        raw_ok(
-            &mut cl.nodes[source].conn(),
-            &["CONFIG", "SET", "rdb-key-save-delay", SNAPSHOT_DELAY_PER_KEY],
-        );
-        let (max_bulk, max_filter) = (
-            TARGET_MAX_BULK.to_string(),
-            TARGET_MAX_FILTER_BYTES.to_string(),
-        );
-        let limits = ["proto-max-bulk-len", &max_bulk, "bf.max-filter-bytes", &max_filter];
-        let mut target_conn = cl.nodes[target].conn();
-        raw_ok(&mut target_conn, &[&["CONFIG", "SET"][..], &limits].concat());
+        set_migration_configs(&cl, &owners, source, target);
     }
 
+    let per_round = round_batches(&written, 0).len();
     let writer = Writer::start(Router::new(&cl, &owners), written);
     writer.wait_acks(per_round);
-    if migrates {
-        let acks_before_move = writer.acks();
-        migrate(&cl, source, target);
-        let acks_during_move = writer.acks() - acks_before_move;
-        assert!(acks_during_move > 0, "no write acknowledged during the move");
-        eprintln!("{acks_during_move} BF.MADD acknowledged during the move");
-    } else {
-        eprintln!(
-            "the server has no CLUSTER MIGRATESLOTS (Valkey 9's atomic slot migration): the \
-             filters stay on their nodes, written and checked there"
-        );
-    }
+    move_while_written(&cl, &writer, migrates, [source, target]);
     // A few more rounds, on the new owner when the slots moved.
     writer.wait_acks(writer.acks() + 3 * per_round);
     let acked = writer.finish();
 
     let owners_after = cl.slot_owners(target);
-    let moved_filters: Vec<&Filter> = quiet
-        .iter()
-        .chain(&busy)
-        .filter(|f| (MOVED_SLOTS.0..=MOVED_SLOTS.1).contains(&slot(&f.key)))
-        .collect();
     if migrates {
         assert!((MOVED_SLOTS.0..=MOVED_SLOTS.1).all(|s| owners_after[s] == target));
-        assert_source_emptied(&cl, &moved_filters, gauges);
+        let moved = quiet.iter().chain(&busy);
+        let moved: Vec<&Filter> = moved
+            .filter(|f| (MOVED_SLOTS.0..=MOVED_SLOTS.1).contains(&slot(&f.key)))
+            .collect();
+        assert_source_emptied(&cl, &moved, gauges);
     }
     for (f, before) in quiet.iter().zip(&quiet_before) {
-        assert_eq!(&seen(&cl, &owners_after, &f.key), before, "{} after the move", f.key);
+        let after = seen(&cl, &owners_after, &f.key);
+        assert_eq!(&after, before, "{} after the move", f.key);
     }
     assert_written_kept(&cl, &owners_after, &acked, &busy_before, &busy);
 }

@@ -25,7 +25,7 @@ use ffi::{log, LoadCtx};
 /// holds them unseen until it owns the slots; this module keeps no per-node index of keys,
 /// subscribes to no keyspace event and every command names one key, so nothing here assumes
 /// otherwise. Set only where Valkey's own option list has it: Redis' option bits are its own
-/// (none at bit 5 up to 8.4, whose atomic slot migration asks modules for no declaration).
+/// (its redismodule.h, up to 8.4 and its own atomic slot migration, defines none past bit 3).
 const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 
 /// Module start-up, after the data type and the configs are registered.
