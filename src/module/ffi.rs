@@ -778,6 +778,29 @@ impl LoadCtx {
         unsafe { api!(RedisModule_SetModuleOptions)(self.0, options) };
     }
 
+    /// Every module option bit the server knows, asked under Valkey's own API name
+    /// (`ValkeyModule_GetModuleOptionsAll`): None on Redis, whose option bits are its own, and
+    /// on a server without the call.
+    pub fn valkey_module_options_all(&self) -> Option<c_int> {
+        let get_api = optional_api!(RedisModule_GetApi)?;
+        let mut function: *mut c_void = std::ptr::null_mut();
+        // SAFETY: GetApi looks the name (NUL-terminated) up in the server's API table and, when
+        // found, writes the function's address into the pointer-sized `function`.
+        let status = unsafe {
+            get_api(
+                c"ValkeyModule_GetModuleOptionsAll".as_ptr(),
+                (&mut function as *mut *mut c_void).cast(),
+            )
+        };
+        if status != OK || function.is_null() {
+            return None;
+        }
+        // SAFETY: the server's GetModuleOptionsAll is `int (*)(void)` (valkeymodule.h), and a
+        // non-null function address from its API table.
+        let options_all: extern "C" fn() -> c_int = unsafe { std::mem::transmute(function) };
+        Some(options_all())
+    }
+
     /// Registers a command; Err when Redis refuses it.
     pub fn create_command(
         &self,

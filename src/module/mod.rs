@@ -18,6 +18,16 @@ use redis_module::{raw, Context, RedisString, Status};
 
 use ffi::{log, LoadCtx};
 
+/// Valkey's `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+):
+/// without it Valkey refuses `CLUSTER MIGRATESLOTS` while the module is loaded. The migration
+/// sends the moving slots' keys as the type's AOF rewrite (`BF.RESERVE ... PARTITIONS`,
+/// `BF.LOADCHUNK`), then the commands replicated for the writes made meanwhile, to a target that
+/// holds them unseen until it owns the slots; this module keeps no per-node index of keys,
+/// subscribes to no keyspace event and every command names one key, so nothing here assumes
+/// otherwise. Set only where Valkey's own option list has it: Redis' option bits are its own
+/// (its redismodule.h, up to 8.4 and its own atomic slot migration, defines none past bit 3).
+const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
+
 /// Module start-up, after the data type and the configs are registered.
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let raw_ctx = ctx.get_raw();
@@ -40,10 +50,15 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     load.register_info(stats::info);
     // Keys are signalled as modified only when a command changed them, so WATCH and
     // client-side caching are not disturbed by adds of items already present.
-    load.set_module_options(
-        (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
-            | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int,
-    );
+    let mut options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int;
+    if load
+        .valkey_module_options_all()
+        .is_some_and(|known| known & VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION != 0)
+    {
+        options |= VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION;
+    }
+    load.set_module_options(options);
     if let Err(reason) = table::register(&load).and_then(|()| table::register_acl_category(&load)) {
         log(raw_ctx, "warning", &format!("rustbloom: {reason}"));
         return Status::Err;
