@@ -12,50 +12,16 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use rustbloom_core::partition::{Descriptor, PartitionGrowth, MAX_PARTITION_NAME_BYTES};
-use rustbloom_testkit::payload::{fix_xxh3, module_payload, put, ModuleField};
+use rustbloom_testkit::payload::{descriptor_payload, forge_descriptor, rdb_version};
 use rustbloom_testkit::*;
 
-/// Offsets of the descriptor's fields (the picture at `Descriptor::encode`).
-const PARTITIONS_AT: usize = 8;
-const CAPACITY_AT: usize = 20;
-const PARTITION_CAPACITY_AT: usize = 28;
-
-/// A descriptor's saved bytes: `descriptor`'s, with P, N and c replaced where given, the
-/// checksum made right again, so that only the fields' agreement is left to refuse it.
+/// `descriptor`'s saved bytes with P, N and c replaced where given.
 fn forged(descriptor: &Descriptor, p: Option<u32>, n: Option<u64>, c: Option<u64>) -> Vec<u8> {
-    let mut bytes = descriptor.encode();
-    if let Some(p) = p {
-        put(&mut bytes, PARTITIONS_AT, 4, u64::from(p));
-    }
-    if let Some(n) = n {
-        put(&mut bytes, CAPACITY_AT, 8, n);
-    }
-    if let Some(c) = c {
-        put(&mut bytes, PARTITION_CAPACITY_AT, 8, c);
-    }
-    fix_xxh3(&mut bytes);
-    bytes
-}
-
-/// The RESTORE payload of a descriptor's saved bytes, for the server `c` talks to.
-fn restore_payload(c: &mut Connection, descriptor: &[u8]) -> Vec<u8> {
-    raw_ok(c, &["BF.ADD", "version-probe", "x"]);
-    let dump = match raw_ok(c, &["DUMP", "version-probe"]) {
-        Value::BulkString(dump) => dump,
-        other => panic!("DUMP: {other:?}"),
-    };
-    raw_ok(c, &["DEL", "version-probe"]);
-    let version = [dump[dump.len() - 10], dump[dump.len() - 9]];
-    module_payload(
-        "MBbloom--",
-        100,
-        &[ModuleField::Bytes(descriptor.to_vec())],
-        version,
-    )
+    forge_descriptor(&descriptor.encode(), p, n, c)
 }
 
 fn restore(c: &mut Connection, key: &str, descriptor: &[u8]) -> Result<Value, String> {
-    let payload = restore_payload(c, descriptor);
+    let payload = descriptor_payload(descriptor, rdb_version(c));
     rawb(c, &[b"RESTORE", key.as_bytes(), b"0", &payload])
 }
 
@@ -96,8 +62,10 @@ fn a_restored_descriptor_is_one_bf_reserve_would_create_and_survives_an_aof_rewr
     );
 
     // One that agrees, restored, and one created, come back from the rewritten AOF as they were.
-    let payload_bytes = forged(&nonscaling, None, None, None);
-    assert_eq!(restore(&mut c, "restored", &payload_bytes), Ok(Value::Okay));
+    assert_eq!(
+        restore(&mut c, "restored", &nonscaling.encode()),
+        Ok(Value::Okay)
+    );
     raw_ok(
         &mut c,
         &["BF.RESERVE", "created", "0.001", "1000000", "PARTITIONS", "16", "7", "EXPANSION", "4"],
