@@ -45,9 +45,18 @@ fn a_restored_descriptor_is_one_bf_reserve_would_create_and_survives_an_aof_rewr
     // Fields that disagree with what BF.RESERVE ... PARTITIONS computes are refused, not kept
     // until a rewrite loses them or recomputed silently.
     let refused = [
-        ("N = 2^40 over one partition of 1", forged(&one, None, Some(1 << 40), Some(1))),
-        ("NONSCALING, N = 1000 over 4 of 1", forged(&nonscaling, None, None, Some(1))),
-        ("N = 2^64 - 1", forged(&nonscaling, Some(4096), Some(u64::MAX), Some(1 << 30))),
+        (
+            "N = 2^40 over one partition of 1",
+            forged(&one, None, Some(1 << 40), Some(1)),
+        ),
+        (
+            "NONSCALING, N = 1000 over 4 of 1",
+            forged(&nonscaling, None, None, Some(1)),
+        ),
+        (
+            "N = 2^64 - 1",
+            forged(&nonscaling, Some(4096), Some(u64::MAX), Some(1 << 30)),
+        ),
     ];
     for (what, bytes) in &refused {
         let key = format!("bad {what}");
@@ -57,7 +66,15 @@ fn a_restored_descriptor_is_one_bf_reserve_would_create_and_survives_an_aof_rewr
     }
     assert_err(
         &mut c,
-        &["BF.RESERVE", "huge", "0.01", "18446744073709551615", "PARTITIONS", "4096", "1"],
+        &[
+            "BF.RESERVE",
+            "huge",
+            "0.01",
+            "18446744073709551615",
+            "PARTITIONS",
+            "4096",
+            "1",
+        ],
         "ERR capacity too large for this many partitions",
     );
 
@@ -68,7 +85,17 @@ fn a_restored_descriptor_is_one_bf_reserve_would_create_and_survives_an_aof_rewr
     );
     raw_ok(
         &mut c,
-        &["BF.RESERVE", "created", "0.001", "1000000", "PARTITIONS", "16", "7", "EXPANSION", "4"],
+        &[
+            "BF.RESERVE",
+            "created",
+            "0.001",
+            "1000000",
+            "PARTITIONS",
+            "16",
+            "7",
+            "EXPANSION",
+            "4",
+        ],
     );
     let before: Vec<_> = ["restored", "created"]
         .iter()
@@ -86,7 +113,10 @@ fn a_restored_descriptor_is_one_bf_reserve_would_create_and_survives_an_aof_rewr
     let capacity = described(&mut c, "restored")
         .into_iter()
         .find(|(name, _)| name == "Partition capacity");
-    assert_eq!(capacity, Some(("Partition capacity".into(), "int(334)".into())));
+    assert_eq!(
+        capacity,
+        Some(("Partition capacity".into(), "int(334)".into()))
+    );
 }
 
 /// The `omem` (output buffer bytes) CLIENT LIST shows for the client named `name`, once its
@@ -140,22 +170,44 @@ fn bf_info_of_a_descriptor_is_bounded_by_its_name_times_its_partitions() {
     let long_name = "n".repeat(64 << 10);
     let refusal = raw_err(
         &mut c,
-        &["BF.RESERVE", long_name.as_str(), "0.01", "1000", "PARTITIONS", "4096", "1"],
+        &[
+            "BF.RESERVE",
+            long_name.as_str(),
+            "0.01",
+            "1000",
+            "PARTITIONS",
+            "4096",
+            "1",
+        ],
     );
-    assert!(refusal.starts_with("ERR name too long for 4096 partitions"), "{refusal}");
+    assert!(
+        refusal.starts_with("ERR name too long for 4096 partitions"),
+        "{refusal}"
+    );
     assert_no_key(&mut c, &long_name);
 
     // At the limit: the whole list, in a reply of about the limit.
     let at_limit = "a".repeat((MAX_PARTITION_NAME_BYTES / 4096) as usize);
     raw_ok(
         &mut c,
-        &["BF.RESERVE", at_limit.as_str(), "0.01", "1000", "PARTITIONS", "4096", "1"],
+        &[
+            "BF.RESERVE",
+            at_limit.as_str(),
+            "0.01",
+            "1000",
+            "PARTITIONS",
+            "4096",
+            "1",
+        ],
     );
     let unread = send_unread(&s, "listing", &[b"BF.INFO", at_limit.as_bytes()]);
     let listed = output_buffer_of(&mut c, "listing", "bf.info");
     drop(unread);
     let bound = MAX_PARTITION_NAME_BYTES + 4096 * 64;
-    assert!(listed <= bound, "BF.INFO at the limit held {listed} bytes of output");
+    assert!(
+        listed <= bound,
+        "BF.INFO at the limit held {listed} bytes of output"
+    );
     let keys = info_pairs(raw_ok(&mut c, &["BF.INFO", at_limit.as_str()]))
         .into_iter()
         .find(|(name, _)| name == "Partition keys")
@@ -165,15 +217,29 @@ fn bf_info_of_a_descriptor_is_bounded_by_its_name_times_its_partitions() {
     // A descriptor renamed to a long name (RENAME cannot be refused): BF.INFO refuses to list.
     raw_ok(
         &mut c,
-        &["BF.RESERVE", "short", "0.01", "1000", "PARTITIONS", "4096", "1"],
+        &[
+            "BF.RESERVE",
+            "short",
+            "0.01",
+            "1000",
+            "PARTITIONS",
+            "4096",
+            "1",
+        ],
     );
     raw_ok(&mut c, &["RENAME", "short", long_name.as_str()]);
     let unread = send_unread(&s, "renamed", &[b"BF.INFO", long_name.as_bytes()]);
     let renamed = output_buffer_of(&mut c, "renamed", "bf.info");
     drop(unread);
-    assert!(renamed <= bound, "BF.INFO of the renamed descriptor held {renamed} bytes");
+    assert!(
+        renamed <= bound,
+        "BF.INFO of the renamed descriptor held {renamed} bytes"
+    );
     let refusal = raw_err(&mut c, &["BF.INFO", long_name.as_str()]);
-    assert!(refusal.starts_with("ERR name too long for 4096 partitions"), "{refusal}");
+    assert!(
+        refusal.starts_with("ERR name too long for 4096 partitions"),
+        "{refusal}"
+    );
 }
 
 #[test]
@@ -181,7 +247,19 @@ fn one_nonscaling_partition_may_hold_what_a_plain_nonscaling_filter_may() {
     let s = Server::start();
     let mut c = s.conn();
     let max = "1073741824";
-    raw_ok(&mut c, &["BF.RESERVE", "d", "0.01", max, "PARTITIONS", "1", "1", "NONSCALING"]);
+    raw_ok(
+        &mut c,
+        &[
+            "BF.RESERVE",
+            "d",
+            "0.01",
+            max,
+            "PARTITIONS",
+            "1",
+            "1",
+            "NONSCALING",
+        ],
+    );
     let capacity = info_pairs(raw_ok(&mut c, &["BF.INFO", "d"]))
         .into_iter()
         .find(|(name, _)| name == "Partition capacity")
@@ -190,7 +268,16 @@ fn one_nonscaling_partition_may_hold_what_a_plain_nonscaling_filter_may() {
     // Beyond it, as a plain filter: refused.
     assert_err(
         &mut c,
-        &["BF.RESERVE", "e", "0.01", "1073741825", "PARTITIONS", "1", "1", "NONSCALING"],
+        &[
+            "BF.RESERVE",
+            "e",
+            "0.01",
+            "1073741825",
+            "PARTITIONS",
+            "1",
+            "1",
+            "NONSCALING",
+        ],
         "ERR capacity too large for this many partitions",
     );
 }
@@ -201,14 +288,28 @@ fn a_fixed_seed_mode_creates_a_partition_whose_routing_seed_is_that_seed() {
     let mut c = s.conn();
     raw_ok(&mut c, &["CONFIG", "SET", "bf.seed-mode", "fixed"]);
     for key in ["p", "q"] {
-        raw_ok(&mut c, &["BF.RESERVE", key, "0.01", "100", "PARTITION", "0", "2", "0"]);
+        raw_ok(
+            &mut c,
+            &["BF.RESERVE", key, "0.01", "100", "PARTITION", "0", "2", "0"],
+        );
     }
     // Fixed still: the same creation gives the same value.
     assert_eq!(digest(&mut c, "p"), digest(&mut c, "q"));
     // An explicit SEED equal to the routing seed is still refused.
     assert_err(
         &mut c,
-        &["BF.RESERVE", "r", "0.01", "100", "SEED", "0", "PARTITION", "0", "2", "0"],
+        &[
+            "BF.RESERVE",
+            "r",
+            "0.01",
+            "100",
+            "SEED",
+            "0",
+            "PARTITION",
+            "0",
+            "2",
+            "0",
+        ],
         "ERR a partition's SEED must differ from its routing seed",
     );
 }

@@ -241,7 +241,10 @@ fn expansion_with_nonscaling() {
     let s = Server::start();
     let mut c = s.conn();
     let e = "ERR Nonscaling filters cannot expand";
-    for options in [["EXPANSION", "2", "NONSCALING"], ["NONSCALING", "EXPANSION", "2"]] {
+    for options in [
+        ["EXPANSION", "2", "NONSCALING"],
+        ["NONSCALING", "EXPANSION", "2"],
+    ] {
         let mut args = vec!["BF.RESERVE", "k", "0.01", "100"];
         args.extend(options);
         assert_err_nokey(&mut c, &args, e);
@@ -258,19 +261,33 @@ fn expansion_with_nonscaling() {
         let added: Vec<i64> = as_array(raw_ok(&mut c, &args)).iter().map(as_int).collect();
         assert_eq!(added, vec![1], "{args:?}");
         let nonscaling = raw_ok(&mut c, &["BF.INFO", key.as_str(), "EXPANSION"]);
-        assert_eq!(nonscaling, redis::Value::Array(vec![redis::Value::Nil]), "{args:?}");
+        assert_eq!(
+            nonscaling,
+            redis::Value::Array(vec![redis::Value::Nil]),
+            "{args:?}"
+        );
     }
     // Full at its capacity, as a non-scaling filter is.
     let reply = raw_ok(&mut c, &["BF.INSERT", "ins1", "ITEMS", "b", "c", "d"]);
     assert_eq!(
-        format!("{reply:?}").matches("non scaling filter is full").count(),
+        format!("{reply:?}")
+            .matches("non scaling filter is full")
+            .count(),
         1,
         "{reply:?}"
     );
     // The expansion is still checked.
     assert_err_nokey(
         &mut c,
-        &["BF.INSERT", "bad", "NONSCALING", "EXPANSION", "0", "ITEMS", "a"],
+        &[
+            "BF.INSERT",
+            "bad",
+            "NONSCALING",
+            "EXPANSION",
+            "0",
+            "ITEMS",
+            "a",
+        ],
         "ERR Bad argument received",
     );
 }

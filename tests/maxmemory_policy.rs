@@ -20,7 +20,10 @@ fn nearly_full(policy: &str) -> (Server, u64) {
     let mut c = s.conn();
     let maxmemory = used_memory(&mut c) + 8 * MIB;
     raw_ok(&mut c, &["CONFIG", "SET", "maxmemory-policy", policy]);
-    raw_ok(&mut c, &["CONFIG", "SET", "maxmemory", &maxmemory.to_string()]);
+    raw_ok(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory", &maxmemory.to_string()],
+    );
     let value = "v".repeat(VALUE_BYTES);
     let mut n = 0;
     while used_memory(&mut c) + 2 * MIB < maxmemory {

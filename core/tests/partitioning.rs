@@ -395,8 +395,8 @@ fn with_partition_capacity(descriptor: &Descriptor, c: u64) -> Vec<u8> {
 fn a_descriptor_whose_partition_capacity_is_not_the_rules_is_refused() {
     // N = 2^40 over one partition holds c = 2^40 by the rule, past the cap: whatever c it
     // claims, BF.RESERVE ... PARTITIONS (its AOF rewrite) could not create it.
-    let small = Descriptor::new(1, 1, 1000, 0.01, PartitionGrowth::Scaling { expansion: 2 })
-        .unwrap();
+    let small =
+        Descriptor::new(1, 1, 1000, 0.01, PartitionGrowth::Scaling { expansion: 2 }).unwrap();
     let mut huge = with_partition_capacity(&small, 1);
     huge[20..28].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let sum = xxhash_rust::xxh3::xxh3_64(&huge[..52]);
