@@ -97,6 +97,23 @@ fn a_restored_descriptor_is_one_bf_reserve_would_create_and_survives_an_aof_rewr
             "4",
         ],
     );
+    // One renamed past the limit on names times partitions: its rewrite, a BF.RESERVE that a
+    // client could not send, is replayed all the same.
+    let long_name = "n".repeat(64 << 10);
+    raw_ok(
+        &mut c,
+        &[
+            "BF.RESERVE",
+            "renamed",
+            "0.01",
+            "1000",
+            "PARTITIONS",
+            "4096",
+            "1",
+        ],
+    );
+    raw_ok(&mut c, &["RENAME", "renamed", long_name.as_str()]);
+    let renamed = digest(&mut c, &long_name);
     let before: Vec<_> = ["restored", "created"]
         .iter()
         .map(|key| (described(&mut c, key), digest(&mut c, key)))
@@ -110,6 +127,7 @@ fn a_restored_descriptor_is_one_bf_reserve_would_create_and_survives_an_aof_rewr
         .map(|key| (described(&mut c, key), digest(&mut c, key)))
         .collect();
     assert_eq!(after, before, "log:\n{}", s.log_tail());
+    assert_eq!(digest(&mut c, &long_name), renamed);
     let capacity = described(&mut c, "restored")
         .into_iter()
         .find(|(name, _)| name == "Partition capacity");
