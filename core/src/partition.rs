@@ -217,8 +217,8 @@ pub fn partition_key(name: &[u8], index: u32, count: u32) -> Vec<u8> {
 /// `⌈N/P⌉`, or for NONSCALING partitions `⌈N/P + 6·√(N·(1/P)·(1 − 1/P))⌉ + 1` (six standard
 /// deviations of the binomial spread, in IEEE double precision as the specification computes it).
 /// Where that passes [`MAX_CAPACITY`], N itself when N is less: no partition can receive more
-/// than all N items (so one NONSCALING partition of 2^30 items is as a plain filter of 2^30,
-/// and every capacity below the cap stays what it always was).
+/// than all N items (so one NONSCALING partition of 2^30 items is as a plain filter of 2^30);
+/// capacities within the cap are the formula's, which saved descriptors are checked against.
 pub fn partition_capacity(items: u64, partitions: u32, nonscaling: bool) -> u64 {
     let p = u64::from(partitions.max(1));
     if !nonscaling {
