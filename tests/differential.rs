@@ -13,7 +13,9 @@
 //! BF.ADD/MADD/INSERT stopped at `bf.max-filter-bytes` (lowered and raised on the primary only:
 //! it limits clients, never a replayed write), window writes across generations (BF.ADDAT and
 //! real sleeps), COPY, RENAME, DEL, DUMP/RESTORE, MULTI/EXEC, EVAL, BF.LOADCHUNK of the module's
-//! own SCANDUMP streams (whole and half-way), and AOF rewrites while writes go on.
+//! own SCANDUMP streams (whole and half-way), partitions and descriptors of partitioned filters
+//! (created, and descriptors RESTOREd from forged payloads whose fields may disagree), and AOF
+//! rewrites while writes go on.
 //!
 //! Seeds: [`FIXED_SEEDS`]; `RUSTBLOOM_DIFF_SEED=7,8,9` runs those instead and
 //! `RUSTBLOOM_DIFF_OPS=n` sets the operations per seed; `RUSTBLOOM_DIFF_LOG=1` prints every
@@ -28,6 +30,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use redis::{Connection, Value};
+use rustbloom_core::partition::{Descriptor, PartitionGrowth};
 use rustbloom_testkit::payload;
 use rustbloom_testkit::redisbloom::reply_text;
 use rustbloom_testkit::*;
@@ -580,9 +583,14 @@ impl Workload<'_> {
     fn operation(&mut self) {
         let key = self.key();
         match self.rng.random_range(0..100) {
-            0..=5 => {
+            0..=4 => {
                 self.maybe_delete(&key);
                 let cmd = self.reserve(&key);
+                let _ = self.send(&cmd, &[key.as_bytes()]);
+            }
+            5 => {
+                self.maybe_delete(&key);
+                let cmd = self.reserve_partitioned(&key);
                 let _ = self.send(&cmd, &[key.as_bytes()]);
             }
             6..=9 => {
@@ -607,14 +615,19 @@ impl Workload<'_> {
             65..=68 => self.own_loadchunk(&key),
             69..=71 => self.redisbloom_loadchunk(&key),
             72..=74 => self.redisbloom_restore(&key),
-            75..=76 => self.own_restore(&key),
+            75 => self.own_restore(&key),
+            76 | 83 => {
+                // A key of its own, which other writes rarely replace: most meet a rewrite.
+                let dst = format!("d{}", self.log.len());
+                self.forged_descriptor_restore(&dst);
+            }
             // Two rewrites drawn per seed at most, besides the late one.
             77 if self.rewrites < 2 => {
                 self.rewrites += 1;
                 self.rewrite();
             }
             78 => self.crafted_loadchunk(&key),
-            79..=83 => {
+            79..=82 => {
                 let ms = self.rng.random_range(2..=40);
                 std::thread::sleep(Duration::from_millis(ms));
             }
@@ -702,6 +715,80 @@ impl Workload<'_> {
             cmd.extend([b("SEED"), self.rng.random::<u64>().to_string().into_bytes()]);
         }
         cmd
+    }
+
+    /// BF.RESERVE of one partition of a partitioned filter (of at most 3, so that some items
+    /// route to it; routing seed 0 among others, the primary's fixed seed) or of a descriptor
+    /// (N up to past what its partitions may hold), with any growth.
+    fn reserve_partitioned(&mut self, key: &str) -> Vec<Vec<u8>> {
+        let count = self.rng.random_range(1..=3u32);
+        let partitions = count.to_string();
+        let routing_seed = self.rng.random_range(0..3u64).to_string();
+        let partition = self.rng.random_bool(0.6);
+        let capacity = if partition {
+            self.pick(&CAPACITIES)
+        } else {
+            self.pick(&["1", "7", "1000", "100000", "1073741824", "3221225473"])
+        };
+        let mut cmd = vec![
+            b("BF.RESERVE"),
+            b(key),
+            b(self.pick(&ERROR_RATES)),
+            b(capacity),
+        ];
+        match self.rng.random_range(0..4) {
+            0 => cmd.push(b("NONSCALING")),
+            1 => cmd.extend([b("EXPANSION"), b(self.pick(&["1", "2", "5"]))]),
+            2 => cmd.extend([b("WINDOW"), b(self.pick(&WINDOWS))]),
+            _ => {}
+        }
+        if partition {
+            let index = self.rng.random_range(0..count).to_string();
+            cmd.extend([b("PARTITION"), b(&index), b(&partitions), b(&routing_seed)]);
+        } else {
+            cmd.extend([b("PARTITIONS"), b(&partitions), b(&routing_seed)]);
+        }
+        cmd
+    }
+
+    /// RESTORE of a descriptor forged from one BF.RESERVE ... PARTITIONS would make, its
+    /// partition capacity or its N changed half the time: whatever the primary accepts, the
+    /// replica, the AOF (rewritten as BF.RESERVE) and a reload must hold alike.
+    fn forged_descriptor_restore(&mut self, dst: &str) {
+        let growth = match self.rng.random_range(0..3) {
+            0 => PartitionGrowth::NonScaling,
+            1 => PartitionGrowth::Scaling { expansion: 2 },
+            _ => PartitionGrowth::Window { window_ms: 60_000 },
+        };
+        let partitions = self.rng.random_range(1..=8u32);
+        let capacity = self.rng.random_range(1..=1u64 << 30);
+        let Ok(descriptor) = Descriptor::new(partitions, 5, capacity, 0.01, growth) else {
+            return;
+        };
+        let c = descriptor.partition_capacity();
+        let (n, c) = match self.rng.random_range(0..4) {
+            0 => (None, Some(c.saturating_sub(1))),
+            1 => (None, Some(c + 1)),
+            2 => (Some(capacity * 2), None),
+            _ => (None, None),
+        };
+        let bytes = payload::forge_descriptor(&descriptor.encode(), None, n, c);
+        let version = payload::rdb_version(self.c);
+        let restore = payload::descriptor_payload(&bytes, version);
+        let r = rawb(
+            self.c,
+            &[b"RESTORE", dst.as_bytes(), b"0", &restore, b"REPLACE"],
+        );
+        self.history.remove(dst.as_bytes());
+        self.record(
+            format!(
+                "RESTORE {dst} 0 <descriptor P {partitions} N {} c {}> REPLACE -> {}",
+                n.unwrap_or(capacity),
+                c.unwrap_or(descriptor.partition_capacity()),
+                show_reply(&r)
+            ),
+            &[dst.as_bytes()],
+        );
     }
 
     fn reserve_window(&mut self, key: &str) -> Vec<Vec<u8>> {
@@ -1137,7 +1224,8 @@ impl Workload<'_> {
     }
 }
 
-/// A window filter's window and time (`Last write (ms)`), or None for any other key.
+/// A window filter's window and time (`Last write (ms)`), or None for any other key (a
+/// descriptor's `Window (ms)` is nil, or has no time with it).
 fn window_of(c: &mut Connection, key: &str) -> Option<(u64, u64)> {
     let Ok(Value::Array(fields)) = raw(c, &["BF.INFO", key]) else {
         return None;
@@ -1146,7 +1234,10 @@ fn window_of(c: &mut Connection, key: &str) -> Option<(u64, u64)> {
         fields
             .chunks(2)
             .find(|p| value_to_string(&p[0]) == name)
-            .map(|p| as_int(&p[1]) as u64)
+            .and_then(|p| match p[1] {
+                Value::Int(value) => u64::try_from(value).ok(),
+                _ => None,
+            })
     };
     Some((field("Window (ms)")?, field("Last write (ms)")?))
 }

@@ -16,6 +16,9 @@ pub enum LimitError {
     FilterBytes { needed: u64, limit: u64 },
     /// The allocation would exceed what the server may still allocate.
     ServerMemory { needed: u64, available: u64 },
+    /// The filter would hold more than the server's whole memory limit, which no eviction can
+    /// make room for.
+    MaxMemory { needed: u64, maxmemory: u64 },
     /// The system refused the allocation.
     Allocation { needed: u64 },
 }

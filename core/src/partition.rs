@@ -216,6 +216,9 @@ pub fn partition_key(name: &[u8], index: u32, count: u32) -> Vec<u8> {
 /// The capacity each of `partitions` partitions is created with for `items` items in all:
 /// `⌈N/P⌉`, or for NONSCALING partitions `⌈N/P + 6·√(N·(1/P)·(1 − 1/P))⌉ + 1` (six standard
 /// deviations of the binomial spread, in IEEE double precision as the specification computes it).
+/// Where that passes [`MAX_CAPACITY`], N itself when N is less: no partition can receive more
+/// than all N items (so one NONSCALING partition of 2^30 items is as a plain filter of 2^30);
+/// capacities within the cap are the formula's, which saved descriptors are checked against.
 pub fn partition_capacity(items: u64, partitions: u32, nonscaling: bool) -> u64 {
     let p = u64::from(partitions.max(1));
     if !nonscaling {
@@ -224,7 +227,24 @@ pub fn partition_capacity(items: u64, partitions: u32, nonscaling: bool) -> u64 
     let n = items as f64;
     let share = 1.0 / p as f64;
     let spread = 6.0 * (n * share * (1.0 - share)).sqrt();
-    ((n / p as f64 + spread).ceil() as u64).saturating_add(1)
+    let capacity = ((n / p as f64 + spread).ceil() as u64).saturating_add(1);
+    if capacity > MAX_CAPACITY {
+        capacity.min(items)
+    } else {
+        capacity
+    }
+}
+
+/// The most bytes of partition key names a descriptor may imply: its name's length times P.
+/// BF.INFO of a descriptor lists every partition key, each holding the name, so this bounds
+/// that reply (to about 1.1 MiB with P's own bytes); BF.RESERVE ... PARTITIONS refuses a longer
+/// name for its P (with 4096 partitions, names of up to 256 bytes).
+pub const MAX_PARTITION_NAME_BYTES: u64 = 1 << 20;
+
+/// Whether a descriptor named by `name_len` bytes over `partitions` partitions stays within
+/// [`MAX_PARTITION_NAME_BYTES`].
+pub fn partition_names_fit(name_len: usize, partitions: u32) -> bool {
+    (name_len as u64).saturating_mul(u64::from(partitions)) <= MAX_PARTITION_NAME_BYTES
 }
 
 /// How every partition of a descriptor grows: as a scalable filter, not at all, or as a window.
@@ -395,17 +415,21 @@ impl Descriptor {
             2 => PartitionGrowth::Window { window_ms: value },
             _ => return Err(corrupt("descriptor growth")),
         };
-        let descriptor = Descriptor {
-            partitions: le_u32(&body[8..12]),
-            routing_seed: le_u64(&body[12..20]),
-            capacity: le_u64(&body[20..28]),
-            partition_capacity: le_u64(&body[28..36]),
-            error_rate: f64::from_le_bytes(body[36..44].try_into().unwrap_or_default()),
+        // Rebuilt as BF.RESERVE ... PARTITIONS builds it, so that what loads is exactly what its
+        // AOF rewrite (that command) creates again: a partition capacity of its own is refused.
+        let descriptor = Descriptor::new(
+            le_u32(&body[8..12]),
+            le_u64(&body[12..20]),
+            le_u64(&body[20..28]),
+            f64::from_le_bytes(body[36..44].try_into().unwrap_or_default()),
             growth,
-        };
-        descriptor
-            .check()
-            .map_err(|_| corrupt("descriptor field out of range"))?;
+        )
+        .map_err(|_| corrupt("descriptor field out of range"))?;
+        if descriptor.partition_capacity != le_u64(&body[28..36]) {
+            return Err(corrupt(
+                "descriptor partition capacity is not the one its capacity and partitions give",
+            ));
+        }
         Ok(descriptor)
     }
 }

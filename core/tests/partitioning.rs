@@ -381,3 +381,60 @@ fn descriptors_round_trip_and_are_not_filters() {
         Err(PartitionError::Parameters)
     );
 }
+
+/// `descriptor`'s saved bytes with its partition capacity replaced by `c`, checksum correct.
+fn with_partition_capacity(descriptor: &Descriptor, c: u64) -> Vec<u8> {
+    let mut bytes = descriptor.encode();
+    bytes[28..36].copy_from_slice(&c.to_le_bytes());
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..52]);
+    bytes[52..].copy_from_slice(&sum.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn a_descriptor_whose_partition_capacity_is_not_the_rules_is_refused() {
+    // N = 2^40 over one partition holds c = 2^40 by the rule, past the cap: whatever c it
+    // claims, BF.RESERVE ... PARTITIONS (its AOF rewrite) could not create it.
+    let small =
+        Descriptor::new(1, 1, 1000, 0.01, PartitionGrowth::Scaling { expansion: 2 }).unwrap();
+    let mut huge = with_partition_capacity(&small, 1);
+    huge[20..28].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let sum = xxhash_rust::xxh3::xxh3_64(&huge[..52]);
+    huge[52..].copy_from_slice(&sum.to_le_bytes());
+    assert!(matches!(
+        Descriptor::decode(&huge),
+        Err(DecodeError::Corrupt(_))
+    ));
+    // A NONSCALING descriptor of 1000 items over 4 holds c = 334: c = 1 is refused, not
+    // silently recomputed.
+    let nonscaling = Descriptor::new(4, 1, 1000, 0.01, PartitionGrowth::NonScaling).unwrap();
+    assert_eq!(nonscaling.partition_capacity(), 334);
+    assert!(Descriptor::decode(&with_partition_capacity(&nonscaling, 1)).is_err());
+    assert_eq!(
+        Descriptor::decode(&with_partition_capacity(&nonscaling, 334)),
+        Ok(nonscaling)
+    );
+    // N = 2^64 - 1 cannot be spread over at most 4096 partitions of at most 2^30.
+    for p in [1, 4096] {
+        let mut max = with_partition_capacity(&nonscaling, 1 << 30);
+        max[8..12].copy_from_slice(&u32::to_le_bytes(p));
+        max[20..28].copy_from_slice(&u64::MAX.to_le_bytes());
+        let sum = xxhash_rust::xxh3::xxh3_64(&max[..52]);
+        max[52..].copy_from_slice(&sum.to_le_bytes());
+        assert!(Descriptor::decode(&max).is_err(), "P = {p}");
+    }
+}
+
+#[test]
+fn one_nonscaling_partition_holds_what_a_plain_nonscaling_filter_may() {
+    let max = 1u64 << 30;
+    assert_eq!(partition_capacity(max, 1, true), max);
+    let descriptor = Descriptor::new(1, 1, max, 0.01, PartitionGrowth::NonScaling).unwrap();
+    assert_eq!(descriptor.partition_capacity(), max);
+    assert_eq!(Descriptor::decode(&descriptor.encode()), Ok(descriptor));
+    // Below the cap the rule keeps its one extra item; above it with two partitions, c is
+    // still more than the cap (their spread is not all N).
+    assert_eq!(partition_capacity(max - 1, 1, true), max);
+    assert_eq!(partition_capacity(5, 1, true), 6);
+    assert!(partition_capacity(2 * max, 2, true) > max);
+}

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use rustbloom_core::redisbloom::chain::{LinkShape, RbFilter, FORCE64, NOROUND, NO_SCALING};
+use rustbloom_core::partition::{Descriptor, Partition, PartitionGrowth, MAX_PARTITIONS};
 use rustbloom_core::redisbloom::scandump;
 use rustbloom_core::transfer::scandump_step;
 use rustbloom_core::window::{WindowFilter, WindowParams};
@@ -60,9 +61,14 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Overwrites the trailing 8 bytes with the xxh3-64 of everything before them (the header's and
-/// a chunk's checksum layout).
+/// Overwrites the trailing 8 bytes with the xxh3-64 of everything before them (the header's,
+/// a descriptor's and a chunk's checksum layout); in a partition's header, the identity's own
+/// checksum too (bytes 24..32, of the 24 before them).
 pub fn fix_checksum(bytes: &mut [u8]) {
+    if bytes.len() >= 32 && bytes.starts_with(b"RBLP") {
+        let sum = xxh3_64(&bytes[..24]);
+        bytes[24..32].copy_from_slice(&sum.to_le_bytes());
+    }
     if bytes.len() >= 8 {
         let body = bytes.len() - 8;
         let sum = xxh3_64(&bytes[..body]);
@@ -206,6 +212,47 @@ pub fn real_any(r: &mut Reader) -> Option<Filter> {
         1 => real_window(r).map(|window| Filter::Window(Box::new(window))),
         _ => real_redisbloom(r).map(Filter::RedisBloom),
     }
+}
+
+/// `stored` as one partition of an input-chosen partitioned filter, a third of the time (our
+/// kinds only: a RedisBloom filter cannot be one); None when the input's routing seed is the
+/// filter's own seed, which no partition may have.
+pub fn maybe_partition(r: &mut Reader, stored: StoredFilter) -> Option<StoredFilter> {
+    if matches!(stored.filter(), Filter::RedisBloom(_)) || !r.u8().is_multiple_of(3) {
+        return Some(stored);
+    }
+    let count = u32::from(r.u16()) % MAX_PARTITIONS + 1;
+    let partition = Partition::new(u32::from(r.u16()) % count, count, r.u64()).ok()?;
+    stored.with_partition(partition).ok()
+}
+
+/// A descriptor whose fields come from the input, as `BF.RESERVE ... PARTITIONS` makes one;
+/// None where it refuses them.
+pub fn real_descriptor(r: &mut Reader) -> Option<Descriptor> {
+    let partitions = u32::from(r.u16()) % (MAX_PARTITIONS + 1);
+    let routing_seed = r.u64();
+    let capacity = match r.u8() % 4 {
+        0 => r.u64(),
+        1 => u64::from(r.u32()),
+        // Near the most P partitions may hold.
+        2 => (u64::from(partitions) << 30).wrapping_sub(u64::from(r.u16())),
+        _ => u64::from(r.u16()),
+    };
+    let error_rate = match r.u8() {
+        0 => f64::from_bits(1),
+        1 => 1.0 - f64::EPSILON / 2.0,
+        b => 1.0 / (f64::from(b) * 7.0 + 2.0),
+    };
+    let growth = match r.u8() % 3 {
+        0 => PartitionGrowth::Scaling {
+            expansion: u32::from(r.u16()),
+        },
+        1 => PartitionGrowth::NonScaling,
+        _ => PartitionGrowth::Window {
+            window_ms: r.u64() >> (r.u8() % 64),
+        },
+    };
+    Descriptor::new(partitions, routing_seed, capacity, error_rate, growth).ok()
 }
 
 /// XORs up to 8 input-chosen bytes of `bytes` (its trailing checksum excluded).

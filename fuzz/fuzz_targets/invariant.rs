@@ -1,17 +1,24 @@
 //! One invariant for every accepted value: random headers of every kind (our scalable "RBLM",
-//! window "RBLW" and RedisBloom envelope "RBLR" headers, RedisBloom's SCANDUMP header, and
-//! RedisBloom's RDB value in encodings 0 to 4), and, when one is accepted, a random sequence of
-//! adds and lookups on it; after it, encoding the filter and decoding the bytes must succeed and
-//! give a filter that answers the same for a sample of items.
+//! window "RBLW" and RedisBloom envelope "RBLR" headers, each sometimes a partition's "RBLP",
+//! RedisBloom's SCANDUMP header, RedisBloom's RDB value in encodings 0 to 4, and a partitioned
+//! filter's descriptor "RBLD"), and, when a filter is accepted, a random sequence of adds and
+//! lookups on it; after it, the value must come back through every path that saves it (RDB and
+//! DUMP, SCANDUMP to BF.LOADCHUNK, the AOF rewrite) with the same fields, its partition identity
+//! included, and a filter must answer the same for a sample of items.
 #![no_main]
 
 mod common;
 
-use common::{budget, fix_checksum, mutate, real_any, real_redisbloom, Reader};
+use common::{
+    budget, fix_checksum, maybe_partition, mutate, real_any, real_descriptor, real_redisbloom,
+    Reader,
+};
 use libfuzzer_sys::fuzz_target;
+use rustbloom_core::partition::Descriptor;
 use rustbloom_core::redisbloom::{rdb, scandump, Arithmetic, RbFilter, RdbSink, RdbSource};
-use rustbloom_core::stored::decode_header;
-use rustbloom_core::{Filter, StoredFilter, Unlimited};
+use rustbloom_core::stored::{decode_header, decode_value};
+use rustbloom_core::transfer::{decode_load_header, load_chunk, load_commands};
+use rustbloom_core::{Filter, StoredFilter, StoredValue, Unlimited};
 
 /// One field of an RDB value.
 enum Field {
@@ -92,12 +99,14 @@ fn mutated_rdb(filter: &RbFilter, r: &mut Reader) -> Fields {
 }
 
 /// A filter decoded from a random header of a random kind, its bits from the input.
-fn decoded(r: &mut Reader) -> Option<Filter> {
+fn decoded(r: &mut Reader) -> Option<StoredFilter> {
     match r.u8() % 3 {
-        // Our header of any kind, or RedisBloom's envelope: a real one, mutated, re-summed.
+        // Our header of any kind (sometimes a partition's), or RedisBloom's envelope: a real
+        // one, mutated, re-summed.
         0 => {
             let filter = real_any(r)?;
-            let mut bytes = StoredFilter::ready_filter(filter).encode_header();
+            let stored = maybe_partition(r, StoredFilter::ready_filter(filter))?;
+            let mut bytes = stored.encode_header();
             mutate(r, &mut bytes);
             fix_checksum(&mut bytes);
             let mut stored = decode_header(&bytes, &mut budget()).ok()?;
@@ -109,7 +118,7 @@ fn decoded(r: &mut Reader) -> Option<Filter> {
             }
             // A mutated loaded-bytes count may leave a load in progress, which answers nothing.
             stored.ready()?;
-            Some(stored.into_filter())
+            Some(stored)
         }
         // RedisBloom's SCANDUMP header: a real one, mutated.
         1 => {
@@ -125,7 +134,7 @@ fn decoded(r: &mut Reader) -> Option<Filter> {
                 piece.resize(len as usize, 0);
                 filter.write_bits(offset, &piece).ok()?;
             }
-            Some(Filter::RedisBloom(filter))
+            Some(StoredFilter::ready_filter(Filter::RedisBloom(filter)))
         }
         // RedisBloom's RDB value in any encoding.
         _ => {
@@ -133,16 +142,30 @@ fn decoded(r: &mut Reader) -> Option<Filter> {
             let mut fields = mutated_rdb(&filter, r);
             let encver = i32::from(r.u8() % 5);
             let filter = rdb::load(&mut fields, encver, &mut budget()).ok()?;
-            Some(Filter::RedisBloom(filter))
+            Some(StoredFilter::ready_filter(Filter::RedisBloom(filter)))
         }
     }
 }
 
-/// `filter` encoded as it is saved (our header and bits), decoded back; a RedisBloom filter
+/// The value BF.LOADCHUNK builds from `steps` (a SCANDUMP's or an AOF rewrite's), which must
+/// all be accepted and complete it.
+fn loaded(mut steps: impl Iterator<Item = (u64, Vec<u8>)>, what: &str) -> StoredFilter {
+    let (_, header) = steps.next().expect("a header first");
+    let mut stored = decode_load_header(&header, &mut Unlimited)
+        .unwrap_or_else(|e| panic!("{what}: own header refused: {e:?}"));
+    for (iterator, chunk) in steps {
+        load_chunk(&mut stored, iterator, &chunk)
+            .unwrap_or_else(|e| panic!("{what}: own chunk refused: {e:?}"));
+    }
+    assert!(stored.ready().is_some(), "{what}: left a load in progress");
+    stored
+}
+
+/// `stored` saved and read back by every path: our header and bits (RDB, DUMP), the AOF
+/// rewrite's BF.LOADCHUNK commands, and for our kinds BF.SCANDUMP's stream; a RedisBloom filter
 /// also through RedisBloom's RDB value and SCANDUMP stream.
-fn encodings(filter: &Filter) -> Vec<Filter> {
-    let mut out = Vec::new();
-    let stored = StoredFilter::ready_filter(filter.try_clone(&mut Unlimited).expect("clone"));
+fn encodings(stored: &StoredFilter) -> Vec<StoredFilter> {
+    let filter = stored.filter();
     let mut again =
         decode_header(&stored.encode_header(), &mut Unlimited).expect("own header refused");
     for (offset, len) in filter.pieces(filter.bytes(), 4096) {
@@ -154,33 +177,88 @@ fn encodings(filter: &Filter) -> Vec<Filter> {
         again.ready().is_some(),
         "own header and bits left a load in progress"
     );
-    out.push(again.into_filter());
-    if let Filter::RedisBloom(rb) = filter {
-        let mut fields = Fields::default();
-        let encver = rdb::save(rb, &mut fields);
-        let again = rdb::load(&mut fields, encver, &mut Unlimited).expect("own RDB value refused");
-        out.push(Filter::RedisBloom(again));
-        if rb.header().arithmetic == Arithmetic::Wide {
-            let mut again = scandump::decode_header(&scandump::encode_header(rb), &mut Unlimited)
-                .expect("own SCANDUMP header refused");
-            let mut iterator = 1;
-            loop {
-                let (next, chunk) = scandump::scandump_step(rb, iterator);
-                if next == 0 {
-                    break;
-                }
-                scandump::load_chunk(&mut again, next, &chunk).expect("own chunk refused");
+    let mut out = vec![again, loaded(load_commands(stored), "AOF rewrite")];
+    match filter {
+        Filter::Scalable(_) | Filter::Window(_) => {
+            let mut iterator = 0;
+            let steps = std::iter::from_fn(|| {
+                let (next, data) = stored.scandump_step(iterator);
+                let step = (next != 0).then_some((next, data));
                 iterator = next;
+                step
+            });
+            out.push(loaded(steps, "SCANDUMP"));
+        }
+        Filter::RedisBloom(rb) => {
+            let mut fields = Fields::default();
+            let encver = rdb::save(rb, &mut fields);
+            let again =
+                rdb::load(&mut fields, encver, &mut Unlimited).expect("own RDB value refused");
+            out.push(StoredFilter::ready_filter(Filter::RedisBloom(again)));
+            if rb.header().arithmetic == Arithmetic::Wide {
+                let mut again =
+                    scandump::decode_header(&scandump::encode_header(rb), &mut Unlimited)
+                        .expect("own SCANDUMP header refused");
+                let mut iterator = 1;
+                loop {
+                    let (next, chunk) = scandump::scandump_step(rb, iterator);
+                    if next == 0 {
+                        break;
+                    }
+                    scandump::load_chunk(&mut again, next, &chunk).expect("own chunk refused");
+                    iterator = next;
+                }
+                out.push(StoredFilter::ready_filter(Filter::RedisBloom(again)));
             }
-            out.push(Filter::RedisBloom(again));
         }
     }
     out
 }
 
+/// A descriptor decoded from a real one's bytes, mutated and re-summed: when accepted, its RDB
+/// and DUMP form (the same bytes) and its AOF rewrite (`BF.RESERVE name ε N PARTITIONS P seed`
+/// and its growth, the error rate written as the module writes it, created as the module
+/// creates it) give it back field for field.
+fn descriptor_round_trips(r: &mut Reader) {
+    let Some(descriptor) = real_descriptor(r) else {
+        return;
+    };
+    let mut bytes = descriptor.encode();
+    mutate(r, &mut bytes);
+    fix_checksum(&mut bytes);
+    let Ok(decoded) = Descriptor::decode(&bytes) else {
+        return;
+    };
+    assert_eq!(decoded.encode(), bytes, "a descriptor re-encodes otherwise");
+    assert_eq!(
+        decode_value(&bytes, &mut Unlimited),
+        Ok(StoredValue::Descriptor(decoded))
+    );
+    let error_rate: f64 = decoded
+        .error_rate()
+        .to_string()
+        .parse()
+        .expect("an error rate as the AOF writes it");
+    let recreated = Descriptor::new(
+        decoded.partitions(),
+        decoded.routing_seed(),
+        decoded.capacity(),
+        error_rate,
+        decoded.growth(),
+    );
+    assert_eq!(recreated, Ok(decoded), "its AOF rewrite creates another");
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);
-    let Some(mut filter) = decoded(&mut r) else {
+    if r.u8().is_multiple_of(4) {
+        descriptor_round_trips(&mut r);
+        return;
+    }
+    let Some(mut stored) = decoded(&mut r) else {
+        return;
+    };
+    let Some(filter) = stored.ready_mut() else {
         return;
     };
     // Adds and lookups, as commands run them (each add its own operation and budget); a window
@@ -204,12 +282,15 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .map(|item| filter.contains(item, || now))
         .collect();
-    for again in encodings(&filter) {
+    let counted = filter.counted_items();
+    for again in encodings(&stored) {
+        assert_eq!(again.partition(), stored.partition(), "an encoding lost its identity");
+        let again = again.ready().expect("complete");
         let replies: Vec<bool> = sample
             .iter()
             .map(|item| again.contains(item, || now))
             .collect();
         assert_eq!(replies, answers, "an encoding answered otherwise");
-        assert_eq!(again.counted_items(), filter.counted_items());
+        assert_eq!(again.counted_items(), counted);
     }
 });

@@ -224,11 +224,11 @@ impl<'a> OptionReader<'a> {
                 return Err(NO_EXPANSION);
             }
             let growth = parse_growth(self.value()?, insert)?;
-            self.set_growth(growth)?;
+            self.set_growth(growth, insert)?;
         } else if is("NONSCALING") {
             once(self.nonscaling_given, "NONSCALING")?;
             self.nonscaling_given = true;
-            self.set_growth(Growth::NonScaling)?;
+            self.set_growth(Growth::NonScaling, insert)?;
         } else if is("SEED") {
             once(self.options.seed.is_some(), "SEED")?;
             self.options.seed = Some(parse_seed(self.value()?)?);
@@ -241,15 +241,22 @@ impl<'a> OptionReader<'a> {
         Ok(true)
     }
 
-    fn set_growth(&mut self, growth: Growth) -> Result<(), CommandError> {
-        match (self.options.growth, growth) {
+    /// EXPANSION beside NONSCALING: BF.RESERVE refuses the pair, BF.INSERT creates a
+    /// non-scaling filter (its expansion checked, then unused), both as RedisBloom 2.8 and 8 do;
+    /// clients that always send an expansion rely on the second.
+    fn set_growth(&mut self, growth: Growth, insert: bool) -> Result<(), CommandError> {
+        let growth = match (self.options.growth, growth) {
             (Some(Growth::NonScaling), Growth::Scaling { .. })
-            | (Some(Growth::Scaling { .. }), Growth::NonScaling) => Err(NONSCALING_EXPANSION),
-            _ => {
-                self.options.growth = Some(growth);
-                Ok(())
+            | (Some(Growth::Scaling { .. }), Growth::NonScaling)
+                if !insert =>
+            {
+                return Err(NONSCALING_EXPANSION)
             }
-        }
+            (Some(Growth::NonScaling), _) => Growth::NonScaling,
+            (_, growth) => growth,
+        };
+        self.options.growth = Some(growth);
+        Ok(())
     }
 }
 

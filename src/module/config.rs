@@ -159,6 +159,10 @@ pub fn limit_message(limit: LimitError) -> String {
             "ERR filter needs {needed} more bytes but only {available} can be allocated \
              (the least of what maxmemory leaves and the machine's available memory)"
         ),
+        LimitError::MaxMemory { needed, maxmemory } => format!(
+            "ERR filter would use {needed} bytes, more than maxmemory ({maxmemory} bytes): \
+             no eviction can make room for it"
+        ),
         LimitError::Allocation { needed } => {
             format!("ERR out of memory: the system refused {needed} bytes for the filter")
         }

@@ -26,7 +26,7 @@ const SMALL_ALLOCATION: u64 = 1 << 20;
 /// Work the primary already admitted (its replication stream, the AOF, loading the dataset) is
 /// never refused by policy; if the allocation itself fails the server stops (see
 /// [`super::ffi::stop_server`]) rather than serve less than its primary accepted. A client's
-/// command gets the per-filter cap and the server's headroom.
+/// command gets the per-filter cap and the server's room ([`ServerRoom`]).
 ///
 /// Everything is read when first needed: most adds allocate nothing, and reading the context
 /// flags alone (`RedisModule_GetContextFlags`, which computes the maxmemory state) was ~45 ns of
@@ -35,7 +35,7 @@ pub struct CommandBudget {
     ctx: *mut raw::RedisModuleCtx,
     replayed: Cell<Option<bool>>,
     max_filter_bytes: Option<u64>,
-    headroom: Option<u64>,
+    room: Option<ServerRoom>,
     charged: u64,
 }
 
@@ -53,7 +53,7 @@ impl CommandBudget {
             ctx,
             replayed: Cell::new(None),
             max_filter_bytes: None,
-            headroom: None,
+            room: None,
             charged: 0,
         }
     }
@@ -85,11 +85,19 @@ impl MemoryBudget for CommandBudget {
         let total = self.charged.saturating_add(bytes);
         if total >= SMALL_ALLOCATION {
             let ctx = self.ctx;
-            let headroom = *self.headroom.get_or_insert_with(|| server_headroom(ctx));
-            if total > headroom {
+            let room = *self.room.get_or_insert_with(|| ServerRoom::read(ctx));
+            if let Some(maxmemory) = room.evicting_maxmemory {
+                if filter_bytes > maxmemory {
+                    return Err(LimitError::MaxMemory {
+                        needed: filter_bytes,
+                        maxmemory,
+                    });
+                }
+            }
+            if total > room.headroom {
                 return Err(LimitError::ServerMemory {
                     needed: bytes,
-                    available: headroom.saturating_sub(self.charged),
+                    available: room.headroom.saturating_sub(self.charged),
                 });
             }
         } else if unchecked_by_redis(self.ctx) && over_maxmemory() {
@@ -127,21 +135,49 @@ pub fn use_server_allocator(ctx: *mut raw::RedisModuleCtx) -> Option<String> {
     }
 }
 
-/// What the server may still allocate: the least of what maxmemory leaves and what the machine
-/// has not already promised. The second matters because a filter's pages are zeroed lazily:
-/// reserving them does not lower MemAvailable until they are written, so forty 860 MB
-/// reservations on a 23 GiB machine all looked free until filling them got the server killed.
-fn server_headroom(ctx: *mut raw::RedisModuleCtx) -> u64 {
-    let memory = MemoryInfo::read(ctx);
-    maxmemory_headroom(&memory).min(machine_headroom(&memory))
+/// What the server's memory allows one command, read once, when it first allocates 1 MiB.
+///
+/// Under `noeviction` (or a server that does not say its policy) a command may allocate what
+/// maxmemory leaves. Under an evicting policy (`allkeys-*`, `volatile-*`) Redis' own rule
+/// applies: a write is refused only when memory cannot be freed, which Redis checks before the
+/// command runs (evicting what its policy allows) and after which it evicts again; so a filter
+/// is admitted when it fits within maxmemory itself, and Redis makes the room. In every case
+/// the command may allocate no more than the machine has not already promised: a filter's pages
+/// are zeroed lazily, reserving them does not lower MemAvailable until they are written, and
+/// forty 860 MB reservations on a 23 GiB machine all looked free until filling them got the
+/// server killed.
+#[derive(Clone, Copy, Debug)]
+struct ServerRoom {
+    /// What the command may allocate in all.
+    headroom: u64,
+    /// Under an evicting policy with maxmemory set, maxmemory: the most one filter may hold.
+    evicting_maxmemory: Option<u64>,
 }
 
-/// What maxmemory leaves (u64::MAX when it is not set).
-fn maxmemory_headroom(memory: &MemoryInfo) -> u64 {
-    match memory.maxmemory {
-        0 => u64::MAX,
-        max => max.saturating_sub(memory.used_memory),
+impl ServerRoom {
+    fn read(ctx: *mut raw::RedisModuleCtx) -> ServerRoom {
+        let memory = MemoryInfo::read(ctx);
+        let machine = machine_headroom(&memory);
+        match memory.maxmemory {
+            0 => ServerRoom {
+                headroom: machine,
+                evicting_maxmemory: None,
+            },
+            max if memory.evicting => ServerRoom {
+                headroom: machine,
+                evicting_maxmemory: Some(max),
+            },
+            max => ServerRoom {
+                headroom: max.saturating_sub(memory.used_memory).min(machine),
+                evicting_maxmemory: None,
+            },
+        }
     }
+}
+
+/// Whether `policy` (INFO memory's `maxmemory_policy`) evicts keys to make room for writes.
+fn is_evicting_policy(policy: &str) -> bool {
+    policy.starts_with("allkeys-") || policy.starts_with("volatile-")
 }
 
 /// True when used_memory has reached maxmemory, as Redis' out-of-memory check counts it. Reading
@@ -174,14 +210,16 @@ fn machine_headroom(memory: &MemoryInfo) -> u64 {
     available.saturating_sub(filters - filters_resident)
 }
 
-/// The two fields of `INFO memory` the budget needs.
+/// The fields of `INFO memory` the budget needs.
 struct MemoryInfo {
     maxmemory: u64,
     used_memory: u64,
+    /// `maxmemory_policy` evicts keys.
+    evicting: bool,
 }
 
 impl MemoryInfo {
-    /// Both 0 (no limit known) where the server cannot say.
+    /// 0 (no limit known) and not evicting where the server cannot say.
     fn read(ctx: *mut raw::RedisModuleCtx) -> MemoryInfo {
         let info = ServerInfo::read(ctx, c"memory");
         let field = |name| {
@@ -192,6 +230,10 @@ impl MemoryInfo {
         MemoryInfo {
             maxmemory: field(c"maxmemory"),
             used_memory: field(c"used_memory"),
+            evicting: info
+                .as_ref()
+                .and_then(|info| info.text(c"maxmemory_policy"))
+                .is_some_and(|policy| is_evicting_policy(&policy)),
         }
     }
 }

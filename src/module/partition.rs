@@ -4,12 +4,23 @@
 //! The core ([`rustbloom_core::partition`]) routes and encodes; here are only the hooks the
 //! command handlers call, so that they stay one line each.
 
-use rustbloom_core::partition::{partition_key, Descriptor, Partition, PartitionGrowth};
+use rustbloom_core::partition::{
+    partition_key, partition_names_fit, Descriptor, Partition, PartitionGrowth,
+    MAX_PARTITION_NAME_BYTES,
+};
 use rustbloom_core::{Growth, StoredValue};
 
 use super::args::CreateOptions;
 use super::config;
 use super::ffi::{Command, CommandError, CommandResult, Key};
+
+/// A partitioned filter's name too long for its P partition keys to be listed.
+fn names_too_long(partitions: u32) -> CommandError {
+    CommandError::Owned(format!(
+        "ERR name too long for {partitions} partitions: the name's length times the partitions \
+         must be at most {MAX_PARTITION_NAME_BYTES} bytes (BF.INFO lists every partition key)"
+    ))
+}
 
 /// Non-item commands on a descriptor (BF.CARD, BF.SCANDUMP, ...).
 pub const DESCRIPTOR: CommandError = CommandError::Static(
@@ -77,18 +88,22 @@ fn check_routing<'a>(
     }
 }
 
-/// The seed of a partition's filter: the one given (or configured), which must differ from the
-/// routing seed, else a random one that does.
+/// The seed of a partition's filter: the one given, which must differ from the routing seed;
+/// else the configured one (`bf.seed-mode fixed`), or its complement where that is the routing
+/// seed, so that a fixed mode stays fixed; else a random one that differs.
 pub fn filter_seed(
     options: &CreateOptions,
     partition: &Partition,
     random_seed: impl Fn() -> u64,
 ) -> Result<u64, CommandError> {
-    match options.seed.or(config::defaults().seed) {
-        Some(seed) if seed == partition.routing_seed() => Err(SEED_REUSED),
-        Some(seed) => Ok(seed),
-        None => Ok(std::iter::repeat_with(random_seed)
-            .find(|&seed| seed != partition.routing_seed())
+    let routing_seed = partition.routing_seed();
+    match (options.seed, config::defaults().seed) {
+        (Some(seed), _) if seed == routing_seed => Err(SEED_REUSED),
+        (Some(seed), _) => Ok(seed),
+        (None, Some(seed)) if seed == routing_seed => Ok(!seed),
+        (None, Some(seed)) => Ok(seed),
+        (None, None) => Ok(std::iter::repeat_with(random_seed)
+            .find(|&seed| seed != routing_seed)
             .unwrap_or_default()),
     }
 }
@@ -136,6 +151,11 @@ pub fn reserve_descriptor(
 ) -> CommandResult {
     if options.seed.is_some() || options.shape.is_some() {
         return Err(DESCRIPTOR_OPTIONS);
+    }
+    // A limit on what BF.INFO lists, for clients only: a replayed descriptor (one renamed to a
+    // long name, rewritten to the AOF) is kept.
+    if !partition_names_fit(command.arg(1).len(), partitions) && !command.is_replayed() {
+        return Err(names_too_long(partitions));
     }
     let growth = match options.window_ms {
         Some(window_ms) => PartitionGrowth::Window { window_ms },
@@ -187,6 +207,9 @@ pub fn info_descriptor(
         return Err(DESCRIPTOR);
     }
     let name = command.arg(1);
+    if !partition_names_fit(name.len(), descriptor.partitions()) {
+        return Err(names_too_long(descriptor.partitions()));
+    }
     command.reply_map(8);
     command.reply_simple("Partitions");
     command.reply_count(u64::from(descriptor.partitions()));

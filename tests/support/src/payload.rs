@@ -267,3 +267,53 @@ pub fn module_payload(
     value.push(0);
     seal(value, version)
 }
+
+/// Offsets in a partitioned filter's descriptor (the picture at core's `Descriptor::encode`) of
+/// P (4 bytes), N and the partition capacity c (8 bytes each).
+const DESCRIPTOR_PARTITIONS_AT: usize = 8;
+const DESCRIPTOR_CAPACITY_AT: usize = 20;
+const DESCRIPTOR_PARTITION_CAPACITY_AT: usize = 28;
+
+/// A descriptor's saved bytes with P, N and c replaced where given and its checksum made right,
+/// so that only the fields' agreement is left to refuse it.
+pub fn forge_descriptor(
+    descriptor: &[u8],
+    partitions: Option<u32>,
+    capacity: Option<u64>,
+    partition_capacity: Option<u64>,
+) -> Vec<u8> {
+    let mut bytes = descriptor.to_vec();
+    if let Some(p) = partitions {
+        put(&mut bytes, DESCRIPTOR_PARTITIONS_AT, 4, u64::from(p));
+    }
+    if let Some(n) = capacity {
+        put(&mut bytes, DESCRIPTOR_CAPACITY_AT, 8, n);
+    }
+    if let Some(c) = partition_capacity {
+        put(&mut bytes, DESCRIPTOR_PARTITION_CAPACITY_AT, 8, c);
+    }
+    fix_xxh3(&mut bytes);
+    bytes
+}
+
+/// The RDB version the server behind `c` writes in DUMP payloads (the two bytes before the CRC).
+pub fn rdb_version(c: &mut redis::Connection) -> [u8; 2] {
+    let probe: &[u8] = b"rdb-version-probe";
+    crate::reply::rawb(c, &[b"SET", probe, b"x"]).expect("SET");
+    let dump = match crate::reply::rawb(c, &[b"DUMP", probe]) {
+        Ok(redis::Value::BulkString(dump)) => dump,
+        other => panic!("DUMP: {other:?}"),
+    };
+    crate::reply::rawb(c, &[b"DEL", probe]).expect("DEL");
+    [dump[dump.len() - 10], dump[dump.len() - 9]]
+}
+
+/// The RESTORE payload of a descriptor's saved bytes (the module's encoding 100, one string).
+pub fn descriptor_payload(descriptor: &[u8], version: [u8; 2]) -> Vec<u8> {
+    module_payload(
+        "MBbloom--",
+        100,
+        &[ModuleField::Bytes(descriptor.to_vec())],
+        version,
+    )
+}
