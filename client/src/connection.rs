@@ -184,7 +184,8 @@ impl Connection {
 
     /// Sends `cmds` as pipelines (on a cluster, one per node, all written before any reply is
     /// read, so the nodes work in parallel) and returns the replies in order. Error replies come
-    /// back as `Value::ServerError` on a single server; on a cluster the first one fails the call.
+    /// back as `Value::ServerError` on a single server; on a cluster the first one fails the call
+    /// ([`Connection::pipeline_replies`] keeps what is known).
     pub fn pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
         match &mut self.conn {
             Conn::Single(c) => {
@@ -201,6 +202,29 @@ impl Connection {
                     p.add_command(cmd.clone());
                 }
                 p.query(c)
+            }
+        }
+    }
+
+    /// [`Connection::pipeline`] with every error reply in its place as `Value::ServerError`.
+    /// On a cluster a pipeline with an error reply gives the errors only (the `redis` crate
+    /// drops the other replies): the commands without an error then ran, but their replies are
+    /// `None`.
+    pub fn pipeline_replies(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Option<Value>>> {
+        match self.pipeline(cmds) {
+            Ok(replies) => Ok(replies.into_iter().map(Some).collect()),
+            Err(e) => {
+                let Some(errors) = e.clone().into_server_errors() else {
+                    return Err(e);
+                };
+                let mut replies: Vec<Option<Value>> = vec![None; cmds.len()];
+                for (i, error) in errors.iter() {
+                    match replies.get_mut(*i) {
+                        Some(slot) => *slot = Some(Value::ServerError(error.clone())),
+                        None => return Err(e),
+                    }
+                }
+                Ok(replies)
             }
         }
     }
