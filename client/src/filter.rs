@@ -89,6 +89,8 @@ pub struct KeyInfo {
     pub items: u64,
     /// `None` when NONSCALING or WINDOW.
     pub expansion: Option<u64>,
+    /// A window filter's window, in milliseconds.
+    pub window_ms: Option<u64>,
     /// On a partition key: (index, partitions, routing seed).
     pub partition: Option<(u32, u32, u64)>,
 }
@@ -967,6 +969,7 @@ fn key_info(pairs: &[(Value, Value)]) -> KeyInfo {
         filters: n("Number of filters").unwrap_or(0),
         items: n("Number of items inserted").unwrap_or(0),
         expansion: n("Expansion rate"),
+        window_ms: n("Window (ms)"),
         partition,
     }
 }
