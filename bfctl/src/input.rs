@@ -87,9 +87,10 @@ impl LineBlocks {
         n != 0
     }
 
-    /// Reads once more (waiting for input), keeping the unread part. The buffer grows (by half)
-    /// only when the unread part leaves less than half a block free: a line longer than the
-    /// buffer, or a round of many lines.
+    /// Reads once more (waiting for input), keeping the unread part. The buffer grows only when
+    /// the unread part leaves less than half a block free (a line longer than the buffer, or a
+    /// round of many lines), and then by one block: only what is read is ever written, so a
+    /// long line costs its own length once (the vector's spare capacity is never touched).
     fn fill(&mut self) -> io::Result<()> {
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
@@ -97,8 +98,7 @@ impl LineBlocks {
             self.start = 0;
         }
         if self.buf.len() - self.end < BLOCK / 2 {
-            let grown = self.buf.len().saturating_add(self.buf.len() / 2);
-            self.buf.resize(grown, 0);
+            self.buf.resize(self.end.saturating_add(BLOCK), 0);
         }
         loop {
             match self.input.read(&mut self.buf[self.end..]) {

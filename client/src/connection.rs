@@ -189,12 +189,27 @@ impl Connection {
     pub fn pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
         match &mut self.conn {
             Conn::Single(c) => {
-                let mut p = redis::pipe();
-                p.ignore_errors();
+                // Packed straight from the commands (a pipeline object would copy each first):
+                // a command of big items is held once as arguments and once packed.
+                let mut packed = Vec::new();
                 for cmd in cmds {
-                    p.add_command(cmd.clone());
+                    cmd.write_packed_command(&mut packed);
                 }
-                p.query(c)
+                c.send_packed_command(&packed)?;
+                drop(packed);
+                let mut replies = Vec::with_capacity(cmds.len());
+                for _ in cmds {
+                    replies.push(match c.recv_response() {
+                        Ok(v) => v,
+                        Err(e) => match e.clone().into_server_errors() {
+                            Some(errors) if errors.len() == 1 => {
+                                Value::ServerError(errors[0].1.clone())
+                            }
+                            _ => return Err(e),
+                        },
+                    });
+                }
+                Ok(replies)
             }
             Conn::Cluster(c) => {
                 let mut p = redis::cluster::cluster_pipe();
