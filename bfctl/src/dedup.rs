@@ -81,7 +81,9 @@ pub fn run(url: &str, args: &DedupArgs) -> Result<()> {
             depth,
             &mut tally,
         ),
-        _ => in_rounds(&mut conn, &filter, &mut input, &mut out, batch, depth, &mut tally),
+        _ => in_rounds(
+            &mut conn, &filter, &mut input, &mut out, batch, depth, &mut tally,
+        ),
     };
     // What was printed stays printed, whatever stopped the run.
     let flushed = out.flush().context("write stdout");
@@ -91,8 +93,14 @@ pub fn run(url: &str, args: &DedupArgs) -> Result<()> {
 
 /// A stopped run's error with the filter's name and how far it got.
 fn stopped(e: anyhow::Error, name: &str, tally: &Tally) -> anyhow::Error {
-    let counts = format!("{} lines answered, {} printed", tally.answered, tally.printed);
-    match e.downcast_ref::<Error>().and_then(|ce| vanished(ce, tally.answered, "lines")) {
+    let counts = format!(
+        "{} lines answered, {} printed",
+        tally.answered, tally.printed
+    );
+    match e
+        .downcast_ref::<Error>()
+        .and_then(|ce| vanished(ce, tally.answered, "lines"))
+    {
         Some(gone) => anyhow!("{gone} ({counts})"),
         None => e.context(format!("dedup of {name} stopped after {counts}")),
     }

@@ -72,7 +72,9 @@ impl LineBlocks {
     /// input has ended. A slow stream (`tail -f`) is answered line by line when the caller
     /// finishes its work in hand before reading on.
     pub fn ready(&self) -> bool {
-        self.eof || memchr::memchr(b'\n', &self.buf[self.start..self.end]).is_some() || self.readable()
+        self.eof
+            || memchr::memchr(b'\n', &self.buf[self.start..self.end]).is_some()
+            || self.readable()
     }
 
     /// True when the input has bytes waiting (or has ended): a read would not wait.
@@ -122,7 +124,11 @@ impl LineBlocks {
         let rest = &self.buf[from..self.end];
         match memchr::memchr(b'\n', rest) {
             Some(i) => {
-                let item = if i > 0 && rest[i - 1] == b'\r' { i - 1 } else { i };
+                let item = if i > 0 && rest[i - 1] == b'\r' {
+                    i - 1
+                } else {
+                    i
+                };
                 Some((from, from + item, from + i + 1))
             }
             None if self.eof && !rest.is_empty() => Some((from, self.end, self.end)),

@@ -29,7 +29,7 @@ use crate::{bar, rate};
 ///
 /// A missing filter is reserved first from --capacity (with --error and the shape options);
 /// with none of them given, the first item's add (BF.INSERT NAME ITEMS item) creates it with
-/// the server's defaults (bf-error-rate, bf-initial-size). Every other add is
+/// the server's defaults (its bf.error-rate and bf.initial-capacity). Every other add is
 /// BF.INSERT NAME NOCREATE ITEMS …, which never creates: a filter that vanishes during the load
 /// (DEL, expiry, a restart without persistence, a failover) stops it with exit code 1 and the
 /// number of items acknowledged before, instead of a new empty filter. A round trip whose reply
@@ -101,9 +101,11 @@ impl ReserveIfMissing {
         match Filter::reserve(conn, name.as_bytes(), &opts) {
             Ok(f) => Ok(Some(f)),
             // Somebody else created it in between: add to theirs.
-            Err(Error::Server(t)) if t.contains("item exists") => Filter::discover(conn, name.as_bytes())?
-                .map(Some)
-                .ok_or_else(|| anyhow!("{name} vanished right after it was created")),
+            Err(Error::Server(t)) if t.contains("item exists") => {
+                Filter::discover(conn, name.as_bytes())?
+                    .map(Some)
+                    .ok_or_else(|| anyhow!("{name} vanished right after it was created"))
+            }
             Err(e) => Err(anyhow::Error::new(e).context(format!("BF.RESERVE {name}"))),
         }
     }

@@ -335,10 +335,25 @@ fn dedup_copies_its_lines_byte_for_byte() {
     for (batch, pipeline) in [("1", "1"), ("1000", "8")] {
         let name = format!("exact{batch}");
         let out = s.bfctl(
-            &["dedup", &name, "--capacity", "1000", "--error", "1e-9", "--batch", batch, "--pipeline", pipeline],
+            &[
+                "dedup",
+                &name,
+                "--capacity",
+                "1000",
+                "--error",
+                "1e-9",
+                "--batch",
+                batch,
+                "--pipeline",
+                pipeline,
+            ],
             input,
         );
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             "a\r\nb\nx\ry\r\n\r\nc",
@@ -350,7 +365,10 @@ fn dedup_copies_its_lines_byte_for_byte() {
 #[test]
 fn dedup_names_a_missing_partition() {
     let s = Server::start();
-    ok(&s.bfctl(&["reserve", "parts", "0.01", "1000", "--partitions", "4"], b""));
+    ok(&s.bfctl(
+        &["reserve", "parts", "0.01", "1000", "--partitions", "4"],
+        b"",
+    ));
     let mut conn = rustbloom_client::Client::open(&s.url())
         .unwrap()
         .connect()
@@ -360,17 +378,26 @@ fn dedup_names_a_missing_partition() {
         .unwrap();
     let keys = f.partitioning().unwrap().keys.clone();
     for key in &keys {
-        let _: i64 = redis::cmd("DEL").arg(key.as_slice()).query(&mut s.conn().unwrap()).unwrap();
+        let _: i64 = redis::cmd("DEL")
+            .arg(key.as_slice())
+            .query(&mut s.conn().unwrap())
+            .unwrap();
     }
     let err = fails(&s.bfctl(&["dedup", "parts"], lines(0..100).as_bytes()));
-    let named = keys
-        .iter()
-        .any(|k| err.contains(&format!("partition {} of filter parts no longer exists", String::from_utf8_lossy(k))));
+    let named = keys.iter().any(|k| {
+        err.contains(&format!(
+            "partition {} of filter parts no longer exists",
+            String::from_utf8_lossy(k)
+        ))
+    });
     assert!(named, "{err}");
     assert!(err.contains("0 lines answered"), "{err}");
     // Nothing was recreated.
     for key in &keys {
-        let n: i64 = redis::cmd("EXISTS").arg(key.as_slice()).query(&mut s.conn().unwrap()).unwrap();
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(key.as_slice())
+            .query(&mut s.conn().unwrap())
+            .unwrap();
         assert_eq!(n, 0);
     }
 }

@@ -11,6 +11,8 @@ const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
 const LINE: usize = 64 << 20;
 
 /// Runs bfctl on `input` and answers its exit code and its peak resident set in bytes.
+// The child is reaped by wait4, which reports its rusage (std's wait does not).
+#[allow(clippy::zombie_processes)]
 fn peak_rss(url: &str, args: &[&str], input: &std::path::Path) -> (i32, u64) {
     let child = Command::new(BFCTL)
         .args(args)
@@ -53,11 +55,17 @@ fn a_long_line_costs_a_small_multiple_of_its_length() {
     let (code, load) = peak_rss(&url, &["load", "long"], &path);
     assert_eq!(code, 0);
     // Held by the reader, as the command's argument, and packed: three copies, plus the rest.
-    assert!(load < line * 7 / 2, "load peaked at {load} bytes for a {line}-byte line");
+    assert!(
+        load < line * 7 / 2,
+        "load peaked at {load} bytes for a {line}-byte line"
+    );
     raw_ok(&mut c, &["DEL", "long"]);
     raw_ok(&mut c, &["BF.RESERVE", "long", "0.01", "1000"]);
     let (code, dedup) = peak_rss(&url, &["dedup", "long"], &path);
     assert_eq!(code, 0);
     // Held by the reader and packed.
-    assert!(dedup < line * 5 / 2, "dedup peaked at {dedup} bytes for a {line}-byte line");
+    assert!(
+        dedup < line * 5 / 2,
+        "dedup peaked at {dedup} bytes for a {line}-byte line"
+    );
 }

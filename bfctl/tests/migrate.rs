@@ -288,7 +288,10 @@ fn a_window_filter_is_described_as_one() {
     let src = Server::start();
     let dst = Server::start();
     let mut c = src.conn();
-    raw_ok(&mut c, &["BF.RESERVE", "recent", "0.01", "1000", "WINDOW", "60000"]);
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "recent", "0.01", "1000", "WINDOW", "60000"],
+    );
     raw_ok(&mut c, &["BF.ADD", "recent", "x"]);
     let err = ok(&migrate(&url(&src), &url(&dst), &[]));
     assert!(err.contains("window filter of 60000 ms"), "{err}");

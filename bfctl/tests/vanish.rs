@@ -185,7 +185,21 @@ fn vanish(t: &mut impl Target, key: &str, how: Vanish) {
 fn load_stops_when_the_filter_vanishes(t: &mut impl Target, how: Vanish) {
     let key = "loaded";
     let url = t.url();
-    let mut run = Piped::start(&url, &["load", key, "--capacity", "100000", "--error", "1e-9", "--batch", "100", "--pipeline", "1"]);
+    let mut run = Piped::start(
+        &url,
+        &[
+            "load",
+            key,
+            "--capacity",
+            "100000",
+            "--error",
+            "1e-9",
+            "--batch",
+            "100",
+            "--pipeline",
+            "1",
+        ],
+    );
     run.feed(&items("first", 1000));
     assert!(
         wait_until(PATIENCE, || card(t, key) == 1000),
@@ -200,7 +214,10 @@ fn load_stops_when_the_filter_vanishes(t: &mut impl Target, how: Vanish) {
             && err.contains("stopped after 1000 items acknowledged"),
         "{how:?}: {err}"
     );
-    assert!(!out.contains("items,"), "{how:?}: a summary of items loaded: {out}");
+    assert!(
+        !out.contains("items,"),
+        "{how:?}: a summary of items loaded: {out}"
+    );
     assert!(!exists(t, key), "{how:?}: the load recreated {key}");
 }
 
@@ -209,7 +226,19 @@ fn load_stops_when_the_filter_vanishes(t: &mut impl Target, how: Vanish) {
 fn dedup_stops_when_the_filter_vanishes(t: &mut impl Target, how: Vanish) {
     let key = "seen";
     let url = t.url();
-    let mut run = Piped::start(&url, &["dedup", key, "--capacity", "100000", "--error", "1e-9", "--batch", "100"]);
+    let mut run = Piped::start(
+        &url,
+        &[
+            "dedup",
+            key,
+            "--capacity",
+            "100000",
+            "--error",
+            "1e-9",
+            "--batch",
+            "100",
+        ],
+    );
     let first = items("first", 1000);
     run.feed(&first);
     run.wait_printed(1000);
@@ -218,7 +247,11 @@ fn dedup_stops_when_the_filter_vanishes(t: &mut impl Target, how: Vanish) {
     run.feed(&items("second", 1000));
     let (status, out, err) = run.finish();
     assert_eq!(status.code(), Some(1), "{how:?}: {err}");
-    assert_eq!(out, joined(&first), "{how:?}: printed more than the first lines once");
+    assert_eq!(
+        out,
+        joined(&first),
+        "{how:?}: printed more than the first lines once"
+    );
     assert!(
         err.contains(key) && err.contains("1000 lines answered"),
         "{how:?}: {err}"

@@ -457,8 +457,8 @@ impl Filter {
     }
 
     /// Adds `first` to the plain filter at `name` with `BF.INSERT name ITEMS first`, which
-    /// creates the filter with the server's defaults (`bf-error-rate`, `bf-initial-size`,
-    /// `bf-expansion-factor`) when the key does not exist: the one add that may create, for a
+    /// creates the filter with the server's defaults (`bf.error-rate`, `bf.initial-capacity`,
+    /// `bf.expansion`) when the key does not exist: the one add that may create, for a
     /// caller asked to create a missing filter with the defaults. Every later add goes through
     /// [`Filter::add`], which never creates. Answers the filter and whether `first` was new.
     /// A lost reply is resent: before this call nothing was acknowledged, so a filter that
@@ -606,7 +606,12 @@ impl Filter {
 
     /// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient
     /// failure) and answers the replies; the first error reply is the error.
-    fn send_raw(&self, conn: &mut Connection, cmds: &[Cmd], retry_for: Duration) -> Result<Vec<Value>> {
+    fn send_raw(
+        &self,
+        conn: &mut Connection,
+        cmds: &[Cmd],
+        retry_for: Duration,
+    ) -> Result<Vec<Value>> {
         let opts = WriteOptions {
             retry_for,
             ..WriteOptions::default()
