@@ -281,3 +281,70 @@ fn load_and_dedup_stop_when_the_filter_vanishes_on_a_cluster() {
         dedup_stops_when_the_filter_vanishes(&mut cl, how);
     }
 }
+
+/// The library's adds: a filter found or reserved, then gone, is an error naming the key with
+/// the items of the call that were added, never a new filter.
+#[test]
+fn client_adds_never_create_a_filter() {
+    use rustbloom_client::{Client, Error, Filter, Growth, ReserveOptions, WriteOptions};
+    let s = Server::start();
+    let mut conn = Client::open(&Target::url(&s))
+        .expect("client")
+        .connect()
+        .expect("connect");
+    let opts = WriteOptions::default();
+    let first = items("first", 10);
+    let first: Vec<&[u8]> = first.iter().map(|i| i.as_bytes()).collect();
+
+    // A plain filter, found, then deleted.
+    let mut c = s.conn();
+    raw_ok(&mut c, &["BF.RESERVE", "plain", "0.01", "1000"]);
+    let plain = Filter::discover(&mut conn, b"plain").unwrap().unwrap();
+    assert_eq!(plain.add(&mut conn, &first, &opts).unwrap(), vec![true; 10]);
+    raw_ok(&mut c, &["DEL", "plain"]);
+    match plain.add(&mut conn, &first, &opts) {
+        Err(Error::Vanished {
+            name,
+            key,
+            acknowledged,
+        }) => assert_eq!(
+            (name.as_str(), key.as_str(), acknowledged),
+            ("plain", "plain", 0)
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(as_int(&raw_ok(&mut c, &["EXISTS", "plain"])), 0);
+
+    // A partitioned filter, reserved, then one partition deleted: the other partitions' items
+    // of the call are acknowledged.
+    let reserve = ReserveOptions {
+        error_rate: 0.01,
+        capacity: 1000,
+        growth: Growth::Scaling { expansion: None },
+        partitions: Some(4),
+    };
+    let parts = Filter::reserve(&mut conn, b"parts", &reserve).unwrap();
+    let routing = parts.partitioning().unwrap().clone();
+    let gone = routing.keys[1].clone();
+    // Enough items that some go to every partition (a quarter of 200 each, give or take).
+    let many = items("many", 200);
+    let first: Vec<&[u8]> = many.iter().map(|i| i.as_bytes()).collect();
+    rawb(&mut c, &[b"DEL", gone.as_slice()]).unwrap();
+    let elsewhere = first
+        .iter()
+        .filter(|i| rustbloom_client::routing::partition_of(i, routing.routing_seed, 4) != 1)
+        .count() as u64;
+    match parts.add(&mut conn, &first, &opts) {
+        Err(Error::Vanished {
+            key, acknowledged, ..
+        }) => {
+            assert_eq!(key.as_bytes(), gone.as_slice());
+            assert_eq!(acknowledged, elsewhere);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        as_int(&rawb(&mut c, &[b"EXISTS", gone.as_slice()]).unwrap()),
+        0
+    );
+}
