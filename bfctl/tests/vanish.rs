@@ -280,14 +280,15 @@ fn load_and_dedup_stop_when_the_filter_vanishes_on_a_cluster() {
         load_stops_when_the_filter_vanishes(&mut cl, how);
         dedup_stops_when_the_filter_vanishes(&mut cl, how);
     }
+    partition_gone_mid_run(&mut cl);
 }
 
 /// The library's adds: a filter found or reserved, then gone, is an error naming the key with
 /// the items of the call that were added, never a new filter.
 #[test]
 fn client_adds_never_create_a_filter() {
-    use rustbloom_client::{Client, Error, Filter, Growth, ReserveOptions, WriteOptions};
-    let s = Server::start();
+    use rustbloom_client::{Client, Error, Filter, WriteOptions};
+    let mut s = Server::start();
     let mut conn = Client::open(&Target::url(&s))
         .expect("client")
         .connect()
@@ -315,8 +316,18 @@ fn client_adds_never_create_a_filter() {
     }
     assert_eq!(as_int(&raw_ok(&mut c, &["EXISTS", "plain"])), 0);
 
-    // A partitioned filter, reserved, then one partition deleted: the other partitions' items
-    // of the call are acknowledged.
+    partition_gone_mid_run(&mut s);
+}
+
+/// A partitioned filter reserved through the library, then one partition deleted: an add names
+/// that partition and counts the other partitions' items of the call as acknowledged.
+fn partition_gone_mid_run(t: &mut impl Target) {
+    use rustbloom_client::{Client, Error, Filter, Growth, ReserveOptions, WriteOptions};
+    let mut conn = Client::open(&t.url())
+        .expect("client")
+        .connect()
+        .expect("connect");
+    let opts = WriteOptions::default();
     let reserve = ReserveOptions {
         error_rate: 0.01,
         capacity: 1000,
@@ -326,10 +337,12 @@ fn client_adds_never_create_a_filter() {
     let parts = Filter::reserve(&mut conn, b"parts", &reserve).unwrap();
     let routing = parts.partitioning().unwrap().clone();
     let gone = routing.keys[1].clone();
+    let gone_text = String::from_utf8(gone.clone()).expect("partition keys are text");
+    let mut c = t.conn_for(&gone_text);
+    rawb(&mut c, &[b"DEL", gone.as_slice()]).unwrap();
     // Enough items that some go to every partition (a quarter of 200 each, give or take).
     let many = items("many", 200);
     let first: Vec<&[u8]> = many.iter().map(|i| i.as_bytes()).collect();
-    rawb(&mut c, &[b"DEL", gone.as_slice()]).unwrap();
     let elsewhere = first
         .iter()
         .filter(|i| rustbloom_client::routing::partition_of(i, routing.routing_seed, 4) != 1)

@@ -630,8 +630,9 @@ impl Filter {
     /// (refreshing a cluster's slot map), until `opts.retry_for` has passed. With `opts.wait` and
     /// `wait_slots`, WAITs on the master of every given slot (once per master) and resends the
     /// whole pipeline when fewer replicas than asked acknowledged. An error reply a resend cannot
-    /// cure ends it at once: the replies come back with it as `Value::ServerError`, and those
-    /// not known then (a cluster hides them) as `Value::Nil`.
+    /// cure ends it: the replies come back with it as `Value::ServerError`. A cluster hides the
+    /// other replies of a pipeline with an error; those commands ran, and are sent again for
+    /// their answers when `opts.resend_lost_replies`, else come back as `Value::Nil`.
     fn send_until_answered(
         &self,
         conn: &mut Connection,
@@ -656,7 +657,8 @@ impl Filter {
                 let subset: Vec<Cmd> = pending.iter().map(|&i| cmds[i].clone()).collect();
                 conn.pipeline_replies(&subset)
             };
-            let (mut transient, mut lost) = (None, 0usize);
+            // Replies lost with the connection, and replies a cluster hid beside an error reply.
+            let (mut transient, mut lost, mut hidden) = (None, 0usize, 0usize);
             match sent {
                 Ok(got) => {
                     for (&i, reply) in pending.iter().zip(got) {
@@ -667,7 +669,7 @@ impl Filter {
                                 transient.get_or_insert_with(|| server_error_text(&e));
                             }
                             Some(reply) => replies[i] = Some(reply),
-                            None => lost += 1,
+                            None => hidden += 1,
                         }
                     }
                 }
@@ -680,12 +682,18 @@ impl Filter {
             let failed = replies
                 .iter()
                 .any(|r| matches!(r, Some(Value::ServerError(_))));
+            // The hidden replies of commands that ran are asked again at once (when resending
+            // is harmless), so that the caller learns what the server acknowledged.
+            if failed && hidden > 0 && opts.resend_lost_replies && transient.is_none() {
+                continue;
+            }
             if failed {
                 return Ok(replies
                     .into_iter()
                     .map(|r| r.unwrap_or(Value::Nil))
                     .collect());
             }
+            lost += hidden;
             if lost > 0 && !opts.resend_lost_replies {
                 return Err(Error::Connection(format!(
                     "the replies to {lost} commands were lost, so whether they ran is unknown{}",
