@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use rustbloom_client::{Client, Filter};
 
-use crate::input::{LineBlocks, Round};
+use crate::input::LineBlocks;
 
 #[derive(Args, Debug)]
 pub struct ExistsArgs {
@@ -28,9 +28,12 @@ pub fn run(url: &str, args: &ExistsArgs) -> Result<()> {
     let mut input = LineBlocks::open(args.file.as_deref())?;
     let mut out = BufWriter::new(io::stdout().lock());
     let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
-    let mut lines = Round::default();
-    while lines.fill(&mut input, batch, true).context("read input")? > 0 {
-        let items = lines.items();
+    loop {
+        let lines = input.round(batch, true).context("read input")?;
+        if lines.is_empty() {
+            break;
+        }
+        let items: Vec<&[u8]> = lines.iter().map(|l| l.item).collect();
         for present in filter.exists(&mut conn, &items, batch)? {
             out.write_all(if present { b"1\n" } else { b"0\n" })?;
         }

@@ -8,8 +8,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 /// A file or stdin read in large blocks and cut into lines in place: no copy and no allocation
-/// per line. A line is given without its `\n` (and a `\r` before it); the last one counts even
-/// without its `\n`.
+/// per line. A line's item is the line without its end (`\n`, or `\r\n`: a CRLF file holds the
+/// same items as its LF copy); the last line counts even without an end.
 pub struct LineBlocks {
     input: Box<dyn Read>,
     fd: RawFd,
@@ -18,6 +18,21 @@ pub struct LineBlocks {
     start: usize,
     end: usize,
     eof: bool,
+}
+
+/// One line of input: its item and its end as it was (`\n`, `\r\n`, or empty for a last line
+/// without one), both in the input's own buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Line<'a> {
+    pub item: &'a [u8],
+    pub end: &'a [u8],
+}
+
+impl Line<'_> {
+    /// Bytes of input the line took.
+    pub fn len(&self) -> usize {
+        self.item.len() + self.end.len()
+    }
 }
 
 /// Bytes asked of the input per read.
@@ -57,9 +72,13 @@ impl LineBlocks {
     /// input has ended. A slow stream (`tail -f`) is answered line by line when the caller
     /// finishes its work in hand before reading on.
     pub fn ready(&self) -> bool {
-        if self.eof || memchr::memchr(b'\n', &self.buf[self.start..self.end]).is_some() {
-            return true;
-        }
+        self.eof
+            || memchr::memchr(b'\n', &self.buf[self.start..self.end]).is_some()
+            || self.readable()
+    }
+
+    /// True when the input has bytes waiting (or has ended): a read would not wait.
+    fn readable(&self) -> bool {
         let mut pfd = libc::pollfd {
             fd: self.fd,
             events: libc::POLLIN,
@@ -70,7 +89,10 @@ impl LineBlocks {
         n != 0
     }
 
-    /// Reads once more (waiting for input), keeping the unfinished last line.
+    /// Reads once more (waiting for input), keeping the unread part. The buffer grows only when
+    /// the unread part leaves less than half a block free (a line longer than the buffer, or a
+    /// round of many lines), and then by one block: only what is read is ever written, so a
+    /// long line costs its own length once (the vector's spare capacity is never touched).
     fn fill(&mut self) -> io::Result<()> {
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
@@ -78,9 +100,7 @@ impl LineBlocks {
             self.start = 0;
         }
         if self.buf.len() - self.end < BLOCK / 2 {
-            // A line longer than the buffer: make room for it.
-            let grown = self.buf.len().saturating_mul(2);
-            self.buf.resize(grown, 0);
+            self.buf.resize(self.end.saturating_add(BLOCK), 0);
         }
         loop {
             match self.input.read(&mut self.buf[self.end..]) {
@@ -98,86 +118,73 @@ impl LineBlocks {
         }
     }
 
+    /// The whole line at the start of the unread part, if one is buffered (a last line without
+    /// an end once the input has ended): the line and the bytes it takes.
+    fn next_line(&self, from: usize) -> Option<(usize, usize, usize)> {
+        let rest = &self.buf[from..self.end];
+        match memchr::memchr(b'\n', rest) {
+            Some(i) => {
+                let item = if i > 0 && rest[i - 1] == b'\r' {
+                    i - 1
+                } else {
+                    i
+                };
+                Some((from, from + item, from + i + 1))
+            }
+            None if self.eof && !rest.is_empty() => Some((from, self.end, self.end)),
+            None => None,
+        }
+    }
+
     /// Passes up to `most` lines to `each`, reading (and so perhaps waiting) only when no
     /// whole line is buffered; answers how many were passed (0 only at the end of input).
-    pub fn take(&mut self, most: usize, mut each: impl FnMut(&[u8])) -> io::Result<usize> {
+    pub fn take(&mut self, most: usize, mut each: impl FnMut(Line<'_>)) -> io::Result<usize> {
         let mut taken = 0;
         while taken < most {
-            let rest = &self.buf[self.start..self.end];
-            let line_end = match memchr::memchr(b'\n', rest) {
-                Some(i) => i,
-                None if self.eof => {
-                    if rest.is_empty() {
-                        break;
-                    }
-                    rest.len()
+            match self.next_line(self.start) {
+                Some((from, item_end, line_end)) => {
+                    each(Line {
+                        item: &self.buf[from..item_end],
+                        end: &self.buf[item_end..line_end],
+                    });
+                    self.start = line_end;
+                    taken += 1;
                 }
-                None if taken > 0 => break,
-                None => {
-                    self.fill()?;
-                    continue;
-                }
-            };
-            let mut line = &rest[..line_end];
-            if rest.get(line_end) == Some(&b'\n') {
-                if let Some(stripped) = line.strip_suffix(b"\r") {
-                    line = stripped;
-                }
-                self.start += line_end + 1;
-            } else {
-                self.start += line_end;
+                None if self.eof || taken > 0 => break,
+                None => self.fill()?,
             }
-            each(line);
-            taken += 1;
         }
         Ok(taken)
     }
-}
 
-/// A round of lines gathered into one buffer (no allocation per line), passed on as slices.
-#[derive(Default)]
-pub struct Round {
-    text: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl Round {
-    /// Replaces the round with up to `most` lines of `input`; with `idle_stops`, stops early
-    /// when no more input is waiting (so a slow stream is answered as it comes). Answers how
-    /// many lines it holds (0 only at the end of input).
-    pub fn fill(
-        &mut self,
-        input: &mut LineBlocks,
-        most: usize,
-        idle_stops: bool,
-    ) -> io::Result<usize> {
-        self.text.clear();
-        self.ends.clear();
-        while self.ends.len() < most {
-            let got = input.take(most - self.ends.len(), |line| {
-                self.text.extend_from_slice(line);
-                self.ends.push(self.text.len());
-            })?;
-            if got == 0 || (idle_stops && !input.ready()) {
-                break;
+    /// The next up to `most` lines, in the input's own buffer (no copy): waits for the first
+    /// line, then with `idle_stops` stops early when no more input is waiting (so a slow stream
+    /// is answered as it comes). Empty only at the end of input.
+    pub fn round(&mut self, most: usize, idle_stops: bool) -> io::Result<Vec<Line<'_>>> {
+        // Bounds of the lines found so far, as offsets from `start` (a read moves the buffer).
+        let mut bounds: Vec<(usize, usize, usize)> = Vec::new();
+        let mut scanned = 0;
+        while bounds.len() < most {
+            match self.next_line(self.start + scanned) {
+                Some((from, item_end, line_end)) => {
+                    let base = self.start;
+                    bounds.push((from - base, item_end - base, line_end - base));
+                    scanned = line_end - base;
+                }
+                None if self.eof => break,
+                None if idle_stops && !bounds.is_empty() && !self.readable() => break,
+                None => self.fill()?,
             }
         }
-        Ok(self.ends.len())
-    }
-
-    /// The lines, in order.
-    pub fn items(&self) -> Vec<&[u8]> {
-        let mut out = Vec::with_capacity(self.ends.len());
-        let mut from = 0;
-        for &to in &self.ends {
-            out.push(&self.text[from..to]);
-            from = to;
-        }
-        out
-    }
-
-    /// Bytes of input the round took (each line with one byte for its end).
-    pub fn input_bytes(&self) -> u64 {
-        (self.text.len() + self.ends.len()) as u64
+        let base = self.start;
+        self.start += scanned;
+        let buf = &self.buf;
+        Ok(bounds
+            .into_iter()
+            .map(|(from, item_end, line_end)| Line {
+                item: &buf[base + from..base + item_end],
+                end: &buf[base + item_end..base + line_end],
+            })
+            .collect())
     }
 }

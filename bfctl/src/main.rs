@@ -52,8 +52,6 @@ struct Cli {
 enum Command {
     /// Create a filter (plain, or partitioned with --partitions) with BF.RESERVE.
     Reserve(reserve::ReserveArgs),
-    /// Add every line of FILE (or stdin) to the filter, in pipelined batches (each item to its
-    /// partition on a partitioned filter).
     Load(load::LoadArgs),
     /// Print 1 or 0 for every line of FILE (or stdin), in order: whether the filter has it.
     Exists(exists::ExistsArgs),

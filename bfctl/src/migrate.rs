@@ -88,18 +88,20 @@ fn same_filter(a: &KeyInfo, b: &KeyInfo) -> bool {
         && a.items == b.items
         && a.filters == b.filters
         && a.expansion == b.expansion
+        && a.window_ms == b.window_ms
         && a.partition == b.partition
 }
 
 fn describe(s: &KeyInfo) -> String {
     format!(
-        "capacity {}, items {}, layers {}, expansion {}{}",
+        "capacity {}, items {}, layers {}, {}{}",
         s.capacity,
         s.items,
         s.filters,
-        match s.expansion {
-            Some(x) => x.to_string(),
-            None => "none (non-scaling)".into(),
+        match (s.window_ms, s.expansion) {
+            (Some(ms), _) => format!("window filter of {ms} ms"),
+            (None, Some(x)) => format!("expansion {x}"),
+            (None, None) => "expansion none (non-scaling)".into(),
         },
         match s.partition {
             Some((i, p, _)) => format!(", partition {i} of {p}"),
@@ -158,6 +160,24 @@ fn bf_shape(c: &mut Connection, key: &[u8]) -> Result<KeyInfo> {
 fn card(c: &mut Connection, key: &[u8]) -> Result<u64> {
     let v = c.query(redis::cmd("BF.CARD").arg(key))?;
     as_u64(&v).ok_or_else(|| anyhow!("unexpected BF.CARD reply {v:?}"))
+}
+
+/// Refuses a destination without the module before anything is copied: its errors would
+/// otherwise come key by key (and echo a filter's binary header back).
+fn require_module(c: &mut Connection, url: &str) -> Result<()> {
+    let reply = c.query(redis::cmd("COMMAND").arg("INFO").arg("BF.LOADCHUNK"));
+    // A server that refuses COMMAND INFO (an ACL) is asked nothing more: each key then fails
+    // with its own error if the module is missing.
+    if let Ok(Value::Array(a)) = reply {
+        if a.first().is_none_or(|v| *v == Value::Nil) {
+            bail!(
+                "nothing copied: the rustbloom module is not loaded on the destination ({url} \
+                 does not know BF.LOADCHUNK); load it with `loadmodule /path/to/librustbloom.so` \
+                 in its configuration or `MODULE LOAD /path/to/librustbloom.so`"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Identity of the server behind a connection and the database it uses, to refuse copying a
@@ -579,6 +599,10 @@ impl Migrator<'_> {
         tmp.extend_from_slice(key);
         let result = self.migrate_via(key, &tmp, start);
         if result.is_err() {
+            // A reply the client could not read leaves its connection out of step with the
+            // server: fresh connections, so that the next key fails (or not) for its own reason.
+            let _ = self.src.reconnect();
+            let _ = self.dst.reconnect();
             // Never leave the temporary key behind (the destination key was not touched).
             let _ = self.dst.query(redis::cmd("DEL").arg(&tmp[..]));
         }
@@ -669,6 +693,7 @@ pub fn run(opts: &Options, progress: bool) -> Result<()> {
     let mut dst = Client::open(&opts.to)
         .and_then(|c| c.connect())
         .context("destination (--to)")?;
+    require_module(&mut dst, &opts.to)?;
     let (src_id, src_db) = identity(&mut src, &opts.from)?;
     let (dst_id, dst_db) = identity(&mut dst, &opts.to)?;
     if !src_id.is_empty() && src_id == dst_id && src_db == dst_db {

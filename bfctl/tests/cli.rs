@@ -281,7 +281,7 @@ fn load_refuses_shape_options_without_a_capacity_and_creates_nothing() {
             .unwrap();
         assert_eq!(exists, 0, "{options:?} created the filter");
     }
-    // With no option at all, BF.MADD creates it with the server's defaults.
+    // With no option at all, the first item's BF.INSERT creates it with the server's defaults.
     ok(&s.bfctl(&["load", "sized"], lines(0..10).as_bytes()));
     assert_eq!(card(&s, "sized"), 10);
 }
@@ -320,10 +320,86 @@ fn dedup_prints_only_unseen_lines_in_order() {
     // A second run over the same lines prints nothing.
     let again = ok(&s.bfctl(&["dedup", "seen"], input.as_bytes()));
     assert_eq!(again, "");
-    // New lines mixed in come through; a final line without a newline too.
+    // New lines mixed in come through; a final line without a newline too, as it was.
     let mixed = "line-5\nfresh-1\nline-6\nfresh-1\nfresh-2";
     let out = ok(&s.bfctl(&["dedup", "seen", "--batch", "1000"], mixed.as_bytes()));
-    assert_eq!(out, "fresh-1\nfresh-2\n");
+    assert_eq!(out, "fresh-1\nfresh-2");
+}
+
+#[test]
+fn dedup_copies_its_lines_byte_for_byte() {
+    let s = Server::start();
+    // CRLF and LF lines, a lone \r inside a line, and a last line without an end: every new
+    // line comes out exactly as it went in; "a\r\n" and "a\n" are one item.
+    let input: &[u8] = b"a\r\nb\nx\ry\r\na\nb\r\n\r\n\nc";
+    for (batch, pipeline) in [("1", "1"), ("1000", "8")] {
+        let name = format!("exact{batch}");
+        let out = s.bfctl(
+            &[
+                "dedup",
+                &name,
+                "--capacity",
+                "1000",
+                "--error",
+                "1e-9",
+                "--batch",
+                batch,
+                "--pipeline",
+                pipeline,
+            ],
+            input,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "a\r\nb\nx\ry\r\n\r\nc",
+            "--batch {batch} --pipeline {pipeline}"
+        );
+    }
+}
+
+#[test]
+fn dedup_names_a_missing_partition() {
+    let s = Server::start();
+    ok(&s.bfctl(
+        &["reserve", "parts", "0.01", "1000", "--partitions", "4"],
+        b"",
+    ));
+    let mut conn = rustbloom_client::Client::open(&s.url())
+        .unwrap()
+        .connect()
+        .unwrap();
+    let f = rustbloom_client::Filter::discover(&mut conn, b"parts")
+        .unwrap()
+        .unwrap();
+    let keys = f.partitioning().unwrap().keys.clone();
+    for key in &keys {
+        let _: i64 = redis::cmd("DEL")
+            .arg(key.as_slice())
+            .query(&mut s.conn().unwrap())
+            .unwrap();
+    }
+    let err = fails(&s.bfctl(&["dedup", "parts"], lines(0..100).as_bytes()));
+    let named = keys.iter().any(|k| {
+        err.contains(&format!(
+            "partition {} of filter parts no longer exists",
+            String::from_utf8_lossy(k)
+        ))
+    });
+    assert!(named, "{err}");
+    assert!(err.contains("0 lines answered"), "{err}");
+    // Nothing was recreated.
+    for key in &keys {
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(key.as_slice())
+            .query(&mut s.conn().unwrap())
+            .unwrap();
+        assert_eq!(n, 0);
+    }
 }
 
 #[test]
@@ -429,7 +505,7 @@ fn dedup_prints_exactly_the_distinct_lines_whatever_the_batches_in_flight() {
         ],
         b"",
     ));
-    assert!(out == want);
+    assert!(out == want.replace('\n', "\r\n"));
 }
 
 #[test]

@@ -241,11 +241,17 @@ fn same_database_is_refused_other_database_is_fine() {
 fn failures_are_reported_and_leave_the_destination_alone() {
     let src = Server::start();
     let plain = Server::start_without_module(&[]);
-    raw_ok(&mut src.conn(), &["BF.ADD", "f", "x"]);
+    // A server without the module echoes the arguments of the unknown command, the key
+    // included: a key that is not UTF-8 made that error unreadable, and the connection with it.
+    rawb(&mut src.conn(), &[b"BF.ADD", b"f\xff", b"x"]).unwrap();
+    raw_ok(&mut src.conn(), &["BF.ADD", "g", "y"]);
     let out = migrate(&url(&src), &url(&plain), &[]);
     let err = fails(&out);
-    assert!(err.contains("1 of 1 filters were not copied"), "{err}");
-    assert!(err.contains("module is not loaded"), "{err}");
+    assert!(
+        err.contains("nothing copied") && err.contains("module is not loaded"),
+        "{err}"
+    );
+    assert!(!err.contains("utf-8"), "{err}");
     assert!(sorted_keys(&mut plain.conn()).is_empty());
 
     let err = fails(&migrate("redis://127.0.0.1:1", &url(&src), &[]));
@@ -275,4 +281,19 @@ fn migrates_from_redisbloom() {
     );
     assert_no_diffs("growth after bfctl migrate", &grow(&mut c, corpus));
     assert_no_diffs("after growth", &compare(&mut c, corpus, Phase::After));
+}
+
+#[test]
+fn a_window_filter_is_described_as_one() {
+    let src = Server::start();
+    let dst = Server::start();
+    let mut c = src.conn();
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "recent", "0.01", "1000", "WINDOW", "60000"],
+    );
+    raw_ok(&mut c, &["BF.ADD", "recent", "x"]);
+    let err = ok(&migrate(&url(&src), &url(&dst), &[]));
+    assert!(err.contains("window filter of 60000 ms"), "{err}");
+    assert!(!err.contains("non-scaling"), "{err}");
 }

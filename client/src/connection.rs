@@ -184,16 +184,32 @@ impl Connection {
 
     /// Sends `cmds` as pipelines (on a cluster, one per node, all written before any reply is
     /// read, so the nodes work in parallel) and returns the replies in order. Error replies come
-    /// back as `Value::ServerError` on a single server; on a cluster the first one fails the call.
+    /// back as `Value::ServerError` on a single server; on a cluster the first one fails the call
+    /// ([`Connection::pipeline_replies`] keeps what is known).
     pub fn pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
         match &mut self.conn {
             Conn::Single(c) => {
-                let mut p = redis::pipe();
-                p.ignore_errors();
+                // Packed straight from the commands (a pipeline object would copy each first):
+                // a command of big items is held once as arguments and once packed.
+                let mut packed = Vec::new();
                 for cmd in cmds {
-                    p.add_command(cmd.clone());
+                    cmd.write_packed_command(&mut packed);
                 }
-                p.query(c)
+                c.send_packed_command(&packed)?;
+                drop(packed);
+                let mut replies = Vec::with_capacity(cmds.len());
+                for _ in cmds {
+                    replies.push(match c.recv_response() {
+                        Ok(v) => v,
+                        Err(e) => match e.clone().into_server_errors() {
+                            Some(errors) if errors.len() == 1 => {
+                                Value::ServerError(errors[0].1.clone())
+                            }
+                            _ => return Err(e),
+                        },
+                    });
+                }
+                Ok(replies)
             }
             Conn::Cluster(c) => {
                 let mut p = redis::cluster::cluster_pipe();
@@ -201,6 +217,29 @@ impl Connection {
                     p.add_command(cmd.clone());
                 }
                 p.query(c)
+            }
+        }
+    }
+
+    /// [`Connection::pipeline`] with every error reply in its place as `Value::ServerError`.
+    /// On a cluster a pipeline with an error reply gives the errors only (the `redis` crate
+    /// drops the other replies): the commands without an error then ran, but their replies are
+    /// `None`.
+    pub fn pipeline_replies(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Option<Value>>> {
+        match self.pipeline(cmds) {
+            Ok(replies) => Ok(replies.into_iter().map(Some).collect()),
+            Err(e) => {
+                let Some(errors) = e.clone().into_server_errors() else {
+                    return Err(e);
+                };
+                let mut replies: Vec<Option<Value>> = vec![None; cmds.len()];
+                for (i, error) in errors.iter() {
+                    match replies.get_mut(*i) {
+                        Some(slot) => *slot = Some(Value::ServerError(error.clone())),
+                        None => return Err(e),
+                    }
+                }
+                Ok(replies)
             }
         }
     }

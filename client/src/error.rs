@@ -15,6 +15,14 @@ pub enum Error {
     Protocol(String),
     /// A partition key of a partitioned filter does not exist.
     MissingPartition { name: String, key: String },
+    /// A key of the filter no longer exists while items were being added to it (deleted,
+    /// expired, or lost in a restart or failover): adds never create a filter, so nothing was
+    /// recreated. `acknowledged`: items of the failing call the server had added before.
+    Vanished {
+        name: String,
+        key: String,
+        acknowledged: u64,
+    },
     /// A partitioned filter's parts disagree (P, routing seed or index).
     Inconsistent(String),
     /// The caller asked for something impossible (a bad option).
@@ -31,6 +39,23 @@ impl fmt::Display for Error {
                 "partition {key} of {name} does not exist (the filter is incomplete: restore or \
                  recreate it)"
             ),
+            Error::Vanished {
+                name,
+                key,
+                acknowledged,
+            } => {
+                if name == key {
+                    write!(f, "filter {name} no longer exists")?;
+                } else {
+                    write!(f, "partition {key} of filter {name} no longer exists")?;
+                }
+                write!(
+                    f,
+                    " (deleted, expired, or lost in a restart or failover); adds never create \
+                     it, so it was not recreated; {acknowledged} items of this call had been \
+                     acknowledged"
+                )
+            }
             Error::Inconsistent(s) => write!(f, "inconsistent partitioned filter: {s}"),
             Error::Usage(s) => f.write_str(s),
         }

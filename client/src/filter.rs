@@ -38,14 +38,20 @@ pub struct ReserveOptions {
 /// How adds are sent.
 #[derive(Clone, Debug)]
 pub struct WriteOptions {
-    /// Most items per BF.MADD / BF.INSERT command.
+    /// Most items per BF.INSERT command.
     pub batch: usize,
     /// After each pipeline, `WAIT replicas timeout` on every master it wrote to; fewer
     /// acknowledgements than asked resend the pipeline.
     pub wait: Option<(u32, Duration)>,
-    /// How long a pipeline whose reply was lost (a dropped connection, a failover, a reshard) is
-    /// sent again before giving up. Re-adding an item is harmless, so resending is safe.
+    /// How long commands the server did not run (CLUSTERDOWN, TRYAGAIN, LOADING, …) and, with
+    /// `resend_lost_replies`, commands whose reply was lost are sent again before giving up.
     pub retry_for: Duration,
+    /// Resend commands whose reply was lost (a dropped connection, a failover): they may or may
+    /// not have run, so an item the lost attempt added answers "not new" the second time. Adds
+    /// never create the filter (BF.INSERT … NOCREATE), so a resend can add only to the filter
+    /// it was meant for. Off for a caller whose output is the "new" answers (a dedup): a lost
+    /// reply is then an error, since its items' answers cannot be known.
+    pub resend_lost_replies: bool,
 }
 
 impl Default for WriteOptions {
@@ -54,6 +60,7 @@ impl Default for WriteOptions {
             batch: 1000,
             wait: None,
             retry_for: Duration::from_secs(120),
+            resend_lost_replies: true,
         }
     }
 }
@@ -82,6 +89,8 @@ pub struct KeyInfo {
     pub items: u64,
     /// `None` when NONSCALING or WINDOW.
     pub expansion: Option<u64>,
+    /// A window filter's window, in milliseconds.
+    pub window_ms: Option<u64>,
     /// On a partition key: (index, partitions, routing seed).
     pub partition: Option<(u32, u32, u64)>,
 }
@@ -217,7 +226,8 @@ impl SlotMap<'_> {
 }
 
 impl Filter {
-    /// A plain filter at `name` (nothing is asked of the server).
+    /// A plain filter at `name` (nothing is asked of the server; adds fail with
+    /// [`Error::Vanished`] while the key does not exist).
     pub fn plain(name: &[u8]) -> Filter {
         Filter {
             name: name.to_vec(),
@@ -399,11 +409,12 @@ impl Filter {
         }
     }
 
-    /// Adds `items`, answering for each whether it was new. Items go to their partitions in
-    /// BF.INSERT … NOCREATE commands of up to `batch` items (BF.MADD on a plain filter, which
-    /// creates a missing key with the server's defaults, as BF.MADD does), all in one pipeline
-    /// per node. A pipeline whose reply is lost is sent again: an item added twice answers 0
-    /// the second time, so the "new" answers of a resent pipeline may undercount.
+    /// Adds `items`, answering for each whether it was new. Items go to their keys (the name,
+    /// or each item's partition) in `BF.INSERT key NOCREATE ITEMS …` commands of up to `batch`
+    /// items, all in one pipeline per node: an add never creates a filter, so a key that no
+    /// longer exists is [`Error::Vanished`] (with the items of this call that were added before)
+    /// rather than a new, empty filter with the server's defaults. Commands whose reply was lost
+    /// are resent as `opts.resend_lost_replies` says: their items may then answer "not new".
     pub fn add(
         &self,
         conn: &mut Connection,
@@ -411,21 +422,70 @@ impl Filter {
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
         let batch = opts.batch.max(1);
-        let (cmds, placed) = self.commands(items, batch, |cmd, key, part| {
-            match part {
-                Some(_) => cmd.arg("BF.INSERT").arg(key).arg("NOCREATE").arg("ITEMS"),
-                None => cmd.arg("BF.MADD").arg(key),
-            };
+        let (cmds, placed) = self.commands(items, batch, |cmd, key, _| {
+            cmd.arg("BF.INSERT").arg(key).arg("NOCREATE").arg("ITEMS");
         });
-        let replies = self.send(conn, &cmds, &placed, opts.wait, opts.retry_for)?;
+        let replies = self.send(conn, &cmds, &placed, opts)?;
         let mut out = vec![false; items.len()];
-        for (reply, (_, idx)) in replies.iter().zip(&placed) {
-            let answers = bool_array(reply, idx.len())?;
-            for (&i, a) in idx.iter().zip(answers) {
-                out[i] = a;
+        let mut acknowledged = 0u64;
+        let mut vanished = None;
+        for (reply, (part, idx)) in replies.iter().zip(&placed) {
+            match reply {
+                Value::ServerError(e) if is_not_found(&server_error_text(e)) => {
+                    vanished.get_or_insert(*part);
+                }
+                // Ran beside a failed command, its reply unknown: not counted as acknowledged.
+                Value::Nil => {}
+                Value::ServerError(e) => return Err(explain(server_error_text(e))),
+                reply => {
+                    let answers = bool_array(reply, idx.len())?;
+                    for (&i, a) in idx.iter().zip(answers) {
+                        out[i] = a;
+                    }
+                    acknowledged += idx.len() as u64;
+                }
             }
         }
-        Ok(out)
+        match vanished {
+            Some(part) => Err(Error::Vanished {
+                name: self.name_text(),
+                key: String::from_utf8_lossy(self.key_of(part)).into_owned(),
+                acknowledged,
+            }),
+            None => Ok(out),
+        }
+    }
+
+    /// Adds `first` to the plain filter at `name` with `BF.INSERT name ITEMS first`, which
+    /// creates the filter with the server's defaults (`bf.error-rate`, `bf.initial-capacity`,
+    /// `bf.expansion`) when the key does not exist: the one add that may create, for a
+    /// caller asked to create a missing filter with the defaults. Every later add goes through
+    /// [`Filter::add`], which never creates. Answers the filter and whether `first` was new.
+    /// A lost reply is resent: before this call nothing was acknowledged, so a filter that
+    /// vanished in between is created as asked.
+    pub fn create_with_defaults(
+        conn: &mut Connection,
+        name: &[u8],
+        first: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<(Filter, bool)> {
+        let filter = Filter::plain(name);
+        let mut cmd = redis::cmd("BF.INSERT");
+        cmd.arg(name).arg("ITEMS").arg(first);
+        let policy = WriteOptions {
+            resend_lost_replies: true,
+            ..opts.clone()
+        };
+        let slots = vec![key_slot(name)];
+        let replies = filter.send_until_answered(conn, &[cmd], Some(&slots), &policy)?;
+        let reply = replies
+            .first()
+            .ok_or_else(|| Error::Protocol("no reply to BF.INSERT".into()))?;
+        if let Value::ServerError(e) = reply {
+            return Err(explain(server_error_text(e)));
+        }
+        let new = bool_array(reply, 1)?.first().copied().unwrap_or(false);
+        Ok((filter, new))
     }
 
     /// Looks `items` up, answers in order. On a partitioned filter every partition consulted is
@@ -455,7 +515,7 @@ impl Filter {
             }
             with_checks.push(cmd.clone());
         }
-        let replies = self.send_raw(conn, &with_checks, None, Duration::from_secs(120))?;
+        let replies = self.send_raw(conn, &with_checks, Duration::from_secs(120))?;
         let mut out = vec![false; items.len()];
         for (at, p) in &checks {
             if replies.get(*at).and_then(as_u64) != Some(1) {
@@ -526,72 +586,142 @@ impl Filter {
         (cmds, placed)
     }
 
-    /// Sends `cmds` (placed as [`Filter::commands`] says) and, when asked, WAITs on every master
-    /// written to.
+    /// Sends `cmds` (placed as [`Filter::commands`] says) as [`Filter::send_until_answered`]
+    /// does, WAITing (when asked) on every master written to.
     fn send(
         &self,
         conn: &mut Connection,
         cmds: &[Cmd],
         placed: &[(Option<u32>, Vec<usize>)],
-        wait: Option<(u32, Duration)>,
-        retry_for: Duration,
+        opts: &WriteOptions,
     ) -> Result<Vec<Value>> {
-        let slots: Vec<u16> = {
-            let mut s: Vec<u16> = placed
-                .iter()
-                .map(|(p, _)| key_slot(self.key_of(*p)))
-                .collect();
-            s.sort_unstable();
-            s.dedup();
-            s
-        };
-        self.send_raw(conn, cmds, wait.map(|w| (w, slots)), retry_for)
+        let mut slots: Vec<u16> = placed
+            .iter()
+            .map(|(p, _)| key_slot(self.key_of(*p)))
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
+        self.send_until_answered(conn, cmds, Some(&slots), opts)
     }
 
-    /// Sends `cmds` as one pipeline until it is answered, resending it after a transient failure
-    /// (reconnecting, which refreshes a cluster's slot map) until `retry_for` has passed; with
-    /// `wait`, WAITs on the master of every given slot (once per master) and resends when fewer
-    /// replicas than asked acknowledged.
+    /// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient
+    /// failure) and answers the replies; the first error reply is the error.
     fn send_raw(
         &self,
         conn: &mut Connection,
         cmds: &[Cmd],
-        wait: Option<((u32, Duration), Vec<u16>)>,
         retry_for: Duration,
+    ) -> Result<Vec<Value>> {
+        let opts = WriteOptions {
+            retry_for,
+            ..WriteOptions::default()
+        };
+        let replies = self.send_until_answered(conn, cmds, None, &opts)?;
+        match first_server_error(&replies) {
+            Some(text) => Err(explain(text)),
+            None => Ok(replies),
+        }
+    }
+
+    /// Sends `cmds` as one pipeline until every command is answered: a command the server did
+    /// not run (a transient error reply: CLUSTERDOWN, TRYAGAIN, LOADING, …) is sent again, the
+    /// answered ones are kept; commands whose replies were lost are sent again when
+    /// `opts.resend_lost_replies`, else that is an error. Each resend reconnects first
+    /// (refreshing a cluster's slot map), until `opts.retry_for` has passed. With `opts.wait` and
+    /// `wait_slots`, WAITs on the master of every given slot (once per master) and resends the
+    /// whole pipeline when fewer replicas than asked acknowledged. An error reply a resend cannot
+    /// cure ends it: the replies come back with it as `Value::ServerError`. A cluster hides the
+    /// other replies of a pipeline with an error; those commands ran, and are sent again for
+    /// their answers when `opts.resend_lost_replies`, else come back as `Value::Nil`.
+    fn send_until_answered(
+        &self,
+        conn: &mut Connection,
+        cmds: &[Cmd],
+        wait_slots: Option<&[u16]>,
+        opts: &WriteOptions,
     ) -> Result<Vec<Value>> {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
-        let deadline = Instant::now() + retry_for;
+        let deadline = Instant::now() + opts.retry_for;
         let mut pause = Duration::from_millis(50);
-        let mut last: String;
+        let mut replies: Vec<Option<Value>> = vec![None; cmds.len()];
         // The first complete answer: when only the WAIT fell short, the pipeline is resent for
         // durability, and its second answer would call every item already present.
         let mut answered: Option<Vec<Value>> = None;
         loop {
-            last = match conn.pipeline(cmds) {
-                Ok(replies) => match first_server_error(&replies) {
-                    Some(text) if is_transient_text(&text) => text,
-                    Some(text) => return Err(explain(text)),
-                    None => match &wait {
-                        None => return Ok(answered.unwrap_or(replies)),
-                        Some((w, slots)) => match wait_for_replicas(conn, *w, slots) {
-                            Ok(()) => return Ok(answered.unwrap_or(replies)),
-                            Err(WaitFailure::Transient(t)) => {
-                                answered.get_or_insert(replies);
-                                t
+            let pending: Vec<usize> = (0..cmds.len()).filter(|&i| replies[i].is_none()).collect();
+            let sent = if pending.len() == cmds.len() {
+                conn.pipeline_replies(cmds)
+            } else {
+                let subset: Vec<Cmd> = pending.iter().map(|&i| cmds[i].clone()).collect();
+                conn.pipeline_replies(&subset)
+            };
+            // Replies lost with the connection, and replies a cluster hid beside an error reply.
+            let (mut transient, mut lost, mut hidden) = (None, 0usize, 0usize);
+            match sent {
+                Ok(got) => {
+                    for (&i, reply) in pending.iter().zip(got) {
+                        match reply {
+                            Some(Value::ServerError(e))
+                                if is_transient_text(&server_error_text(&e)) =>
+                            {
+                                transient.get_or_insert_with(|| server_error_text(&e));
                             }
-                            Err(WaitFailure::Fatal(e)) => return Err(e),
-                        },
-                    },
-                },
-                Err(e) if is_transient(&e) => server_text(&e),
+                            Some(reply) => replies[i] = Some(reply),
+                            None => hidden += 1,
+                        }
+                    }
+                }
+                Err(e) if is_transient(&e) => {
+                    lost = pending.len();
+                    transient = Some(server_text(&e));
+                }
                 Err(e) => return Err(to_error(&e)),
+            }
+            let failed = replies
+                .iter()
+                .any(|r| matches!(r, Some(Value::ServerError(_))));
+            // The hidden replies of commands that ran are asked again at once (when resending
+            // is harmless), so that the caller learns what the server acknowledged.
+            if failed && hidden > 0 && opts.resend_lost_replies && transient.is_none() {
+                continue;
+            }
+            if failed {
+                return Ok(replies
+                    .into_iter()
+                    .map(|r| r.unwrap_or(Value::Nil))
+                    .collect());
+            }
+            lost += hidden;
+            if lost > 0 && !opts.resend_lost_replies {
+                return Err(Error::Connection(format!(
+                    "the replies to {lost} commands were lost, so whether they ran is unknown{}",
+                    transient.map(|t| format!(": {t}")).unwrap_or_default()
+                )));
+            }
+            let last = match transient {
+                Some(text) => text,
+                None if lost > 0 => "replies lost".to_string(),
+                None => {
+                    let done: Vec<Value> = replies.iter_mut().filter_map(Option::take).collect();
+                    let (Some(w), Some(slots)) = (opts.wait, wait_slots) else {
+                        return Ok(answered.unwrap_or(done));
+                    };
+                    match wait_for_replicas(conn, w, slots) {
+                        Ok(()) => return Ok(answered.unwrap_or(done)),
+                        Err(WaitFailure::Transient(t)) => {
+                            answered.get_or_insert(done);
+                            t
+                        }
+                        Err(WaitFailure::Fatal(e)) => return Err(e),
+                    }
+                }
             };
             if Instant::now() + pause > deadline {
                 return Err(Error::Connection(format!(
                     "gave up after {}s of retries: {last}",
-                    retry_for.as_secs()
+                    opts.retry_for.as_secs()
                 )));
             }
             std::thread::sleep(pause);
@@ -629,7 +759,7 @@ impl Filter {
                 c
             })
             .collect();
-        let present = self.send_raw(conn, &exists, None, Duration::from_secs(30))?;
+        let present = self.send_raw(conn, &exists, Duration::from_secs(30))?;
         let present: Vec<bool> = present.iter().map(|v| as_u64(v) == Some(1)).collect();
         let infos: Vec<Cmd> = routing
             .keys
@@ -643,7 +773,7 @@ impl Filter {
             })
             .collect();
         let mut replies = self
-            .send_raw(conn, &infos, None, Duration::from_secs(30))?
+            .send_raw(conn, &infos, Duration::from_secs(30))?
             .into_iter();
         let mut map = SlotMap {
             masters: None,
@@ -703,8 +833,8 @@ impl Filter {
                 c
             })
             .collect();
-        let first = self.send_raw(conn, &cmds[..1], None, Duration::from_secs(30))?;
-        let rest = self.send_raw(conn, &cmds[1..], None, Duration::from_secs(30))?;
+        let first = self.send_raw(conn, &cmds[..1], Duration::from_secs(30))?;
+        let rest = self.send_raw(conn, &cmds[1..], Duration::from_secs(30))?;
         Ok(first.iter().chain(&rest).filter_map(as_u64).sum())
     }
 }
@@ -768,6 +898,11 @@ fn to_error(e: &redis::RedisError) -> Error {
     } else {
         Error::Connection(format!("connection error: {e}"))
     }
+}
+
+/// True for the error reply to an add to a key that does not exist (BF.INSERT … NOCREATE).
+fn is_not_found(text: &str) -> bool {
+    text == "ERR not found" || text == "not found"
 }
 
 /// The first top-level error reply of a pipeline.
@@ -847,6 +982,7 @@ fn key_info(pairs: &[(Value, Value)]) -> KeyInfo {
         filters: n("Number of filters").unwrap_or(0),
         items: n("Number of items inserted").unwrap_or(0),
         expansion: n("Expansion rate"),
+        window_ms: n("Window (ms)"),
         partition,
     }
 }

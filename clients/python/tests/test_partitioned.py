@@ -236,3 +236,36 @@ def test_missing_filter_and_insert(target):
     target.execute_command("BF.RESERVE", plain, 0.01, 100)
     with pytest.raises(DescriptorError, match="not a partitioned filter"):
         PartitionedBloom(target, plain).exists(b"x")
+
+
+def test_a_filter_that_vanishes_mid_run_is_never_recreated(target):
+    """A load that finds its partitions gone (deleted, expired, lost in a restart) stops with
+    the missing key and the count of the call's items the other partitions took."""
+    name = fresh_name("vanishing")
+    bloom = PartitionedBloom(target, name)
+    bloom.reserve(0.01, 1000, partitions=4)
+    first = [b"first:%d" % i for i in range(200)]
+    assert all(bloom.madd(first))
+    gone = 2
+    target.delete(bloom.partition_keys[gone])
+    later = [b"later:%d" % i for i in range(200)]
+    elsewhere = [i for i in later if bloom.partition_of(i) != gone]
+    assert 0 < len(elsewhere) < len(later)
+
+    with pytest.raises(PartitionMissingError) as missing:
+        bloom.madd(later)
+    assert missing.value.index == gone
+    assert missing.value.key == bloom.partition_keys[gone]
+    assert missing.value.acknowledged == len(elsewhere)
+    assert f"{len(elsewhere)} items of this call had been acknowledged" in str(missing.value)
+    # insert() of a filter already found never creates either.
+    with pytest.raises(PartitionMissingError):
+        bloom.insert(later, partitions=4)
+    assert target.exists(bloom.partition_keys[gone]) == 0
+
+    # The whole filter gone: nothing recreated, nothing acknowledged.
+    target.delete(name, *bloom.partition_keys)
+    with pytest.raises(PartitionMissingError) as missing:
+        bloom.madd(first)
+    assert missing.value.acknowledged == 0
+    assert target.exists(name, *bloom.partition_keys) == 0

@@ -261,8 +261,11 @@ class PartitionedBloom:
     def madd(self, items: Sequence[Any]) -> List[bool]:
         """Add items; one answer per item, in order: True when the item was new.
 
-        Raises :class:`PartitionMissingError` when a partition an item belongs to is gone, and
-        the server's error (e.g. ``non scaling filter is full``) as a redis ResponseError.
+        Every add is ``BF.INSERT key NOCREATE ITEMS …``: a partition that vanished (deleted,
+        expired, lost in a restart or failover) is never recreated empty; it raises
+        :class:`PartitionMissingError` with ``acknowledged``, the items of this call the other
+        partitions took. The server's other errors (e.g. ``non scaling filter is full``) are
+        raised as redis ResponseErrors.
         """
         return self._per_partition(items, "BF.INSERT", ("NOCREATE", "ITEMS"), check_exists=False)
 
@@ -349,14 +352,31 @@ class PartitionedBloom:
                 commands.append((command, key, *flags, *(encoded[p] for p in chunk)))
                 plan.append((part, chunk))
         answers: List[bool] = [False] * len(encoded)
-        for (part, positions), result in zip(plan, self._pipeline(commands)):
-            if isinstance(result, ResponseError) and str(result) == "not found":
-                raise PartitionMissingError(self.name, part, layout.keys[part])
+        results = list(zip(plan, self._pipeline(commands)))
+        missing = next(
+            (
+                part
+                for (part, positions), result in results
+                if (isinstance(result, ResponseError) and str(result) == "not found")
+                or (positions is None and result == 0)
+            ),
+            None,
+        )
+        if missing is not None:
+            # The items the other partitions took: an add never recreates the missing one.
+            acknowledged = sum(
+                len(positions)
+                for (_, positions), result in results
+                if positions is not None and isinstance(result, (list, tuple))
+            )
+            raise PartitionMissingError(
+                self.name, missing, layout.keys[missing],
+                acknowledged if not check_exists else None,
+            )
+        for (part, positions), result in results:
             if isinstance(result, Exception):
                 raise result
             if positions is None:
-                if result == 0:
-                    raise PartitionMissingError(self.name, part, layout.keys[part])
                 continue
             if not isinstance(result, (list, tuple)) or len(result) != len(positions):
                 raise PartitionedBloomError(
