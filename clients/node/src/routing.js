@@ -9,6 +9,8 @@ import calculateSlot from 'cluster-key-slot';
 export const SLOTS = 16384;
 /** The largest number of partitions a filter may have. */
 export const MAX_PARTITIONS = 4096;
+// The module's largest filter capacity (BF.RESERVE's range).
+const MAX_CAPACITY = 2 ** 30;
 const U64_MAX = (1n << 64n) - 1n;
 
 /** Returns `partitions` when it is an integer in 1..4096, else throws RangeError. */
@@ -97,5 +99,8 @@ export function partitionCapacity(items, partitions, nonscaling) {
     return Math.floor((items - 1) / partitions) + 1;
   }
   const share = 1 / partitions;
-  return Math.ceil(items / partitions + 6 * Math.sqrt(items * share * (1 - share))) + 1;
+  const capacity = Math.ceil(items / partitions + 6 * Math.sqrt(items * share * (1 - share))) + 1;
+  // No partition receives more than all the items: past the module's capacity cap the
+  // spread is dropped where N itself fits (one NONSCALING partition of 2^30 items).
+  return capacity > MAX_CAPACITY ? Math.min(capacity, items) : capacity;
 }

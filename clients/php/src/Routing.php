@@ -18,6 +18,8 @@ final class Routing
     public const SLOTS = 16384;
     /** The largest number of partitions a filter may have. */
     public const MAX_PARTITIONS = 4096;
+    /** The module's largest filter capacity (BF.RESERVE's range). */
+    public const MAX_CAPACITY = 1073741824;
 
     private const U64_MAX = '18446744073709551615';
 
@@ -199,6 +201,9 @@ final class Routing
             return intdiv($items - 1, $partitions) + 1;
         }
         $share = 1 / $partitions;
-        return (int) ceil($items / $partitions + 6 * sqrt($items * $share * (1 - $share))) + 1;
+        $capacity = (int) ceil($items / $partitions + 6 * sqrt($items * $share * (1 - $share))) + 1;
+        // No partition receives more than all the items: past the module's capacity cap the
+        // spread is dropped where N itself fits (one NONSCALING partition of 2^30 items).
+        return $capacity > self::MAX_CAPACITY ? min($capacity, $items) : $capacity;
     }
 }

@@ -16,6 +16,8 @@ import xxhash
 SLOTS = 16384
 #: The largest number of partitions a filter may have.
 MAX_PARTITIONS = 4096
+# The module's largest filter capacity (BF.RESERVE's range).
+MAX_CAPACITY = 1 << 30
 _U64 = (1 << 64) - 1
 
 
@@ -115,4 +117,7 @@ def partition_capacity(items: int, partitions: int, nonscaling: bool) -> int:
     if not nonscaling:
         return -(-items // partitions)
     share = 1 / partitions
-    return math.ceil(items / partitions + 6 * math.sqrt(items * share * (1 - share))) + 1
+    capacity = math.ceil(items / partitions + 6 * math.sqrt(items * share * (1 - share))) + 1
+    # No partition receives more than all the items: past the module's capacity cap the
+    # spread is dropped where N itself fits (one NONSCALING partition of 2^30 items).
+    return min(capacity, items) if capacity > MAX_CAPACITY else capacity
