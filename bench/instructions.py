@@ -88,10 +88,11 @@ def phases():
     for n in (1, 100, 1000):
         count = SINGLE if n == 1 else BATCHES
         items = [words(n) for _ in range(count)]
+        fresh = [words(n) for _ in range(count)]
         out.append((f"PFADD-{n}", [], [resp("PFADD", "hll", *b) for b in items], count, None))
         for rate in RATES:
             out.append((f"BF.MADD-{n} {rate}", [], [resp("BF.MADD", f"f{rate}", *b) for b in items], count, f"PFADD-{n}"))
-            out.append((f"BF.MEXISTS-{n} {rate}", [], [resp("BF.MEXISTS", f"f{rate}", *b) for b in items], count, f"PFADD-{n}"))
+            out.append((f"BF.MEXISTS-{n} {rate}", [], [resp("BF.MEXISTS", f"f{rate}", *b) for b in fresh], count, f"PFADD-{n}"))
         out.append((f"BF.MADD-{n} window 1e-3", [], [resp("BF.MADD", "win", *b) for b in items], count, f"PFADD-{n}"))
     return out
 
