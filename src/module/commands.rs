@@ -22,6 +22,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::budget::LimitError;
+use rustbloom_core::layer::Layer;
 use rustbloom_core::partition::Partition;
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::{add_effects, Creation, Effect};
@@ -248,7 +249,8 @@ fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
             }
             Effect::AddAt { at_ms, count } => {
                 let at = at_ms.to_string();
-                let mut argv: Vec<&[u8]> = vec![key, at.as_bytes()];
+                let mut argv: Vec<&[u8]> = Vec::with_capacity(*count + 2);
+                argv.extend([key, at.as_bytes()]);
                 argv.extend(command.args_from(first_item).take(*count));
                 command.replicate("BF.ADDAT", argv);
             }
@@ -390,18 +392,26 @@ fn add_one(
     };
     let item = command.arg(first_item);
     let mut budget = budget(command);
-    let before = BeforeAdd::of(filter);
+    // Only an add to a full newest layer can push one, which the gauges account for from
+    // what the filter held before.
+    let may_grow = match &*filter {
+        Filter::Scalable(scalable) => scalable.layers().last().is_some_and(Layer::is_full),
+        _ => return None,
+    };
+    let before = may_grow.then(|| BeforeAdd::of(filter));
     let Filter::Scalable(scalable) = &mut *filter else {
         return None;
     };
     let result = catch_unwind(AssertUnwindSafe(|| scalable.insert_one(item, &mut budget)));
     let added = match result {
         Ok(Ok((added, grown))) => {
-            before.record(filter);
             stats::count(&stats::ADDS, 1);
             match grown {
                 // The layer pushed first travels as BF.GROW before the item.
                 Some(grown) => {
+                    if let Some(before) = before {
+                        before.record(filter);
+                    }
                     let outcome = Outcome::Scalable(AddOutcome {
                         added: vec![true],
                         error: None,
@@ -413,7 +423,10 @@ fn add_one(
                         &add_effects(filter, &outcome, 1, false),
                     );
                 }
-                None if added => command.replicate_verbatim(),
+                None if added => {
+                    stats::item_counted();
+                    command.replicate_verbatim();
+                }
                 None => {}
             }
             added
@@ -484,6 +497,7 @@ fn add_items(
     let before = BeforeAdd::of(filter);
     let mut outcome = filter.new_outcome(|| at_ms.unwrap_or_else(|| command.now_ms()));
     let batch_len = command.args_from(first_item).len();
+    outcome.reserve(batch_len);
     let panicked = catch_unwind(AssertUnwindSafe(|| match &routed {
         Some(items) => filter.insert_many(items.iter().copied(), &mut budget, &mut outcome),
         None => filter.insert_many(command.args_from(first_item), &mut budget, &mut outcome),
