@@ -3,6 +3,7 @@
 PFADD of the same items in the same server (the method of docs: zero, send pipelined, dump).
 
 Usage: python3 bench/instructions.py [--quick] MODULE.so[=LABEL] ...
+APPENDONLY=yes: the servers write an AOF (every write then replicated to it, as to a replica).
 Prints a markdown table: instructions per call and the ratio to PFADD of the same items."""
 import os, random, shutil, socket, subprocess, sys, tempfile, time
 
@@ -135,7 +136,7 @@ def measure(module, plan):
     tmp = tempfile.mkdtemp()
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p", SERVER,
-         "--port", str(port), "--save", "", "--hz", "1", "--appendonly", "no", "--dir", tmp,
+         "--port", str(port), "--save", "", "--hz", "1", "--appendonly", os.environ.get("APPENDONLY", "no"), "--dir", tmp,
          "--loadmodule", os.path.abspath(module)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -148,9 +149,10 @@ def measure(module, plan):
                 time.sleep(0.2)
         else:
             raise RuntimeError("server did not start")
-        window = True
+        # Window filters where the module has them (RedisBloom may take WINDOW for something else).
         try:
             c.call("BF.RESERVE", "probe-window", "0.01", 100, "WINDOW", 1000)
+            window = b"Window (ms)" in c.call("BF.INFO", "probe-window")
         except RuntimeError:
             window = False
         c.pipeline(setup_commands(window))
