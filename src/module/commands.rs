@@ -26,8 +26,7 @@ use rustbloom_core::layer::Layer;
 use rustbloom_core::partition::Partition;
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::{add_effects, Creation, Effect};
-use rustbloom_core::scalable::AddOutcome;
-use rustbloom_core::scalable::{CreateError, PushError};
+use rustbloom_core::scalable::{AddOutcome, CreateError, PushError};
 use rustbloom_core::transfer::{decode_load_header, load_chunk, ChunkError};
 use rustbloom_core::window::WindowError;
 use rustbloom_core::{
@@ -372,8 +371,8 @@ fn insert_error(command: &Command, budget: &CommandBudget, error: InsertError) -
 }
 
 /// The common add, one item to an existing scalable filter that is no partition (BF.ADD, a
-/// BF.MADD or BF.INSERT of one): hashed once, its bits tested and set in one pass, then
-/// answered, counted and replicated as received, with nothing allocated. None, having done
+/// BF.MADD or BF.INSERT of one): hashed once, tested and set, then answered, counted and
+/// replicated as received, with nothing allocated and no routing check. None, having done
 /// nothing, for any other key, which takes [`add_items`]' general path.
 fn add_one(
     command: &Command,
