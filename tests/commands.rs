@@ -936,3 +936,68 @@ fn info_size_ranks_filters_as_redisbloom_does() {
     raw_ok(&mut c, &["BF.RESERVE", "bf", "0.001", "100"]);
     assert_eq!(info(&mut c, "bf").size, 296);
 }
+
+/// Items added one at a time (BF.ADD, and BF.MADD and BF.INSERT of one item: the single-item
+/// path) and the same items in batches (the general path) set the same bits and get the same
+/// answers, through a pushed layer, repeats and items already present included.
+#[test]
+fn single_item_adds_set_the_bits_batches_set() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for key in ["single", "batched"] {
+        raw_ok(
+            &mut c,
+            &[
+                "BF.RESERVE",
+                key,
+                "0.001",
+                "300",
+                "EXPANSION",
+                "2",
+                "SEED",
+                "77",
+            ],
+        );
+    }
+    // Pseudo-random items with repeats, more than the first layer holds.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let items: Vec<String> = (0..900)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            format!("item-{}", state % 700)
+        })
+        .collect();
+    let mut single = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        single.push(match i % 3 {
+            0 => as_int(&raw_ok(&mut c, &["BF.ADD", "single", item])),
+            1 => as_ints(raw_ok(&mut c, &["BF.MADD", "single", item]))[0],
+            _ => as_ints(raw_ok(&mut c, &["BF.INSERT", "single", "ITEMS", item]))[0],
+        });
+    }
+    let mut batched = Vec::new();
+    for chunk in items.chunks(50) {
+        let mut args = vec!["BF.MADD", "batched"];
+        args.extend(chunk.iter().map(String::as_str));
+        batched.extend(as_ints(raw_ok(&mut c, &args)));
+    }
+    assert_eq!(single, batched);
+    assert!(single.contains(&0) && single.contains(&1));
+    assert_eq!(info(&mut c, "single"), info(&mut c, "batched"));
+    assert_eq!(digest(&mut c, "single"), digest(&mut c, "batched"));
+    let layers = as_ints(raw_ok(&mut c, &["BF.INFO", "single", "FILTERS"]))[0];
+    assert!(layers > 1, "a layer was pushed");
+    // INFO bf counts the single adds as the batches: items and layers of both filters.
+    let card = as_int(&raw_ok(&mut c, &["BF.CARD", "single"]));
+    let gauges = info_section(&mut c, "bf");
+    assert_eq!(
+        info_field(&gauges, "bf_items"),
+        Some((2 * card).to_string())
+    );
+    assert_eq!(
+        info_field(&gauges, "bf_layers"),
+        Some((2 * layers).to_string())
+    );
+}

@@ -454,6 +454,16 @@ impl BitStore {
     #[inline]
     pub(crate) fn word_ptr(&self, index: usize) -> *mut u64 {
         assert!(index < self.len, "word {index} of {}", self.len);
+        // SAFETY: index < len, just checked.
+        unsafe { self.word_ptr_within(index) }
+    }
+
+    /// [`word_ptr`](Self::word_ptr) of an index the caller has checked.
+    ///
+    /// # Safety
+    /// `index < self.len`.
+    #[inline]
+    unsafe fn word_ptr_within(&self, index: usize) -> *mut u64 {
         if self.in_pieces() {
             // SAFETY: the table has a block for every piece, and index < len.
             let piece = unsafe {
@@ -488,15 +498,15 @@ impl BitStore {
     #[inline]
     pub(crate) fn line(&self, line: usize) -> &[u64; 8] {
         assert!(line < self.len / 8, "line {line} of {}", self.len / 8);
-        // SAFETY: 8 initialised words of one block, owned by self.
-        unsafe { &*self.word_ptr(line * 8).cast::<[u64; 8]>() }
+        // SAFETY: 8 initialised words of one block (line * 8 + 7 < len), owned by self.
+        unsafe { &*self.word_ptr_within(line * 8).cast::<[u64; 8]>() }
     }
 
     #[inline]
     pub(crate) fn line_mut(&mut self, line: usize) -> &mut [u64; 8] {
         assert!(line < self.len / 8, "line {line} of {}", self.len / 8);
         // SAFETY: as in `line`, borrowed exclusively with self.
-        unsafe { &mut *self.word_ptr(line * 8).cast::<[u64; 8]>() }
+        unsafe { &mut *self.word_ptr_within(line * 8).cast::<[u64; 8]>() }
     }
 
     /// The words block by block, in order.

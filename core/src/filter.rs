@@ -68,6 +68,18 @@ impl Outcome {
         }
     }
 
+    /// Makes room for `items` answers at once, so that an add records them without growing
+    /// its vector step by step from empty (bounded by the batch the caller already holds). A
+    /// refusal is no error: the vector then grows as it goes.
+    pub fn reserve(&mut self, items: usize) {
+        let added = match self {
+            Outcome::Scalable(outcome) => &mut outcome.added,
+            Outcome::Window(outcome) => &mut outcome.added,
+            Outcome::RedisBloom(outcome) => &mut outcome.added,
+        };
+        let _ = added.try_reserve_exact(items);
+    }
+
     /// What stopped the operation, if anything did (a window filter never refuses an item).
     pub fn error(&self) -> Option<InsertError> {
         match self {

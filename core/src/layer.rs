@@ -92,6 +92,45 @@ impl Layer {
     /// overlaps the misses of many items.
     #[inline]
     pub fn prefetch(&self, hash: &ItemHash) {
+        self.prefetch_lines(hash, 0..self.layout.lines() as usize);
+    }
+
+    /// [`prefetch`](Self::prefetch) of the item's first line only (every probe's line when
+    /// classic): what a lookup tests first, and all that most absent items need.
+    #[inline]
+    pub fn prefetch_first_line(&self, hash: &ItemHash) {
+        self.prefetch_lines(hash, 0..1);
+    }
+
+    /// [`prefetch`](Self::prefetch) of the lines after the first (none when classic).
+    #[inline]
+    pub fn prefetch_other_lines(&self, hash: &ItemHash) {
+        if self.layout != Layout::Classic {
+            self.prefetch_lines(hash, 1..self.layout.lines() as usize);
+        }
+    }
+
+    /// True when the probes of `hash`'s first line are set (every probe when classic): false
+    /// means the item is certainly absent from this layer; true needs
+    /// [`contains`](Self::contains) for the answer.
+    #[inline]
+    pub fn first_line_contains(&self, hash: &ItemHash) -> bool {
+        match self.layout {
+            Layout::Classic => self.contains(hash),
+            Layout::Blocked | Layout::Lines(_) => {
+                let line = self
+                    .bits
+                    .line(hash.line(0, self.bits.len() as u64 / 8) as usize);
+                hash.line_probes(0, u32::from(self.per_line))
+                    .all(|p| line[(p / 64) as usize] & (1 << (p % 64)) != 0)
+            }
+        }
+    }
+
+    /// Starts loading lines `lines` of `hash` (every probe's word when classic, whatever the
+    /// range's start).
+    #[inline]
+    fn prefetch_lines(&self, hash: &ItemHash, lines: std::ops::Range<usize>) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -106,15 +145,15 @@ impl Layer {
                     .positions(self.bits.len() as u64 * 64, self.num_hashes)
                     .for_each(|p| fetch(p / 64)),
                 Layout::Blocked | Layout::Lines(_) => {
-                    let lines = words.len() as u64 / 8;
-                    for j in 0..self.layout.lines() as usize {
-                        fetch(hash.line(j, lines) * 8);
+                    let count = words.len() as u64 / 8;
+                    for j in lines {
+                        fetch(hash.line(j, count) * 8);
                     }
                 }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = hash;
+        let _ = (hash, lines);
     }
 
     /// Sets every probe of `hash`; returns true when at least one bit changed. Does not count.

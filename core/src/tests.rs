@@ -569,3 +569,35 @@ fn bookkeeping_sizes_stay_as_released() {
     // A window filter's record, boxed: jemalloc's 160-byte class.
     assert_eq!(std::mem::size_of::<crate::window::WindowFilter>(), 160);
 }
+
+/// A batch lookup, which tests every item's first line before fetching the others of those that
+/// pass, answers as looking each item up whole does: layouts of one, two and four lines after a
+/// classic layer, present and absent items mixed.
+#[test]
+fn batch_lookups_in_lines_match_one_at_a_time() {
+    let mut rng = ChaCha8Rng::seed_from_u64(29);
+    // Capacities whose second layer is big enough for lines (the first is classic).
+    for (error_rate, capacity) in [(1e-2, 220_000), (1e-4, 110_000), (1e-9, 50_000)] {
+        let mut f = filter(capacity, error_rate, Growth::Scaling { expansion: 2 });
+        let members = random_items(&mut rng, capacity as usize + 20_000);
+        for item in &members {
+            f.insert(item, &mut Unlimited).unwrap();
+        }
+        let layouts: Vec<Layout> = f.layers().iter().map(|layer| layer.size().layout).collect();
+        assert!(
+            layouts.len() == 2 && layouts[1] != Layout::Classic,
+            "{layouts:?}"
+        );
+        let mut queries = random_items(&mut rng, 5_000);
+        queries.extend_from_slice(&members[..5_000]);
+        queries.extend_from_slice(&members[members.len() - 5_000..]);
+        queries.rotate_left(2_500);
+        let mut found = Vec::new();
+        f.contains_many(queries.iter().map(|item| item.as_slice()), |answer| {
+            found.push(answer)
+        });
+        let whole: Vec<bool> = queries.iter().map(|item| f.contains(item)).collect();
+        assert_eq!(found, whole, "{error_rate}");
+        assert!(whole[2_500..12_500].iter().all(|&answer| answer));
+    }
+}

@@ -22,10 +22,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::budget::LimitError;
+use rustbloom_core::layer::Layer;
 use rustbloom_core::partition::Partition;
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::{add_effects, Creation, Effect};
-use rustbloom_core::scalable::{CreateError, PushError};
+use rustbloom_core::scalable::{AddOutcome, CreateError, PushError};
 use rustbloom_core::transfer::{decode_load_header, load_chunk, ChunkError};
 use rustbloom_core::window::WindowError;
 use rustbloom_core::{
@@ -247,7 +248,8 @@ fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
             }
             Effect::AddAt { at_ms, count } => {
                 let at = at_ms.to_string();
-                let mut argv: Vec<&[u8]> = vec![key, at.as_bytes()];
+                let mut argv: Vec<&[u8]> = Vec::with_capacity(*count + 2);
+                argv.extend([key, at.as_bytes()]);
                 argv.extend(command.args_from(first_item).take(*count));
                 command.replicate("BF.ADDAT", argv);
             }
@@ -368,6 +370,97 @@ fn insert_error(command: &Command, budget: &CommandBudget, error: InsertError) -
     }
 }
 
+/// The common add, one item to an existing scalable filter that is no partition (BF.ADD, a
+/// BF.MADD or BF.INSERT of one): hashed once, tested and set, then answered, counted and
+/// replicated as received, with nothing allocated and no routing check. None, having done
+/// nothing, for any other key, which takes [`add_items`]' general path.
+fn add_one(
+    command: &Command,
+    key: &mut Key,
+    first_item: usize,
+    reply: AddReply,
+) -> Option<CommandResult> {
+    let Ok(Some(StoredValue::Filter(stored))) = key.value_mut::<StoredValue>() else {
+        return None;
+    };
+    if stored.partition().is_some() {
+        return None;
+    }
+    let Some(filter @ Filter::Scalable(_)) = stored.ready_mut() else {
+        return None;
+    };
+    let item = command.arg(first_item);
+    let mut budget = budget(command);
+    // Only an add to a full newest layer can push one, which the gauges account for from
+    // what the filter held before.
+    let may_grow = match &*filter {
+        Filter::Scalable(scalable) => scalable.layers().last().is_some_and(Layer::is_full),
+        _ => return None,
+    };
+    let before = may_grow.then(|| BeforeAdd::of(filter));
+    let Filter::Scalable(scalable) = &mut *filter else {
+        return None;
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| scalable.insert_one(item, &mut budget)));
+    let added = match result {
+        Ok(Ok((added, grown))) => {
+            stats::count(&stats::ADDS, 1);
+            match grown {
+                // The layer pushed first travels as BF.GROW before the item.
+                Some(grown) => {
+                    if let Some(before) = before {
+                        before.record(filter);
+                    }
+                    let outcome = Outcome::Scalable(AddOutcome {
+                        added: vec![true],
+                        error: None,
+                        grown: vec![grown],
+                    });
+                    replicate(
+                        command,
+                        first_item,
+                        &add_effects(filter, &outcome, 1, false),
+                    );
+                }
+                None if added => {
+                    stats::item_counted();
+                    command.replicate_verbatim();
+                }
+                None => {}
+            }
+            added
+        }
+        Ok(Err(error)) => {
+            let error = insert_error(command, &budget, error);
+            return Some(match reply {
+                AddReply::Single => Err(error),
+                AddReply::Array => {
+                    command.reply_array(1);
+                    command.reply_error(&error);
+                    Ok(())
+                }
+            });
+        }
+        Err(_) => {
+            log(
+                command.ctx(),
+                "warning",
+                "rustbloom: an add failed internally; the items added before it were kept and replicated",
+            );
+            return Some(Err(INTERNAL));
+        }
+    };
+    if added {
+        key.signal_modified();
+        command.notify(c"bf.add");
+    }
+    if reply == AddReply::Array {
+        command.reply_array(1);
+    }
+    command.reply_bool(added);
+    Some(Ok(()))
+}
+
 /// Adds `command`'s arguments from `first_item` to the key's filter at `at_ms` (None: the
 /// server's clock, read only for a window filter), creating it
 /// from `create_options` when missing (None: the key must exist).
@@ -380,6 +473,11 @@ fn add_items(
 ) -> CommandResult {
     // Phase 1: the key, its items' routing, and the filter to add to.
     let mut key = command.open_key(true);
+    if at_ms.is_none() && command.argc() == first_item + 1 {
+        if let Some(result) = add_one(command, &mut key, first_item, reply) {
+            return result;
+        }
+    }
     let routed = partition::routed_items(command, &key, first_item)?;
     let mut budget = budget(command);
     let mut created = None;
@@ -398,6 +496,7 @@ fn add_items(
     let before = BeforeAdd::of(filter);
     let mut outcome = filter.new_outcome(|| at_ms.unwrap_or_else(|| command.now_ms()));
     let batch_len = command.args_from(first_item).len();
+    outcome.reserve(batch_len);
     let panicked = catch_unwind(AssertUnwindSafe(|| match &routed {
         Some(items) => filter.insert_many(items.iter().copied(), &mut budget, &mut outcome),
         None => filter.insert_many(command.args_from(first_item), &mut budget, &mut outcome),
@@ -558,9 +657,13 @@ pub fn exists(command: &Command) -> CommandResult {
         return Err(CommandError::WrongArity);
     }
     let key = command.open_key(false);
-    partition::check_items(command, &key, 2)?;
-    let found =
-        ready(&key)?.is_some_and(|filter| filter.contains(command.arg(2), || command.now_ms()));
+    let found = match partition::lookup_filter(command, &key, 2)? {
+        Some(stored) => stored
+            .ready()
+            .ok_or(LOADING)?
+            .contains(command.arg(2), || command.now_ms()),
+        None => false,
+    };
     stats::count(&stats::LOOKUPS, 1);
     command.reply_bool(found);
     Ok(())
@@ -572,10 +675,15 @@ pub fn mexists(command: &Command) -> CommandResult {
         return Err(CommandError::WrongArity);
     }
     let key = command.open_key(false);
-    partition::check_items(command, &key, 2)?;
+    let filter = match partition::lookup_filter(command, &key, 2)? {
+        Some(stored) => Some(stored.ready().ok_or(LOADING)?),
+        None => None,
+    };
+    // The answers are collected before any is replied, so that a panic half-way (a bug) still
+    // answers one well-formed error.
     let items = command.args_from(2);
     let mut found = Vec::with_capacity(items.len());
-    match ready(&key)? {
+    match filter {
         Some(filter) => {
             filter.contains_many(items, || command.now_ms(), |answer| found.push(answer))
         }

@@ -8,7 +8,7 @@ use rustbloom_core::partition::{
     partition_key, partition_names_fit, Descriptor, Partition, PartitionGrowth,
     MAX_PARTITION_NAME_BYTES,
 };
-use rustbloom_core::{Growth, StoredValue};
+use rustbloom_core::{Growth, StoredFilter, StoredValue};
 
 use super::args::CreateOptions;
 use super::config;
@@ -34,17 +34,28 @@ const DESCRIPTOR_OPTIONS: CommandError = CommandError::Static(
     "ERR PARTITIONS creates a descriptor: SEED and SHAPE apply to its partitions only",
 );
 
-/// The item commands' check, before anything is touched: on a partition key every item from
-/// argument `first_item` must route to it, else the whole command is refused; a descriptor
-/// refuses items (each goes to its partition). Other keys pass.
-pub fn check_items(command: &Command, key: &Key, first_item: usize) -> CommandResult {
-    match key_partition(command, key)? {
-        Some(partition) => check_routing(&partition, command.args_from(first_item)),
-        None => Ok(()),
+/// The filter at `key` for a lookup, checked before anything is read: on a partition key every
+/// item from argument `first_item` must route to it, else the whole command is refused; a
+/// descriptor refuses items (each goes to its partition). Ok(None) for a missing key. The value
+/// is fetched once, and a plain filter pays nothing for the check.
+pub fn lookup_filter<'k>(
+    command: &Command,
+    key: &'k Key,
+    first_item: usize,
+) -> Result<Option<&'k StoredFilter>, CommandError> {
+    match key.value::<StoredValue>()? {
+        Some(StoredValue::Filter(stored)) => {
+            if let Some(partition) = stored.partition() {
+                check_routing(partition, command.args_from(first_item))?;
+            }
+            Ok(Some(stored))
+        }
+        Some(StoredValue::Descriptor(_)) => Err(items_to_descriptor(command)),
+        None => Ok(None),
     }
 }
 
-/// [`check_items`] for an add: on a partition key also returns the items, fetched from the
+/// [`lookup_filter`]'s check for an add: on a partition key also returns the items, fetched from the
 /// server once for both the check and the add (fetching each argument twice is a noticeable
 /// part of what the check adds to a BF.MADD). None for other keys.
 pub fn routed_items<'c>(
@@ -65,13 +76,18 @@ pub fn routed_items<'c>(
 fn key_partition(command: &Command, key: &Key) -> Result<Option<Partition>, CommandError> {
     match key.value::<StoredValue>()? {
         Some(StoredValue::Filter(stored)) => Ok(stored.partition().copied()),
-        Some(StoredValue::Descriptor(_)) => Err(CommandError::Owned(format!(
-            "ERR {} is a partitioned filter: send each item to its partition (BF.INFO {} lists them)",
-            String::from_utf8_lossy(command.arg(1)),
-            String::from_utf8_lossy(command.arg(1)),
-        ))),
+        Some(StoredValue::Descriptor(_)) => Err(items_to_descriptor(command)),
         None => Ok(None),
     }
+}
+
+/// The refusal of items sent to a descriptor.
+fn items_to_descriptor(command: &Command) -> CommandError {
+    CommandError::Owned(format!(
+        "ERR {} is a partitioned filter: send each item to its partition (BF.INFO {} lists them)",
+        String::from_utf8_lossy(command.arg(1)),
+        String::from_utf8_lossy(command.arg(1)),
+    ))
 }
 
 fn check_routing<'a>(

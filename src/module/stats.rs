@@ -123,6 +123,11 @@ pub fn changed(before: Footprint, after: Footprint) {
     }
 }
 
+/// One item was counted by a filter that changed in nothing else (the single-item add).
+pub fn item_counted() {
+    ITEMS.fetch_add(1, Ordering::Relaxed);
+}
+
 pub fn count(counter: &AtomicU64, by: usize) {
     counter.fetch_add(by as u64, Ordering::Relaxed);
 }

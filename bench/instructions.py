@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Instructions per call of BF.* commands, counted by callgrind on a whole redis-server, beside
+PFADD of the same items in the same server (the method of docs: zero, send pipelined, dump).
+
+Usage: python3 bench/instructions.py [--quick] MODULE.so[=LABEL] ...
+APPENDONLY=yes: the servers write an AOF (every write then replicated to it, as to a replica).
+Prints a markdown table: instructions per call and the ratio to PFADD of the same items."""
+import os, random, shutil, socket, subprocess, sys, tempfile, time
+
+QUICK = "--quick" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a != "--quick"]
+SINGLE = 2000 if QUICK else 20000
+BATCHES = 20 if QUICK else 100
+PRELOAD = 100_000
+RATES = ["0.01", "0.0001", "0.0000001", "0.000000001"]
+SERVER = os.environ.get("REDIS_SERVER", shutil.which("redis-server") or "redis-server")
+
+
+def resp(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.s.recv(1 << 20)
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _reply(self):
+        line = self._line()
+        kind = line[:1]
+        if kind == b"*":
+            return [self._reply() for _ in range(int(line[1:]))]
+        if kind == b"$":
+            n = int(line[1:])
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.s.recv(1 << 20)
+            data, self.buf = self.buf[:n], self.buf[n + 2:]
+            return data
+        if kind == b"-":
+            raise RuntimeError(line.decode())
+        return line[1:]
+
+    def pipeline(self, commands):
+        """Sends commands (bytes each), in chunks, and reads every reply."""
+        pending = 0
+        for i in range(0, len(commands), 500):
+            chunk = commands[i:i + 500]
+            self.s.sendall(b"".join(chunk))
+            pending += len(chunk)
+            while pending > 200:
+                self._reply()
+                pending -= 1
+        last = None
+        for _ in range(pending):
+            last = self._reply()
+        return last
+
+    def call(self, *args):
+        return self.pipeline([resp(*args)])
+
+
+rng = random.Random(7)
+def words(n):
+    return [b"w%016x" % rng.getrandbits(64) for _ in range(n)]
+
+
+def phases():
+    """(name, setup commands, measured commands, calls, pfadd key of the same items)."""
+    out = []
+    singles = words(SINGLE)
+    out.append(("PFADD", [], [resp("PFADD", "hll", w) for w in singles], SINGLE, None))
+    out.append(("BF.ADD 1e-2", [], [resp("BF.ADD", "f0.01", w) for w in singles], SINGLE, "PFADD"))
+    out.append(("BF.EXISTS 1e-2", [], [resp("BF.EXISTS", "f0.01", w) for w in words(SINGLE)], SINGLE, "PFADD"))
+    for n in (1, 100, 1000):
+        count = SINGLE if n == 1 else BATCHES
+        items = [words(n) for _ in range(count)]
+        fresh = [words(n) for _ in range(count)]
+        out.append((f"PFADD-{n}", [], [resp("PFADD", "hll", *b) for b in items], count, None))
+        for rate in RATES:
+            out.append((f"BF.MADD-{n} {rate}", [], [resp("BF.MADD", f"f{rate}", *b) for b in items], count, f"PFADD-{n}"))
+            out.append((f"BF.MEXISTS-{n} {rate}", [], [resp("BF.MEXISTS", f"f{rate}", *b) for b in fresh], count, f"PFADD-{n}"))
+        out.append((f"BF.MADD-{n} window 1e-3", [], [resp("BF.MADD", "win", *b) for b in items], count, f"PFADD-{n}"))
+    return out
+
+
+def setup_commands(window):
+    cmds = []
+    for rate in RATES:
+        cmds.append(resp("BF.RESERVE", f"f{rate}", rate, 10_000_000))
+    if window:
+        cmds.append(resp("BF.RESERVE", "win", "0.001", 10_000_000, "WINDOW", 3_600_000))
+    pre = words(PRELOAD)
+    # PFADD's baseline on a dense HyperLogLog, as a key that took many items holds it.
+    for i in range(0, PRELOAD, 1000):
+        cmds.append(resp("PFADD", "hll", *pre[i:i + 1000]))
+    for rate in RATES:
+        for i in range(0, PRELOAD, 1000):
+            cmds.append(resp("BF.MADD", f"f{rate}", *pre[i:i + 1000]))
+    if window:
+        for i in range(0, PRELOAD, 1000):
+            cmds.append(resp("BF.MADD", "win", *pre[i:i + 1000]))
+    return cmds
+
+
+def summary(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no summary in {path}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure(module, plan):
+    port = free_port()
+    tmp = tempfile.mkdtemp()
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p", SERVER,
+         "--port", str(port), "--save", "", "--hz", "1", "--appendonly", os.environ.get("APPENDONLY", "no"), "--dir", tmp,
+         "--loadmodule", os.path.abspath(module)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                c = Conn(port)
+                c.call("PING")
+                break
+            except (OSError, EOFError):
+                time.sleep(0.2)
+        else:
+            raise RuntimeError("server did not start")
+        # Window filters where the module has them (RedisBloom may take WINDOW for something else).
+        try:
+            c.call("BF.RESERVE", "probe-window", "0.01", 100, "WINDOW", 1000)
+            window = b"Window (ms)" in c.call("BF.INFO", "probe-window")
+        except RuntimeError:
+            window = False
+        c.pipeline(setup_commands(window))
+        results = {}
+        for name, setup, cmds, calls, _ in plan:
+            if "window" in name and not window:
+                continue
+            subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if calls == len(cmds) and calls <= BATCHES:
+                # Batches one at a time: each arrives whole before the server reads it, so the
+                # protocol's work does not depend on how the socket split a pipeline.
+                for cmd in cmds:
+                    c.pipeline([cmd])
+            else:
+                c.pipeline(cmds)
+            before = set(os.listdir(tmp))
+            subprocess.run(["callgrind_control", "-d", name.replace(" ", "_"), str(proc.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            new = [f for f in os.listdir(tmp) if f not in before and f.startswith("cg.")]
+            path = os.path.join(tmp, sorted(new)[-1])
+            results[name] = summary(path) / calls
+            if os.environ.get("KEEP_DUMPS"):
+                shutil.copy(path, os.path.join(os.environ["KEEP_DUMPS"], f"{os.path.basename(module)}.{name.replace(' ', '_')}"))
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def main():
+    modules = []
+    for arg in ARGS:
+        path, _, label = arg.partition("=")
+        modules.append((path, label or os.path.basename(path)))
+    plan = phases()
+    columns = []
+    for path, label in modules:
+        columns.append((label, measure(path, plan)))
+    head = "| command | " + " | ".join(f"{l} instr/call | {l} ÷PFADD" for l, _ in columns) + " |"
+    print(head)
+    print("|" + "---|" * (1 + 2 * len(columns)))
+    for name, _, _, _, base in plan:
+        cells = []
+        for _, res in columns:
+            if name not in res:
+                cells += ["—", "—"]
+                continue
+            ratio = f"{res[name] / res[base]:.2f}" if base and base in res else "1"
+            cells += [f"{res[name]:,.0f}", ratio]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+main()
