@@ -51,9 +51,8 @@ use std::borrow::Cow;
 use super::hash::{probe, Hashing, RbHash};
 use crate::bits::{self, BitStore};
 use crate::budget::{allocation_size, LimitError, MemoryBudget};
-use crate::encoding::{check, DecodeError};
+use crate::encoding::{check, ChunkError, DecodeError};
 use crate::scalable::{InsertError, MAX_EXPANSION};
-use crate::transfer::ChunkError;
 
 /// Option flag: links are sized by `entries · bpe` rather than rounded up to a power of two.
 pub const NOROUND: u32 = 1;

@@ -22,8 +22,7 @@
 
 use super::chain::{Arithmetic, ChainHeader, ChainShape, LinkShape, RbFilter, MAX_LINKS};
 use crate::budget::MemoryBudget;
-use crate::encoding::{check, DecodeError, Fields};
-use crate::transfer::ChunkError;
+use crate::encoding::{check, ChunkError, DecodeError, Fields};
 
 /// Bytes of the fixed part of the header.
 pub const HEADER_BYTES: usize = 20;

@@ -8,9 +8,8 @@ use super::rdb::{load, RdbError, RdbSource};
 use super::scandump::{decode_header, encode_header, parse_header, scandump_step, CHUNK_BYTES};
 use crate::budget::LimitError;
 use crate::budget::{allocation_size, Budget, Unlimited};
-use crate::encoding::DecodeError;
+use crate::encoding::{ChunkError, DecodeError};
 use crate::scalable::InsertError;
-use crate::transfer::ChunkError;
 
 const OPTIONS: u32 = 5;
 
