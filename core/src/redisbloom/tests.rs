@@ -547,7 +547,7 @@ fn entries_beyond_what_the_bits_hold_are_refused() {
     ))
     .is_ok());
     assert_eq!(bad(105), "link entries over its bits");
-    // The header of the report: entries 2^64 − 1 in a small link, which one add used to wrap.
+    // Entries 2^64 − 1 in a small link, which one add would wrap.
     assert_eq!(bad(u64::MAX), "link entries over its bits");
     // 256 bits hold 23.
     let power = LinkShape {
