@@ -1,7 +1,7 @@
 //! `bfctl migrate`: a live copy of Bloom filters from one server or cluster to another over
 //! BF.SCANDUMP / BF.LOADCHUNK, checked afterwards.
 //!
-//! The plan, key by key:
+//! The steps, key by key:
 //!
 //! 1. Before anything is copied: the keys are listed (explicit names checked with TYPE, patterns
 //!    through `SCAN MATCH … TYPE MBbloom--` on every master of a cluster; a partitioned filter's
