@@ -20,7 +20,8 @@
 //! with it, and writes it at byte `iterator − len − 1`. This layout is RedisBloom 2.4 and later
 //! (v2.2.0 had a u32 `entries`, v2.0 and older no growth); RedisBloom 2.8.2 writes it as above.
 
-use super::chain::{Arithmetic, ChainHeader, ChainShape, LinkShape, RbFilter, MAX_LINKS};
+use super::chain::RbFilter;
+use super::shape::{Arithmetic, ChainHeader, ChainShape, LinkShape, MAX_LINKS};
 use crate::budget::MemoryBudget;
 use crate::encoding::{check, ChunkError, DecodeError, Fields};
 

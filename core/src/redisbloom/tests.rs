@@ -1,11 +1,10 @@
 //! The decoders refuse what RedisBloom could not have written, before allocating; growth is
 //! fallible and leaves the filter unchanged when refused.
 
-use super::chain::{
-    LinkShape, RbAddOutcome, RbFilter, MAX_CHAIN_HASHES, MAX_LINKS, NOROUND, NO_SCALING,
-};
+use super::chain::{RbAddOutcome, RbFilter};
 use super::rdb::{load, RdbError, RdbSource};
 use super::scandump::{decode_header, encode_header, parse_header, scandump_step, CHUNK_BYTES};
+use super::shape::{LinkShape, MAX_CHAIN_HASHES, MAX_LINKS, NOROUND, NO_SCALING};
 use crate::budget::LimitError;
 use crate::budget::{allocation_size, Budget, Unlimited};
 use crate::encoding::{ChunkError, DecodeError};
