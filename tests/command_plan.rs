@@ -24,7 +24,7 @@ fn adds_to_a_filter_whose_growth_is_refused_cost_what_exists_costs() {
     let s = Server::start();
     let mut c = s.conn();
     // The next layer (10M items, a blocked layout that takes milliseconds to size) is over the
-    // cap, so growth is refused; every add used to size it again.
+    // cap, so growth is refused; an add must not size it again each time.
     raw_ok(&mut c, &["CONFIG", "SET", "bf.max-filter-bytes", "1mb"]);
     raw_ok(
         &mut c,

@@ -1,6 +1,7 @@
-//! Limits on the paths that used to slip past them: many small filters created inside one script
-//! or transaction (Redis checks maxmemory once, at its start), a client's RESTORE and COPY on a
-//! writable replica, and CONFIG GET of the string configs (which must not leak a string per call).
+//! Limits on the paths that a check inside the command alone would miss: many small filters
+//! created inside one script or transaction (Redis checks maxmemory once, at its start), a
+//! client's RESTORE and COPY on a writable replica, and CONFIG GET of the string configs (which
+//! must not leak a string per call).
 
 use redis::{Connection, Value};
 use rustbloom_testkit::hostile::{config_get, config_set};

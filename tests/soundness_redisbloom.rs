@@ -1,7 +1,7 @@
-//! RedisBloom values that used to be accepted and then broke the server, in the form a user meets
-//! them: BF.LOADCHUNK of a SCANDUMP header and RESTORE of a DUMP payload (which RDB loading and a
+//! RedisBloom values that decode but would break the server, in the form a user meets them:
+//! BF.LOADCHUNK of a SCANDUMP header and RESTORE of a DUMP payload (which RDB loading and a
 //! replica's full sync read with the same code). A link that claims more entries than its bits
-//! hold (once one BF.ADD wrapped its count, and every later save failed to load), and a chain
+//! hold (one BF.ADD would wrap its count, and every later save would fail to load), and a chain
 //! whose lookups probe a million bits, are refused with an error reply and leave no key.
 use redis::Connection;
 use rustbloom_testkit::hostile::*;

@@ -5,10 +5,9 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rustbloom_client::{scandump, Client, Connection, Filter, FilterInfo, KeyInfo};
-use rustbloom_core::scalable::encoding::parse_header;
+use rustbloom_core::scalable::encoding::{parse_header, FilterShape};
 
-use crate::bar;
-use crate::plan::human_bytes;
+use crate::report::{human_bytes, scan_bits};
 use crate::window;
 
 /// Capacity, items, layers, bytes, bits per item and the estimated false-positive rate.
@@ -163,42 +162,68 @@ fn plain(c: &mut Connection, key: &str, scan: bool, error: f64, show: bool) -> R
     if let Some(h) = header_bytes.as_deref().and_then(window::header) {
         return window::info(c, key, &bi, &h, scan, show);
     }
-    let header = header_bytes.as_deref().and_then(|h| parse_header(h).ok());
-    let (mut layers, error_rate, exact) = match &header {
-        Some(h) => {
-            let layers = h
-                .layers
-                .iter()
-                .map(|l| LayerView {
-                    capacity: l.capacity,
-                    error_rate: l.error_rate,
-                    items: l.items,
-                    bits: l.size.bits,
-                    hashes: l.size.num_hashes,
-                    layout: l.size.layout,
-                    ones: None,
-                })
-                .collect::<Vec<_>>();
-            (layers, h.params.error_rate, true)
-        }
+    let mut layers = match header_bytes.as_deref().and_then(|h| parse_header(h).ok()) {
+        Some(h) => Layers::from_header(&h),
         None => {
             if let Some(e) = &source {
                 if e.to_string().contains("being loaded") {
                     bail!("{key} is being loaded by BF.LOADCHUNK; try again when the load is done");
                 }
             }
-            (layers_from_info(&bi, error)?, error, false)
+            Layers {
+                views: layers_from_info(&bi, error)?,
+                error_rate: error,
+                exact: false,
+            }
         }
     };
     if scan {
-        if !exact {
+        if !layers.exact {
             bail!("--scan needs rustbloom's dump format, which this server does not answer");
         }
-        count_ones(c, key, &mut layers, show)?;
+        count_ones(c, key, &mut layers.views, show)?;
     }
-    let bits: u64 = layers.iter().map(|l| l.bits).sum();
+    print_layers(key, &bi, &layers, scan);
+    Ok(())
+}
+
+/// A plain filter's layers and the error rate it was reserved with.
+struct Layers {
+    views: Vec<LayerView>,
+    error_rate: f64,
+    /// Read from the filter's own header (otherwise rebuilt from BF.INFO and --error).
+    exact: bool,
+}
+
+impl Layers {
+    fn from_header(header: &FilterShape) -> Layers {
+        let views = header
+            .layers
+            .iter()
+            .map(|l| LayerView {
+                capacity: l.capacity,
+                error_rate: l.error_rate,
+                items: l.items,
+                bits: l.size.bits,
+                hashes: l.size.num_hashes,
+                layout: l.size.layout,
+                ones: None,
+            })
+            .collect();
+        Layers {
+            views,
+            error_rate: header.params.error_rate,
+            exact: true,
+        }
+    }
+}
+
+/// Prints the report of a plain filter: BF.INFO's figures, the estimated rate and a row per layer.
+fn print_layers(key: &str, bi: &KeyInfo, layers: &Layers, scan: bool) {
+    let bits: u64 = layers.views.iter().map(|l| l.bits).sum();
     let fpr = 1.0
         - layers
+            .views
             .iter()
             .map(|l| 1.0 - l.estimated_rate())
             .product::<f64>();
@@ -220,8 +245,9 @@ fn plain(c: &mut Connection, key: &str, scan: bool, error: f64, show: bool) -> R
         println!("bits per item:     - (empty)");
     }
     println!(
-        "error rate:        {error_rate}{}",
-        if exact {
+        "error rate:        {}{}",
+        layers.error_rate,
+        if layers.exact {
             " (from the filter's header)"
         } else {
             " (assumed, --error; the server's dump header could not be read)"
@@ -238,7 +264,7 @@ fn plain(c: &mut Connection, key: &str, scan: bool, error: f64, show: bool) -> R
         }
     );
     println!("layer  capacity     items        bits          hashes  error-rate  fill     est-FPR");
-    for (i, l) in layers.iter().enumerate() {
+    for (i, l) in layers.views.iter().enumerate() {
         let fill = match l.ones {
             Some(o) => o as f64 / l.bits as f64,
             None => 1.0 - (-(f64::from(l.hashes)) * l.items as f64 / l.bits as f64).exp(),
@@ -254,7 +280,6 @@ fn plain(c: &mut Connection, key: &str, scan: bool, error: f64, show: bool) -> R
             l.estimated_rate()
         );
     }
-    Ok(())
 }
 
 /// Layers rebuilt from BF.INFO alone: capacity c of layer 0 from the summed capacity, every layer
@@ -303,46 +328,6 @@ fn layers_from_info(bi: &KeyInfo, error: f64) -> Result<Vec<LayerView>> {
         });
     }
     Ok(out)
-}
-
-/// Reads the whole filter at `key` (`total` bytes of bits) with BF.SCANDUMP, calling `each` with
-/// every data chunk's byte offset and bits, in order, behind a progress bar. A data chunk is the
-/// bits followed by an 8-byte checksum; iterator − 1 after the chunk is the byte offset just past
-/// it.
-pub fn scan_bits(
-    c: &mut Connection,
-    key: &str,
-    total: u64,
-    show: bool,
-    mut each: impl FnMut(u64, &[u8]) -> Result<()>,
-) -> Result<()> {
-    let pb = bar(
-        show,
-        Some(total),
-        "{spinner} scanning [{wide_bar}] {bytes}/{total_bytes} ETA {eta}",
-    );
-    let (mut it, _) =
-        scandump(c, key.as_bytes(), 0).with_context(|| format!("BF.SCANDUMP {key} 0"))?;
-    loop {
-        let (next, data) =
-            scandump(c, key.as_bytes(), it).with_context(|| format!("BF.SCANDUMP {key} {it}"))?;
-        if next == 0 {
-            break;
-        }
-        let bits = data
-            .len()
-            .checked_sub(8)
-            .ok_or_else(|| anyhow!("BF.SCANDUMP chunk too short"))?;
-        let start = it - 1;
-        if next - 1 - start != bits as u64 || next - 1 > total {
-            bail!("BF.SCANDUMP chunk of {bits} bytes does not match its iterators {it}..{next}");
-        }
-        each(start, &data[..bits])?;
-        pb.set_position(next - 1);
-        it = next;
-    }
-    pb.finish_and_clear();
-    Ok(())
 }
 
 /// Counts the set bits of every layer (layers concatenated, oldest first) by reading the whole

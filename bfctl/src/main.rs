@@ -22,6 +22,7 @@ mod input;
 mod load;
 mod migrate;
 mod plan;
+mod report;
 mod reserve;
 mod window;
 

@@ -1,7 +1,7 @@
 //! `bfctl migrate`: a live copy of Bloom filters from one server or cluster to another over
 //! BF.SCANDUMP / BF.LOADCHUNK, checked afterwards.
 //!
-//! The plan, key by key:
+//! The steps, key by key:
 //!
 //! 1. Before anything is copied: the keys are listed (explicit names checked with TYPE, patterns
 //!    through `SCAN MATCH … TYPE MBbloom--` on every master of a cluster; a partitioned filter's
@@ -588,6 +588,31 @@ impl Migrator<'_> {
         Ok(format!("the descriptor of its {parts} partitions"))
     }
 
+    /// Copies every key in order, a line for each; the keys that failed, with why.
+    fn migrate_all(&mut self, keys: &[(Vec<u8>, Kind)]) -> Vec<(Vec<u8>, String)> {
+        let mut failed: Vec<(Vec<u8>, String)> = Vec::new();
+        let n = keys.len();
+        for (i, (key, kind)) in keys.iter().enumerate() {
+            self.pb.set_message(format!("{}/{n} {}", i + 1, show(key)));
+            let outcome = match kind {
+                Kind::Filter => self.migrate_key(key),
+                Kind::Descriptor => self.migrate_descriptor(key, &failed),
+            };
+            match outcome {
+                Ok(line) => self
+                    .pb
+                    .suspend(|| eprintln!("[{}/{n}] {}: copied, {line}", i + 1, show(key))),
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    self.pb
+                        .suspend(|| eprintln!("[{}/{n}] {}: FAILED: {msg}", i + 1, show(key)));
+                    failed.push((key.clone(), msg));
+                }
+            }
+        }
+        failed
+    }
+
     /// Copies one key; Ok(summary line) or the reason it was not copied. The destination key is
     /// written only by the final rename.
     fn migrate_key(&mut self, key: &[u8]) -> Result<String> {
@@ -687,6 +712,81 @@ impl Migrator<'_> {
 }
 
 pub fn run(opts: &Options, progress: bool) -> Result<()> {
+    let (mut src, mut dst) = connect(opts)?;
+    let keys = list_keys(&mut src, &opts.keys)?;
+    if keys.is_empty() {
+        eprintln!(
+            "no Bloom filters (type {BLOOM_TYPE}) match {} on the source: nothing to copy",
+            if opts.keys.is_empty() {
+                "*".to_string()
+            } else {
+                opts.keys.join(" ")
+            }
+        );
+        return Ok(());
+    }
+    if !opts.replace {
+        refuse_existing(&mut dst, &keys)?;
+    }
+    let total = if progress {
+        source_bytes(&mut src, &keys)
+    } else {
+        0
+    };
+    eprintln!(
+        "copying {} Bloom filter{} from {} to {}",
+        keys.len(),
+        if keys.len() == 1 { "" } else { "s" },
+        opts.from,
+        opts.to
+    );
+    let pb = bar(
+        progress,
+        Some(total),
+        "{spinner} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+    );
+    let mut m = Migrator {
+        src: &mut src,
+        dst: &mut dst,
+        opts,
+        progress,
+        pb: pb.clone(),
+        probes: Probes(probe_seed()),
+        done_bytes: 0,
+    };
+    let started = Instant::now();
+    let failed = m.migrate_all(&keys);
+    pb.finish_and_clear();
+    let n = keys.len();
+    eprintln!(
+        "{} of {n} filters copied and checked, {} bytes ({:.2} s)",
+        n - failed.len(),
+        m.done_bytes,
+        started.elapsed().as_secs_f64()
+    );
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = failed
+        .iter()
+        .take(20)
+        .map(|(k, e)| format!("  {}: {e}", show(k)))
+        .collect();
+    bail!(
+        "{} of {n} filters were not copied (their destination keys are unchanged):\n{}{}",
+        failed.len(),
+        list.join("\n"),
+        if failed.len() > list.len() {
+            "\n  …"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Connections to the source and to the destination, refused when the destination has no Bloom
+/// module or is the source's own database.
+fn connect(opts: &Options) -> Result<(Connection, Connection)> {
     let mut src = Client::open(&opts.from)
         .and_then(|c| c.connect())
         .context("source (--from)")?;
@@ -702,119 +802,51 @@ pub fn run(opts: &Options, progress: bool) -> Result<()> {
              refusing to copy a database onto itself"
         );
     }
-    let keys = list_keys(&mut src, &opts.keys)?;
-    if keys.is_empty() {
-        eprintln!(
-            "no Bloom filters (type {BLOOM_TYPE}) match {} on the source: nothing to copy",
-            if opts.keys.is_empty() {
-                "*".to_string()
-            } else {
-                opts.keys.join(" ")
-            }
-        );
+    Ok((src, dst))
+}
+
+/// Refuses the whole run when any of `keys` already exists on the destination.
+fn refuse_existing(dst: &mut Connection, keys: &[(Vec<u8>, Kind)]) -> Result<()> {
+    let names: Vec<Vec<u8>> = keys.iter().map(|(k, _)| k.clone()).collect();
+    let clash = existing(dst, &names).context("checking the destination's keys")?;
+    if clash.is_empty() {
         return Ok(());
     }
-    if !opts.replace {
-        let names: Vec<Vec<u8>> = keys.iter().map(|(k, _)| k.clone()).collect();
-        let clash = existing(&mut dst, &names).context("checking the destination's keys")?;
-        if !clash.is_empty() {
-            let shown: Vec<String> = clash
-                .iter()
-                .take(10)
-                .map(|(k, t)| format!("{} ({t})", show(k)))
-                .collect();
-            bail!(
-                "nothing copied: {} of the {} keys already exist on the destination: {}{}; \
-                 pass --replace to overwrite them (each is replaced only once its copy is \
-                 complete and checked)",
-                clash.len(),
-                keys.len(),
-                shown.join(", "),
-                if clash.len() > shown.len() {
-                    ", …"
-                } else {
-                    ""
-                }
-            );
-        }
-    }
-    // Total for the bar: the filters' sizes as the source reports them (close to the bytes the
-    // stream carries).
-    let mut total = 0u64;
-    if progress {
-        for (k, _) in keys.iter().filter(|(_, kind)| *kind == Kind::Filter) {
-            if let Ok(s) = bf_shape(&mut src, k) {
-                total += s.size;
-            }
-        }
-    }
-    eprintln!(
-        "copying {} Bloom filter{} from {} to {}",
+    let shown: Vec<String> = clash
+        .iter()
+        .take(10)
+        .map(|(k, t)| format!("{} ({t})", show(k)))
+        .collect();
+    bail!(
+        "nothing copied: {} of the {} keys already exist on the destination: {}{}; \
+         pass --replace to overwrite them (each is replaced only once its copy is \
+         complete and checked)",
+        clash.len(),
         keys.len(),
-        if keys.len() == 1 { "" } else { "s" },
-        opts.from,
-        opts.to
-    );
-    let pb = bar(
-        progress,
-        Some(total),
-        "{spinner} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-    );
-    let seed = std::time::SystemTime::now()
+        shown.join(", "),
+        if clash.len() > shown.len() {
+            ", …"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The total for the bar: the filters' sizes as the source reports them (close to the bytes the
+/// stream carries).
+fn source_bytes(src: &mut Connection, keys: &[(Vec<u8>, Kind)]) -> u64 {
+    keys.iter()
+        .filter(|(_, kind)| *kind == Kind::Filter)
+        .filter_map(|(k, _)| bf_shape(src, k).ok())
+        .map(|s| s.size)
+        .sum()
+}
+
+/// A seed for the random probes that differs from run to run and between runs started together.
+fn probe_seed() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
-        ^ u64::from(std::process::id()).rotate_left(32);
-    let mut m = Migrator {
-        src: &mut src,
-        dst: &mut dst,
-        opts,
-        progress,
-        pb: pb.clone(),
-        probes: Probes(seed),
-        done_bytes: 0,
-    };
-    let started = Instant::now();
-    let mut failed: Vec<(Vec<u8>, String)> = Vec::new();
-    let n = keys.len();
-    for (i, (key, kind)) in keys.iter().enumerate() {
-        pb.set_message(format!("{}/{n} {}", i + 1, show(key)));
-        let outcome = match kind {
-            Kind::Filter => m.migrate_key(key),
-            Kind::Descriptor => m.migrate_descriptor(key, &failed),
-        };
-        match outcome {
-            Ok(line) => pb.suspend(|| eprintln!("[{}/{n}] {}: copied, {line}", i + 1, show(key))),
-            Err(e) => {
-                let msg = format!("{e:#}");
-                pb.suspend(|| eprintln!("[{}/{n}] {}: FAILED: {msg}", i + 1, show(key)));
-                failed.push((key.clone(), msg));
-            }
-        }
-    }
-    pb.finish_and_clear();
-    let copied = n - failed.len();
-    eprintln!(
-        "{copied} of {n} filters copied and checked, {} bytes ({:.2} s)",
-        m.done_bytes,
-        started.elapsed().as_secs_f64()
-    );
-    if !failed.is_empty() {
-        let list: Vec<String> = failed
-            .iter()
-            .take(20)
-            .map(|(k, e)| format!("  {}: {e}", show(k)))
-            .collect();
-        bail!(
-            "{} of {n} filters were not copied (their destination keys are unchanged):\n{}{}",
-            failed.len(),
-            list.join("\n"),
-            if failed.len() > list.len() {
-                "\n  …"
-            } else {
-                ""
-            }
-        );
-    }
-    Ok(())
+        ^ u64::from(std::process::id()).rotate_left(32)
 }

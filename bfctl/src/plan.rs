@@ -8,6 +8,7 @@ use rustbloom_core::scalable::{MAX_CAPACITY, MAX_EXPANSION};
 use rustbloom_core::sizing::expected_error_rate;
 use rustbloom_core::{FilterParams, Growth};
 
+use crate::report::human_bytes;
 use crate::window;
 
 /// bf.max-filter-bytes' default: the most bytes of bits one filter (one partition) may hold.
@@ -230,15 +231,4 @@ fn table(
         );
     }
     Ok(l0.bytes())
-}
-
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", UNITS[u])
 }

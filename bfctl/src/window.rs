@@ -1,7 +1,9 @@
 //! `bfctl info` and `bfctl plan --window` for sliding-window filters (`BF.RESERVE key e c WINDOW
 //! ms`). A window filter is a ring of four equal slots, one per generation of ⌈W/3⌉ ms (see
-//! `rustbloom_core::window`), not a chain of layers, so it gets its own report: kept in this
-//! file so that the plain filters' code in info.rs stays as it was.
+//! `rustbloom_core::window`), not a chain of layers: its reports are about slots (which
+//! generation each holds, whether it is inside the window at the server's clock, how full it is)
+//! and about what a window costs against a classic filter of the same items, none of which a
+//! layered filter has. info.rs and plan.rs hand a window filter over to this file.
 
 use anyhow::{anyhow, bail, Result};
 use redis::Value;
@@ -16,8 +18,7 @@ use rustbloom_core::{FilterParams, Growth};
 
 use rustbloom_client::{Connection, KeyInfo};
 
-use crate::info::scan_bits;
-use crate::plan::human_bytes;
+use crate::report::{human_bytes, scan_bits};
 
 /// The window header in a BF.SCANDUMP header chunk, when the key holds a window filter.
 pub fn header(chunk: &[u8]) -> Option<WindowHeader> {
@@ -216,7 +217,7 @@ fn slot_of(shape: &WindowShape, offset: u64) -> usize {
     }
 }
 
-/// Counts the set bits of every slot by reading the whole filter ([`crate::info::scan_bits`]).
+/// Counts the set bits of every slot by reading the whole filter ([`scan_bits`]).
 fn count_ones(
     c: &mut Connection,
     key: &str,

@@ -1,10 +1,10 @@
-//! What a probe into a bit store in pieces costs (issue 20): BF.MADD of 1000 new items and
-//! BF.EXISTS of one item, on non-scaling filters whose one layer is about 100 KB, 1 MB and
-//! 12 MB, at ε = 1e-2 (classic / one line) and 1e-7 (classic / three lines).
+//! What a probe into a layer's bit store costs, one block or in pieces: BF.MADD of 1000 new
+//! items and BF.EXISTS of one item, on non-scaling filters whose one layer is about 100 KB, 1 MB
+//! and 12 MB, at ε = 1e-2 (classic / one line) and 1e-7 (classic / three lines).
 //!
 //! Thread CPU time per item, median over rounds; every round runs each shape once, so a busy
 //! neighbour on the shared machine skews all shapes alike. For an A/B comparison build this
-//! bench on both branches and alternate the two binaries (see the report of issue 20):
+//! bench on both branches and run the two binaries in turn, several times each:
 //!
 //! `cargo bench -p rustbloom-core --bench bits` (about a minute).
 

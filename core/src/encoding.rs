@@ -1,5 +1,6 @@
-//! What the encodings of every kind share: the decode error, the reader of little-endian
-//! header fields and its checks, and the cutting of bits into pieces.
+//! What the encodings of every kind share: the decode error, the refusal of a BF.LOADCHUNK
+//! chunk, the reader of little-endian header fields and its checks, and the cutting of bits into
+//! pieces.
 //!
 //! Each kind has its own header, next to its type: the scalable filter's
 //! ([`crate::scalable::encoding`]), the window filter's ([`crate::window::encoding`]),
@@ -21,6 +22,17 @@ pub enum DecodeError {
     Corrupt(&'static str),
     /// Well-formed, but its bits would break a memory limit.
     Limit(LimitError),
+}
+
+/// Why a BF.LOADCHUNK data chunk was refused, by any kind's bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkError {
+    /// The filter is not being loaded, or the chunk is not the next one.
+    Offset,
+    /// The chunk reaches past the end of the filter.
+    TooBig,
+    /// Too short or its checksum does not match.
+    BadData,
 }
 
 /// Little-endian reader over a header that was already checked for length (shared by the

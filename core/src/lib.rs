@@ -225,7 +225,7 @@
 //!   partition            partitioned filters: routing, identity ("RBLP"), descriptor ("RBLD")
 //!   stored               what a key holds (StoredValue) and its saved header, of any kind
 //!   transfer             SCANDUMP, BF.LOADCHUNK and the AOF rewrite: a header, then chunks
-//!   encoding             what every kind's decoder shares (DecodeError, field reader, pieces)
+//!   encoding             what every kind's decoder shares (DecodeError, ChunkError, field reader, pieces)
 //!   replication          what replicas and the AOF must apply after an operation
 //!   budget               the memory budget every allocation asks first
 //! ```
@@ -247,7 +247,7 @@ pub mod transfer;
 pub mod window;
 
 pub use budget::{Budget, LimitError, MemoryBudget, Unlimited};
-pub use encoding::DecodeError;
+pub use encoding::{ChunkError, DecodeError};
 pub use filter::{Filter, Outcome};
 pub use hash::ItemHash;
 pub use layer::Layer;

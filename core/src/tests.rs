@@ -4,10 +4,11 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::encoding::ChunkError;
 use super::scalable::encoding::encode_header_as;
 use super::sizing::{layer_size, lines_size, Layout};
 use super::stored::decode_header;
-use super::transfer::{decode_load_header, load_chunk, scandump_step, ChunkError, CHUNK_BYTES};
+use super::transfer::{decode_load_header, load_chunk, scandump_step, CHUNK_BYTES};
 use super::{
     AddOutcome, BloomFilter, Budget, FilterParams, Growth, InsertError, StoredFilter, Unlimited,
 };

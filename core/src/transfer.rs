@@ -21,6 +21,7 @@
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::budget::MemoryBudget;
+pub use crate::encoding::ChunkError;
 use crate::encoding::DecodeError;
 use crate::filter::Filter;
 use crate::partition;
@@ -33,17 +34,6 @@ use crate::window::encoding as window_encoding;
 pub const CHUNK_BYTES: u64 = 16 << 20;
 /// Bytes of the checksum that ends a data chunk of our kinds.
 const CHECKSUM_BYTES: usize = 8;
-
-/// Why a BF.LOADCHUNK data chunk was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChunkError {
-    /// The filter is not being loaded, or the chunk is not the next one.
-    Offset,
-    /// The chunk reaches past the end of the filter.
-    TooBig,
-    /// Too short or its checksum does not match.
-    BadData,
-}
 
 impl StoredFilter {
     /// One step of BF.SCANDUMP ([`scandump_step`]), the header carrying the partition identity.

@@ -14,8 +14,8 @@ use rustbloom_core::redisbloom::{
     rdb, Hashing, RbAddOutcome, RbFilter, RbHash, RdbSink, RdbSource,
 };
 use rustbloom_core::stored::{self, StoredFilter};
-use rustbloom_core::transfer::{self, ChunkError};
-use rustbloom_core::{Filter, InsertError, Unlimited};
+use rustbloom_core::transfer;
+use rustbloom_core::{ChunkError, Filter, InsertError, Unlimited};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/redisbloom")

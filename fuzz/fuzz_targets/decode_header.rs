@@ -17,9 +17,11 @@ use common::{
 use libfuzzer_sys::fuzz_target;
 use rustbloom_core::redisbloom::{Arithmetic, RbAddOutcome, RbFilter};
 use rustbloom_core::stored::decode_header;
-use rustbloom_core::transfer::{decode_load_header, load_chunk, scandump_step, ChunkError};
+use rustbloom_core::transfer::{decode_load_header, load_chunk, scandump_step};
 use rustbloom_core::window::{encoding::HEADER_BYTES as WINDOW_HEADER_BYTES, WindowFilter};
-use rustbloom_core::{AddOutcome, BloomFilter, Filter, Outcome, StoredFilter, Unlimited};
+use rustbloom_core::{
+    AddOutcome, BloomFilter, ChunkError, Filter, Outcome, StoredFilter, Unlimited,
+};
 
 /// Bytes of a RedisBloom envelope header around a chain header of `links` links: 16 fixed, 20 +
 /// 53 per link, 8 of checksum.

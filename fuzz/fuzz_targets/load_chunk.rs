@@ -12,11 +12,9 @@ use common::{
     transfer_header, with_sum, Reader,
 };
 use libfuzzer_sys::fuzz_target;
-use rustbloom_core::transfer::{
-    decode_load_header, load_chunk, scandump_step, ChunkError, CHUNK_BYTES,
-};
+use rustbloom_core::transfer::{decode_load_header, load_chunk, scandump_step, CHUNK_BYTES};
 use rustbloom_core::window::encoding::HEADER_BYTES as WINDOW_HEADER_BYTES;
-use rustbloom_core::Filter;
+use rustbloom_core::{ChunkError, Filter};
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);

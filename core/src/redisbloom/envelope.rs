@@ -21,8 +21,9 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::chain::{Arithmetic, ChainShape, RbFilter};
+use super::chain::RbFilter;
 use super::scandump;
+use super::shape::{Arithmetic, ChainShape};
 use crate::budget::MemoryBudget;
 use crate::encoding::{check, DecodeError};
 

@@ -3,7 +3,7 @@
 //! An item is hashed twice with one of RedisBloom's MurmurHash variants ([`super::murmur`]), the
 //! second time seeded with the first result, into the pair `(a, b)` ([`RbHash`]). Probe i of a
 //! link is `x_i = ((a + i·b) mod 2^64) mod M` (M: the link's modulus, see
-//! [`LinkShape::modulus`](super::chain::LinkShape::modulus)); the pair is computed once per item
+//! [`LinkShape::modulus`](super::shape::LinkShape::modulus)); the pair is computed once per item
 //! and shared by all links. Unrelated to the core's own [`crate::hash::ItemHash`] (xxh3): a
 //! migrated filter keeps the positions RedisBloom set.
 
@@ -51,7 +51,7 @@ impl RbHash {
 }
 
 /// Probe `i` of `hash` in a link of modulus `modulus`; `wrap` sums in 32 bits (see
-/// [`Arithmetic::Wrap32`](super::chain::Arithmetic::Wrap32)).
+/// [`Arithmetic::Wrap32`](super::shape::Arithmetic::Wrap32)).
 pub(super) fn probe(hash: RbHash, i: u64, modulus: u64, wrap: bool) -> u64 {
     let sum = hash.a.wrapping_add(i.wrapping_mul(hash.b));
     let sum = if wrap { sum & 0xffff_ffff } else { sum };

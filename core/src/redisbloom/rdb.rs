@@ -33,9 +33,9 @@
 //! [`MemoryBudget`], charged link by link as the arrays are allocated (one
 //! budget for the whole value, so it sees their sum).
 
-use super::chain::{
-    Arithmetic, ChainHeader, ChainShape, Link, LinkShape, RbFilter, MAX_CHAIN_HASHES, MAX_LINKS,
-};
+use super::chain::RbFilter;
+use super::link::Link;
+use super::shape::{Arithmetic, ChainHeader, ChainShape, LinkShape, MAX_CHAIN_HASHES, MAX_LINKS};
 use crate::budget::MemoryBudget;
 use crate::encoding::{check, DecodeError};
 

@@ -20,10 +20,10 @@
 //! with it, and writes it at byte `iterator − len − 1`. This layout is RedisBloom 2.4 and later
 //! (v2.2.0 had a u32 `entries`, v2.0 and older no growth); RedisBloom 2.8.2 writes it as above.
 
-use super::chain::{Arithmetic, ChainHeader, ChainShape, LinkShape, RbFilter, MAX_LINKS};
+use super::chain::RbFilter;
+use super::shape::{Arithmetic, ChainHeader, ChainShape, LinkShape, MAX_LINKS};
 use crate::budget::MemoryBudget;
-use crate::encoding::{check, DecodeError, Fields};
-use crate::transfer::ChunkError;
+use crate::encoding::{check, ChunkError, DecodeError, Fields};
 
 /// Bytes of the fixed part of the header.
 pub const HEADER_BYTES: usize = 20;

@@ -1,16 +1,14 @@
 //! The decoders refuse what RedisBloom could not have written, before allocating; growth is
 //! fallible and leaves the filter unchanged when refused.
 
-use super::chain::{
-    LinkShape, RbAddOutcome, RbFilter, MAX_CHAIN_HASHES, MAX_LINKS, NOROUND, NO_SCALING,
-};
+use super::chain::{RbAddOutcome, RbFilter};
 use super::rdb::{load, RdbError, RdbSource};
 use super::scandump::{decode_header, encode_header, parse_header, scandump_step, CHUNK_BYTES};
+use super::shape::{LinkShape, MAX_CHAIN_HASHES, MAX_LINKS, NOROUND, NO_SCALING};
 use crate::budget::LimitError;
 use crate::budget::{allocation_size, Budget, Unlimited};
-use crate::encoding::DecodeError;
+use crate::encoding::{ChunkError, DecodeError};
 use crate::scalable::InsertError;
-use crate::transfer::ChunkError;
 
 const OPTIONS: u32 = 5;
 
@@ -548,7 +546,7 @@ fn entries_beyond_what_the_bits_hold_are_refused() {
     ))
     .is_ok());
     assert_eq!(bad(105), "link entries over its bits");
-    // The header of the report: entries 2^64 − 1 in a small link, which one add used to wrap.
+    // Entries 2^64 − 1 in a small link, which one add would wrap.
     assert_eq!(bad(u64::MAX), "link entries over its bits");
     // 256 bits hold 23.
     let power = LinkShape {
