@@ -22,7 +22,10 @@
 //! # }
 //! ```
 
+#[cfg(feature = "async")]
+pub mod aio;
 pub mod connection;
+mod delivery;
 pub mod error;
 pub mod filter;
 pub mod routing;
