@@ -10,6 +10,7 @@ use redis::{Cmd, Value};
 use crate::connection::{Connection, Master};
 use crate::delivery::{wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure};
 use crate::error::{explain, server_error_text, server_text, Error, Result};
+use crate::transport::{block, Transport};
 use crate::routing::{key_slot, partition_capacity, partition_keys, partition_of, MAX_PARTITIONS};
 
 /// How a filter grows once its capacity is reached.
@@ -336,14 +337,14 @@ pub(crate) struct ExistsPlan {
 }
 
 /// A command of one key (`DEL key`, `EXISTS key`, `BF.INFO key`).
-pub(crate) fn key_cmd(name: &str, key: &[u8]) -> Cmd {
+fn key_cmd(name: &str, key: &[u8]) -> Cmd {
     let mut c = redis::cmd(name);
     c.arg(key);
     c
 }
 
 /// `BF.INFO key`.
-pub(crate) fn info_cmd(key: &[u8]) -> Cmd {
+fn info_cmd(key: &[u8]) -> Cmd {
     key_cmd("BF.INFO", key)
 }
 
@@ -382,11 +383,18 @@ impl Filter {
     /// Looks `name` up with one BF.INFO: a descriptor gives the partitioned filter's routing,
     /// any other filter is plain. `None` when the key does not exist.
     pub fn discover(conn: &mut Connection, name: &[u8]) -> Result<Option<Filter>> {
-        Filter::from_info(name, conn.query(&info_cmd(name)))
+        block(Filter::discover_on(conn, name))
+    }
+
+    pub(crate) async fn discover_on(
+        conn: &mut impl Transport,
+        name: &[u8],
+    ) -> Result<Option<Filter>> {
+        Filter::from_info(name, conn.send_one(&info_cmd(name)).await)
     }
 
     /// The filter at `name` from its BF.INFO reply ([`Filter::discover`]).
-    pub(crate) fn from_info(name: &[u8], reply: Result<Value>) -> Result<Option<Filter>> {
+    fn from_info(name: &[u8], reply: Result<Value>) -> Result<Option<Filter>> {
         let reply = match reply {
             Ok(v) => v,
             Err(Error::Server(t)) if t.contains("not found") => return Ok(None),
@@ -437,22 +445,30 @@ impl Filter {
     /// that a descriptor always has its partitions). On failure the partitions it created are
     /// deleted again.
     pub fn reserve(conn: &mut Connection, name: &[u8], opts: &ReserveOptions) -> Result<Filter> {
+        block(Filter::reserve_on(conn, name, opts))
+    }
+
+    pub(crate) async fn reserve_on(
+        conn: &mut impl Transport,
+        name: &[u8],
+        opts: &ReserveOptions,
+    ) -> Result<Filter> {
         let plan = match ReservePlan::new(name, opts)? {
             ReservePlan::Plain(cmd) => {
-                conn.query(&cmd)?;
+                conn.send_one(&cmd).await?;
                 return Ok(Filter::plain(name));
             }
             ReservePlan::Partitioned(plan) => plan,
         };
-        let created = plan.created(conn.pipeline(&plan.partitions));
+        let created = plan.created(conn.send_pipeline(&plan.partitions).await);
         let result = match plan.failure(&created) {
             Some(e) => Err(e),
-            None => conn.query(&plan.descriptor).map(|_| ()),
+            None => conn.send_one(&plan.descriptor).await.map(|_| ()),
         };
         if result.is_err() {
             let undo = plan.undo(&created);
             if !undo.is_empty() {
-                let _ = conn.pipeline(&undo);
+                let _ = conn.send_pipeline(&undo).await;
             }
         }
         result.map(|()| plan.filter)
@@ -470,14 +486,24 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
+        block(self.add_on(conn, items, opts))
+    }
+
+    pub(crate) async fn add_on(
+        &self,
+        conn: &mut impl Transport,
+        items: &[&[u8]],
+        opts: &WriteOptions,
+    ) -> Result<Vec<bool>> {
         let (cmds, placed) = self.add_commands(items, opts);
-        let replies = self.send(conn, &cmds, &placed, opts)?;
+        let slots = self.write_slots(&placed);
+        let replies = send_until_answered(conn, &cmds, Some(&slots), opts).await?;
         self.add_answers(&replies, &placed, items.len())
     }
 
     /// The BF.INSERT … NOCREATE commands of [`Filter::add`] and where their items are.
     #[allow(clippy::type_complexity)]
-    pub(crate) fn add_commands(
+    fn add_commands(
         &self,
         items: &[&[u8]],
         opts: &WriteOptions,
@@ -489,7 +515,7 @@ impl Filter {
 
     /// [`Filter::add`]'s answers from the replies to [`Filter::add_commands`]: a key that no
     /// longer exists is [`Error::Vanished`] with the items acknowledged beside it.
-    pub(crate) fn add_answers(
+    fn add_answers(
         &self,
         replies: &[Value],
         placed: &[(Option<u32>, Vec<usize>)],
@@ -538,6 +564,15 @@ impl Filter {
         first: &[u8],
         opts: &WriteOptions,
     ) -> Result<(Filter, bool)> {
+        block(Filter::create_with_defaults_on(conn, name, first, opts))
+    }
+
+    pub(crate) async fn create_with_defaults_on(
+        conn: &mut impl Transport,
+        name: &[u8],
+        first: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<(Filter, bool)> {
         let filter = Filter::plain(name);
         let mut cmd = redis::cmd("BF.INSERT");
         cmd.arg(name).arg("ITEMS").arg(first);
@@ -546,7 +581,7 @@ impl Filter {
             ..opts.clone()
         };
         let slots = vec![key_slot(name)];
-        let replies = send_until_answered(conn, &[cmd], Some(&slots), &policy)?;
+        let replies = send_until_answered(conn, &[cmd], Some(&slots), &policy).await?;
         let reply = replies
             .first()
             .ok_or_else(|| Error::Protocol("no reply to BF.INSERT".into()))?;
@@ -565,14 +600,23 @@ impl Filter {
         items: &[&[u8]],
         batch: usize,
     ) -> Result<Vec<bool>> {
+        block(self.exists_on(conn, items, batch))
+    }
+
+    pub(crate) async fn exists_on(
+        &self,
+        conn: &mut impl Transport,
+        items: &[&[u8]],
+        batch: usize,
+    ) -> Result<Vec<bool>> {
         let plan = self.exists_plan(items, batch);
-        let replies = self.send_raw(conn, &plan.cmds, Duration::from_secs(120))?;
+        let replies = send_raw(conn, &plan.cmds, Duration::from_secs(120)).await?;
         self.exists_answers(&plan, &replies, items.len())
     }
 
     /// The commands of [`Filter::exists`]: BF.MEXISTS of up to `batch` items, each partition's
     /// first one preceded by the EXISTS of its key.
-    pub(crate) fn exists_plan(&self, items: &[&[u8]], batch: usize) -> ExistsPlan {
+    fn exists_plan(&self, items: &[&[u8]], batch: usize) -> ExistsPlan {
         let (cmds, placed) = self.commands(items, batch.max(1), |cmd, key, _| {
             cmd.arg("BF.MEXISTS").arg(key);
         });
@@ -598,7 +642,7 @@ impl Filter {
 
     /// [`Filter::exists`]'s answers from the replies to [`Filter::exists_plan`]'s commands: a
     /// partition that does not exist is [`Error::MissingPartition`], never a 0.
-    pub(crate) fn exists_answers(
+    fn exists_answers(
         &self,
         plan: &ExistsPlan,
         replies: &[Value],
@@ -675,7 +719,7 @@ impl Filter {
     }
 
     /// The slots [`Filter::add`] WAITs on: those of every key its commands write to.
-    pub(crate) fn write_slots(&self, placed: &[(Option<u32>, Vec<usize>)]) -> Vec<u16> {
+    fn write_slots(&self, placed: &[(Option<u32>, Vec<usize>)]) -> Vec<u16> {
         let mut slots: Vec<u16> = placed
             .iter()
             .map(|(p, _)| key_slot(self.key_of(*p)))
@@ -685,46 +729,27 @@ impl Filter {
         slots
     }
 
-    /// Sends `cmds` (placed as [`Filter::commands`] says) as [`send_until_answered`] does,
-    /// WAITing (when asked) on every master written to.
-    fn send(
-        &self,
-        conn: &mut Connection,
-        cmds: &[Cmd],
-        placed: &[(Option<u32>, Vec<usize>)],
-        opts: &WriteOptions,
-    ) -> Result<Vec<Value>> {
-        send_until_answered(conn, cmds, Some(&self.write_slots(placed)), opts)
-    }
-
-    /// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient
-    /// failure) and answers the replies; the first error reply is the error.
-    fn send_raw(
-        &self,
-        conn: &mut Connection,
-        cmds: &[Cmd],
-        retry_for: Duration,
-    ) -> Result<Vec<Value>> {
-        let replies = send_until_answered(conn, cmds, None, &read_options(retry_for))?;
-        no_error_reply(replies)
-    }
-
     /// BF.INFO of the name and, for a partitioned filter, of every partition with the master it
     /// lives on, and every way the partitions fall short.
     pub fn info(&self, conn: &mut Connection) -> Result<FilterInfo> {
-        let head = conn.query(&info_cmd(&self.name))?;
+        block(self.info_on(conn))
+    }
+
+    pub(crate) async fn info_on(&self, conn: &mut impl Transport) -> Result<FilterInfo> {
+        let head = conn.send_one(&info_cmd(&self.name)).await?;
         let Some(routing) = &self.partitioning else {
             return self.info_from(head, &[], Vec::new(), &[]);
         };
-        let present = self.send_raw(conn, &exists_cmds(routing), INFO_RETRY)?;
-        let infos = self.send_raw(conn, &partition_info_cmds(routing, &present), INFO_RETRY)?;
-        let masters = conn.masters()?;
+        let present = send_raw(conn, &exists_cmds(routing), INFO_RETRY).await?;
+        let asked = partition_info_cmds(routing, &present);
+        let infos = send_raw(conn, &asked, INFO_RETRY).await?;
+        let masters = conn.slot_map().await?;
         self.info_from(head, &present, infos, &masters)
     }
 
     /// [`Filter::info`] from the name's BF.INFO reply, the EXISTS replies of the partitions,
     /// the BF.INFO replies of those present ([`partition_info_cmds`]) and the slot map.
-    pub(crate) fn info_from(
+    fn info_from(
         &self,
         head: Value,
         present: &[Value],
@@ -780,35 +805,28 @@ impl Filter {
     /// Deletes the filter: the descriptor first (a descriptor implies its partitions), then the
     /// partitions. Answers how many keys were deleted.
     pub fn drop(&self, conn: &mut Connection) -> Result<u64> {
-        let (first, rest) = self.drop_commands();
-        let first = self.send_raw(conn, &first, INFO_RETRY)?;
-        let rest = self.send_raw(conn, &rest, INFO_RETRY)?;
-        Ok(deleted(&first, &rest))
+        block(self.drop_on(conn))
     }
 
-    /// The DELs of [`Filter::drop`]: the name's, then the partitions'.
-    pub(crate) fn drop_commands(&self) -> (Vec<Cmd>, Vec<Cmd>) {
-        let mut cmds: Vec<Cmd> = self.keys().iter().map(|k| key_cmd("DEL", k)).collect();
-        let rest = cmds.split_off(1);
-        (cmds, rest)
+    pub(crate) async fn drop_on(&self, conn: &mut impl Transport) -> Result<u64> {
+        let mut dels: Vec<Cmd> = self.keys().iter().map(|k| key_cmd("DEL", k)).collect();
+        let partitions = dels.split_off(1);
+        let first = send_raw(conn, &dels, INFO_RETRY).await?;
+        let rest = send_raw(conn, &partitions, INFO_RETRY).await?;
+        Ok(first.iter().chain(&rest).filter_map(as_u64).sum())
     }
 }
 
 /// How long reads and deletes retry.
-pub(crate) const INFO_RETRY: Duration = Duration::from_secs(30);
-
-/// The keys [`Filter::drop`]'s DELs deleted.
-pub(crate) fn deleted(first: &[Value], rest: &[Value]) -> u64 {
-    first.iter().chain(rest).filter_map(as_u64).sum()
-}
+const INFO_RETRY: Duration = Duration::from_secs(30);
 
 /// The EXISTS of every partition key, in order.
-pub(crate) fn exists_cmds(routing: &Partitioning) -> Vec<Cmd> {
+fn exists_cmds(routing: &Partitioning) -> Vec<Cmd> {
     routing.keys.iter().map(|k| key_cmd("EXISTS", k)).collect()
 }
 
 /// The BF.INFO of every partition key whose EXISTS (`present`) answered 1.
-pub(crate) fn partition_info_cmds(routing: &Partitioning, present: &[Value]) -> Vec<Cmd> {
+fn partition_info_cmds(routing: &Partitioning, present: &[Value]) -> Vec<Cmd> {
     routing
         .keys
         .iter()
@@ -844,16 +862,18 @@ fn partition_problem(
     }
 }
 
-/// The options of a read or a delete: resent whole after any transient failure.
-pub(crate) fn read_options(retry_for: Duration) -> WriteOptions {
-    WriteOptions {
+/// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient failure)
+/// and answers the replies; the first error reply is the error.
+async fn send_raw(
+    conn: &mut impl Transport,
+    cmds: &[Cmd],
+    retry_for: Duration,
+) -> Result<Vec<Value>> {
+    let opts = WriteOptions {
         retry_for,
         ..WriteOptions::default()
-    }
-}
-
-/// The replies, or the first error reply among them as the error.
-pub(crate) fn no_error_reply(replies: Vec<Value>) -> Result<Vec<Value>> {
+    };
+    let replies = send_until_answered(conn, cmds, None, &opts).await?;
     match first_server_error(&replies) {
         Some(text) => Err(explain(text)),
         None => Ok(replies),
@@ -862,8 +882,8 @@ pub(crate) fn no_error_reply(replies: Vec<Value>) -> Result<Vec<Value>> {
 
 /// Sends `cmds` until every one is answered, as [`Delivery`] decides: resending what the
 /// server did not run, reconnecting and pausing between attempts, WAITing when asked.
-fn send_until_answered(
-    conn: &mut Connection,
+async fn send_until_answered(
+    conn: &mut impl Transport,
     cmds: &[Cmd],
     wait_slots: Option<&[u16]>,
     opts: &WriteOptions,
@@ -873,34 +893,31 @@ fn send_until_answered(
     }
     let mut delivery = Delivery::new(cmds, wait_slots, opts);
     loop {
-        let sent = conn.pipeline_replies(&delivery.to_send());
+        let sent = conn.send_replies(&delivery.to_send()).await;
         let mut step = delivery.received(sent)?;
         if let Step::Wait(wait, slots) = step {
-            step = delivery.waited(wait_for_replicas(conn, wait, &slots))?;
+            step = delivery.waited(wait_for_replicas(conn, wait, &slots).await)?;
         }
         match step {
             Step::Done(replies) => return Ok(replies),
             Step::Resend | Step::Wait(..) => {}
-            Step::Pause(pause) => {
-                std::thread::sleep(pause);
-                // A failed reconnect is retried at the next turn, within the deadline.
-                let _ = conn.reconnect();
-            }
+            Step::Pause(pause) => conn.pause_then_reconnect(pause).await,
         }
     }
 }
 
 /// `WAIT replicas timeout` once on the master of each slot.
-fn wait_for_replicas(
-    conn: &mut Connection,
+async fn wait_for_replicas(
+    conn: &mut impl Transport,
     (replicas, timeout): (u32, Duration),
     slots: &[u16],
 ) -> std::result::Result<(), WaitFailure> {
     let masters = conn
-        .masters()
+        .slot_map()
+        .await
         .map_err(|e| WaitFailure::Transient(e.to_string()))?;
     for (slot, addr) in wait_targets(&masters, slots) {
-        let reply = conn.to_slot(&wait_cmd(replicas, timeout), slot);
+        let reply = conn.send_to_slot(&wait_cmd(replicas, timeout), slot).await;
         wait_answer(reply, replicas, &addr)?;
     }
     Ok(())

@@ -29,6 +29,7 @@ mod delivery;
 pub mod error;
 pub mod filter;
 pub mod routing;
+mod transport;
 
 pub use connection::{Client, Connection, Master};
 pub use error::{Error, Result};
