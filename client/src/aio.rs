@@ -78,12 +78,16 @@ impl Client {
                 .await
                 .map(Conn::Single)
                 .map_err(|e| Error::Connect(format!("cannot connect to {}: {e}", self.url))),
-            Kind::Cluster(c) => c.get_async_connection().await.map(Conn::Cluster).map_err(|e| {
-                Error::Connect(format!(
-                    "cannot connect to the cluster of {}: {e}",
-                    self.url
-                ))
-            }),
+            Kind::Cluster(c) => c
+                .get_async_connection()
+                .await
+                .map(Conn::Cluster)
+                .map_err(|e| {
+                    Error::Connect(format!(
+                        "cannot connect to the cluster of {}: {e}",
+                        self.url
+                    ))
+                }),
         }
     }
 }

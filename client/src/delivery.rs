@@ -126,7 +126,10 @@ impl<'a> Delivery<'a> {
         if failed {
             let replies = std::mem::take(&mut self.replies);
             return Ok(Step::Done(
-                replies.into_iter().map(|r| r.unwrap_or(Value::Nil)).collect(),
+                replies
+                    .into_iter()
+                    .map(|r| r.unwrap_or(Value::Nil))
+                    .collect(),
             ));
         }
         lost += hidden;

@@ -10,8 +10,8 @@ use redis::{Cmd, Value};
 use crate::connection::{Connection, Master};
 use crate::delivery::{wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure};
 use crate::error::{explain, server_error_text, server_text, Error, Result};
-use crate::transport::{block, Transport};
 use crate::routing::{key_slot, partition_capacity, partition_keys, partition_of, MAX_PARTITIONS};
+use crate::transport::{block, Transport};
 
 /// How a filter grows once its capacity is reached.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -642,12 +642,7 @@ impl Filter {
 
     /// [`Filter::exists`]'s answers from the replies to [`Filter::exists_plan`]'s commands: a
     /// partition that does not exist is [`Error::MissingPartition`], never a 0.
-    fn exists_answers(
-        &self,
-        plan: &ExistsPlan,
-        replies: &[Value],
-        n: usize,
-    ) -> Result<Vec<bool>> {
+    fn exists_answers(&self, plan: &ExistsPlan, replies: &[Value], n: usize) -> Result<Vec<bool>> {
         let mut out = vec![false; n];
         for (at, p) in &plan.checks {
             if replies.get(*at).and_then(as_u64) != Some(1) {
@@ -848,17 +843,18 @@ fn partition_problem(
         return Some(format!("partition {key_text} is missing"));
     };
     match info.partition {
-        None => Some(format!("{key_text} is not a partition (no Partition field)")),
-        Some((pi, pp, ps)) => (pi != index
-            || pp != routing.partitions
-            || ps != routing.routing_seed)
-            .then(|| {
+        None => Some(format!(
+            "{key_text} is not a partition (no Partition field)"
+        )),
+        Some((pi, pp, ps)) => {
+            (pi != index || pp != routing.partitions || ps != routing.routing_seed).then(|| {
                 format!(
                     "{key_text} says it is partition {pi} of {pp} with seed {ps}; the \
                      descriptor says {index} of {} with seed {}",
                     routing.partitions, routing.routing_seed
                 )
-            }),
+            })
+        }
     }
 }
 
