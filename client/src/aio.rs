@@ -9,19 +9,15 @@
 //! at once (one per task) are pipelined together on each node.
 //!
 //! ```no_run
-//! //! use rustbloom_client::{Client, Filter, Growth, ReserveOptions, WriteOptions};
+//! use rustbloom_client::{Client, Filter, Growth, ReserveOptions, WriteOptions};
 //! # async fn run() -> rustbloom_client::Result<()> {
-//! let mut conn = Client::open_async("redis://127.0.0.1:7000").await?.connect_async().await?;
-//! let opts = ReserveOptions {
-//!     error_rate: 0.01,
-//!     capacity: 1_000_000,
-//!     growth: Growth::Scaling { expansion: None },
-//!     partitions: Some(16),
-//! };
-//! let filter = Filter::reserve_async(&mut conn, b"clicks", &opts).await?;
-//! let new = filter.add_async(&mut conn, &[b"a".as_slice(), b"b"], &WriteOptions::default()).await?;
-//! let seen = filter.exists_async(&mut conn, &[b"a".as_slice(), b"z"], 1000).await?;
-//! assert_eq!((new, seen), (vec![true, true], vec![true, false]));
+//! let mut conn = Client::open_async("redis://127.0.0.1:40705").await?.connect_async().await?;
+//! let opts = ReserveOptions { error_rate: 1e-9, capacity: 1_000_000_000,
+//!                             growth: Growth::NonScaling, partitions: Some(16) };
+//! let clicks = Filter::reserve_async(&mut conn, b"clicks", &opts).await?;   // once
+//! let clicks = Filter::discover_async(&mut conn, b"clicks").await?.expect("reserved"); // elsewhere
+//! clicks.add_async(&mut conn, &[b"click-1".as_slice(), b"click-2"], &WriteOptions::default()).await?;
+//! clicks.exists_async(&mut conn, &[b"click-1".as_slice(), b"nope"], 1000).await?;  // [true, false]
 //! # Ok(())
 //! # }
 //! ```
