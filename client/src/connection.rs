@@ -114,7 +114,7 @@ pub struct Client {
 #[derive(Clone)]
 pub(crate) enum Kind {
     Single(redis::Client),
-    Cluster(ClusterClient),
+    Cluster(Box<ClusterClient>),
 }
 
 impl Client {
@@ -133,7 +133,7 @@ impl Client {
     /// The client of `url` (`single`), for its whole cluster when `clustered`.
     pub(crate) fn new(url: &str, single: redis::Client, clustered: bool) -> Result<Client> {
         let kind = if clustered {
-            Kind::Cluster(cluster_client(url)?)
+            Kind::Cluster(Box::new(cluster_client(url)?))
         } else {
             Kind::Single(single)
         };

@@ -15,7 +15,7 @@ use crate::filter::{as_u64, to_error, WriteOptions};
 
 /// What the transport does next for a [`Delivery`].
 pub(crate) enum Step {
-    /// Send [`Delivery::to_send`] again at once.
+    /// Send [`Delivery::pending_cmds`] again at once.
     Resend,
     /// `WAIT replicas timeout` on the masters of these slots, and tell [`Delivery::waited`].
     Wait((u32, Duration), Vec<u16>),
@@ -48,7 +48,7 @@ pub(crate) struct Delivery<'a> {
     deadline: Instant,
     pause: Duration,
     replies: Vec<Option<Value>>,
-    /// The positions [`Delivery::to_send`] last gave out.
+    /// The positions [`Delivery::pending_cmds`] last gave out.
     sending: Vec<usize>,
     /// The first complete answer: when only the WAIT fell short, the pipeline is resent for
     /// durability, and its second answer would call every item already present.
@@ -77,7 +77,7 @@ impl<'a> Delivery<'a> {
     }
 
     /// The commands to send now: those not answered yet.
-    pub(crate) fn to_send(&mut self) -> Cow<'a, [Cmd]> {
+    pub(crate) fn pending_cmds(&mut self) -> Cow<'a, [Cmd]> {
         self.sending = (0..self.cmds.len())
             .filter(|&i| self.replies[i].is_none())
             .collect();
@@ -88,7 +88,7 @@ impl<'a> Delivery<'a> {
         }
     }
 
-    /// Takes the result of sending [`Delivery::to_send`]: a reply per command, `None` for one
+    /// Takes the result of sending [`Delivery::pending_cmds`]: a reply per command, `None` for one
     /// a cluster hid beside an error reply.
     pub(crate) fn received(&mut self, sent: RedisResult<Vec<Option<Value>>>) -> Result<Step> {
         let pending = std::mem::take(&mut self.sending);

@@ -889,7 +889,7 @@ async fn send_until_answered(
     }
     let mut delivery = Delivery::new(cmds, wait_slots, opts);
     loop {
-        let sent = conn.send_replies(&delivery.to_send()).await;
+        let sent = conn.send_replies(&delivery.pending_cmds()).await;
         let mut step = delivery.received(sent)?;
         if let Step::Wait(wait, slots) = step {
             step = delivery.waited(wait_for_replicas(conn, wait, &slots).await)?;
