@@ -202,6 +202,45 @@ async fn missing_partition(url: &str) {
     assert_eq!(info.totals().items, elsewhere);
 }
 
+/// A pipeline over keys of several slots answers in the order asked, an error reply in its
+/// place.
+async fn pipeline_keeps_order(url: &str) {
+    let mut conn = connect(url).await;
+    let (a, b) = ("order-a", "order-b");
+    assert_ne!(
+        rustbloom_client::routing::key_slot(a.as_bytes()),
+        rustbloom_client::routing::key_slot(b.as_bytes())
+    );
+    let cmd = |name: &str, key: &str| {
+        let mut c = redis::cmd(name);
+        c.arg(key);
+        c
+    };
+    let mut wrong_type = cmd("BF.ADD", a);
+    wrong_type.arg("x");
+    let cmds = [
+        cmd("INCR", a),
+        cmd("INCR", b),
+        cmd("INCR", a),
+        wrong_type,
+        cmd("INCR", b),
+        cmd("INCR", a),
+    ];
+    let replies = conn.pipeline(&cmds).await.unwrap();
+    let ints: Vec<Option<i64>> = replies
+        .iter()
+        .map(|v| match v {
+            redis::Value::Int(i) => Some(*i),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ints, [Some(1), Some(1), Some(2), None, Some(2), Some(3)]);
+    match &replies[3] {
+        redis::Value::ServerError(e) => assert_eq!(e.code(), "WRONGTYPE"),
+        other => panic!("BF.ADD on a string answered {other:?}"),
+    }
+}
+
 /// Adds from several tasks at once over clones of one connection.
 async fn concurrent_adds(url: &str) {
     let mut conn = connect(url).await;
@@ -238,6 +277,7 @@ async fn on_a_single_server() {
     plain_round_trip(&url).await;
     missing_partition(&url).await;
     concurrent_adds(&url).await;
+    pipeline_keeps_order(&url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,4 +290,5 @@ async fn on_a_cluster() {
     plain_round_trip(&url).await;
     missing_partition(&url).await;
     concurrent_adds(&url).await;
+    pipeline_keeps_order(&url).await;
 }
