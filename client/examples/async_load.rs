@@ -6,7 +6,7 @@
 //! The filter is reserved first when it does not exist (1% error, 1M items, 16 partitions).
 //! The file is read before the clock starts. Rounds of 16 commands of 1000 items (bfctl
 //! load's defaults) are added by TASKS tasks (default 1) over clones of one connection, so that
-//! TASKS rounds are in flight at once.
+//! TASKS rounds are in flight at once, on one thread.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,7 +16,8 @@ use rustbloom_client::{Client, Filter, Growth, ReserveOptions, WriteOptions};
 
 const ROUND: usize = 16 * 1000;
 
-#[tokio::main]
+// One thread, as bfctl: the tasks interleave on it while their commands are in flight.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [url, name, file, rest @ ..] = args.as_slice() else {

@@ -135,10 +135,24 @@ impl Connection {
             Conn::Single(c) => c.req_packed_commands(&pipe(cmds), 0, cmds.len()).await,
             Conn::Cluster(c) => {
                 let groups = by_slot(cmds);
-                let sent = groups.iter().map(|(_, positions)| {
+                let sent = groups.iter().map(|(slot, positions)| {
                     let mut c = c.clone();
-                    let p = pipe(positions.iter().map(|&i| &cmds[i]));
-                    async move { c.req_packed_commands(&p, 0, positions.len()).await }
+                    // One command (a partition's usual share of a round) goes alone: a pipeline
+                    // would copy it once more.
+                    async move {
+                        match positions.as_slice() {
+                            [one] => {
+                                let route = RoutingInfo::SingleNode(master_of(*slot));
+                                let reply = c.route_command(cmds[*one].clone(), route).await;
+                                reply.map(|v| vec![v])
+                            }
+                            _ => {
+                                let p = pipe(positions.iter().map(|&i| &cmds[i]));
+                                c.route_pipeline(p, 0, positions.len(), master_of(*slot))
+                                    .await
+                            }
+                        }
+                    }
                 });
                 let answers = try_join_all(sent).await?;
                 let mut replies = vec![Value::Nil; cmds.len()];
@@ -157,9 +171,8 @@ impl Connection {
         match &mut self.conn {
             Conn::Single(c) => c.req_packed_command(cmd).await,
             Conn::Cluster(c) => {
-                let route = Route::new(slot, SlotAddr::Master);
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                c.route_command(cmd.clone(), routing).await
+                let route = RoutingInfo::SingleNode(master_of(slot));
+                c.route_command(cmd.clone(), route).await
             }
         }
     }
@@ -173,6 +186,11 @@ impl Connection {
         let reply = self.query(redis::cmd("CLUSTER").arg("SLOTS")).await?;
         parse_cluster_slots(reply)
     }
+}
+
+/// The master serving `slot`.
+fn master_of(slot: u16) -> SingleNodeRoutingInfo {
+    SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master))
 }
 
 fn pipe<'a>(cmds: impl IntoIterator<Item = &'a Cmd>) -> redis::Pipeline {
