@@ -206,22 +206,22 @@ fn growth_args(cmd: &mut Cmd, growth: Growth) {
 }
 
 /// The commands of [`Filter::reserve`], for any transport.
-pub(crate) enum ReservePlan {
+enum ReservePlan {
     Plain(Cmd),
     Partitioned(PartitionedReserve),
 }
 
 /// A partitioned filter's reservation: the partitions first, then the descriptor.
-pub(crate) struct PartitionedReserve {
-    pub(crate) partitions: Vec<Cmd>,
-    pub(crate) descriptor: Cmd,
+struct PartitionedReserve {
+    partitions: Vec<Cmd>,
+    descriptor: Cmd,
     /// The filter once reserved.
-    pub(crate) filter: Filter,
+    filter: Filter,
 }
 
 impl ReservePlan {
     /// Checks `opts` and builds the commands, with a new random routing seed.
-    pub(crate) fn new(name: &[u8], opts: &ReserveOptions) -> Result<ReservePlan> {
+    fn new(name: &[u8], opts: &ReserveOptions) -> Result<ReservePlan> {
         if !(opts.error_rate > 0.0 && opts.error_rate < 1.0) {
             return Err(Error::Usage(
                 "the error rate must be strictly between 0 and 1".into(),
@@ -286,7 +286,7 @@ impl ReservePlan {
 
 impl PartitionedReserve {
     /// Which partitions the pipeline of their BF.RESERVEs created.
-    pub(crate) fn created(&self, sent: redis::RedisResult<Vec<Value>>) -> Vec<Result<()>> {
+    fn created(&self, sent: redis::RedisResult<Vec<Value>>) -> Vec<Result<()>> {
         match sent {
             Ok(replies) => replies
                 .iter()
@@ -300,7 +300,7 @@ impl PartitionedReserve {
     }
 
     /// The error that stops the reservation before its descriptor, if any.
-    pub(crate) fn failure(&self, created: &[Result<()>]) -> Option<Error> {
+    fn failure(&self, created: &[Result<()>]) -> Option<Error> {
         let first = created
             .iter()
             .find_map(|r| r.as_ref().err().map(|e| e.to_string()))?;
@@ -312,7 +312,7 @@ impl PartitionedReserve {
 
     /// The DELs of the partitions this reservation created, after it failed: a key that
     /// already existed made its BF.RESERVE fail, and stays.
-    pub(crate) fn undo(&self, created: &[Result<()>]) -> Vec<Cmd> {
+    fn undo(&self, created: &[Result<()>]) -> Vec<Cmd> {
         let keys = self.filter.keys();
         let partitions = &keys[1..];
         if created.len() != partitions.len() {
@@ -328,8 +328,8 @@ impl PartitionedReserve {
 }
 
 /// The commands of a lookup: BF.MEXISTS commands with the EXISTS checks of their partitions.
-pub(crate) struct ExistsPlan {
-    pub(crate) cmds: Vec<Cmd>,
+struct ExistsPlan {
+    cmds: Vec<Cmd>,
     /// Position in `cmds` and partition of each EXISTS.
     checks: Vec<(usize, u32)>,
     /// Partition and input positions of each BF.MEXISTS, in order.

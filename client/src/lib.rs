@@ -1,5 +1,7 @@
 //! rustbloom's client: one API over plain and partitioned Bloom filters (`docs/partitioning.md`),
-//! on a single server or a Redis Cluster reached through any node.
+//! on a single server or a Redis Cluster reached through any node. With the cargo feature
+//! `async`, the same operations run on tokio as `*_async` methods over an async connection
+//! (module `aio`).
 //!
 //! ```no_run
 //! use rustbloom_client::{Client, Filter, Growth, ReserveOptions, WriteOptions};

@@ -39,6 +39,45 @@ fn delete(url: &str, key: &[u8]) {
     conn.query(redis::cmd("DEL").arg(key)).unwrap();
 }
 
+/// An add's result is `Vanished` for `key` of `name`, with `acknowledged` items acknowledged.
+fn assert_vanished(
+    result: rustbloom_client::Result<Vec<bool>>,
+    name: &str,
+    key: &[u8],
+    acknowledged: u64,
+) {
+    match result {
+        Err(Error::Vanished {
+            name: n,
+            key: k,
+            acknowledged: a,
+        }) => assert_eq!((n.as_str(), k.as_bytes(), a), (name, key, acknowledged)),
+        other => panic!("an add to a key that does not exist answered {other:?}"),
+    }
+}
+
+/// Every one of `items` answers present, asked `batch` at a time.
+async fn all_present(
+    filter: &Filter,
+    conn: &mut Connection,
+    items: &[String],
+    batch: usize,
+) -> bool {
+    let seen = filter
+        .exists_async(conn, &refs(items), batch)
+        .await
+        .unwrap();
+    seen.len() == items.len() && seen.iter().all(|&s| s)
+}
+
+/// No filter at `name`.
+async fn absent(conn: &mut Connection, name: &str) -> bool {
+    Filter::discover_async(conn, name.as_bytes())
+        .await
+        .unwrap()
+        .is_none()
+}
+
 async fn connect(url: &str) -> Connection {
     Client::open_async(url)
         .await
@@ -99,17 +138,10 @@ async fn partitioned_round_trip(url: &str) {
         .await
         .unwrap()
         .unwrap();
-    let seen = rediscovered
-        .exists_async(&mut conn, &refs(&later), 1000)
-        .await
-        .unwrap();
-    assert!(seen.iter().all(|&s| s));
+    assert!(all_present(&rediscovered, &mut conn, &later, 1000).await);
 
     assert_eq!(filter.drop_async(&mut conn).await.unwrap(), 9);
-    assert!(Filter::discover_async(&mut conn, b"clicks")
-        .await
-        .unwrap()
-        .is_none());
+    assert!(absent(&mut conn, "clicks").await);
 }
 
 /// A plain filter: the same operations on one key; an add to a key that does not exist is
@@ -125,35 +157,18 @@ async fn plain_round_trip(url: &str) {
         .add_async(&mut conn, &refs(&added), &write_options())
         .await
         .unwrap();
-    let seen = filter
-        .exists_async(&mut conn, &refs(&added), 64)
-        .await
-        .unwrap();
-    assert!(seen.iter().all(|&s| s));
+    assert!(all_present(&filter, &mut conn, &added, 64).await);
     let info = filter.info_async(&mut conn).await.unwrap();
     assert_eq!(info.key.items, 500);
     assert!(info.partitions.is_empty());
     assert_eq!(filter.drop_async(&mut conn).await.unwrap(), 1);
 
     let missing = Filter::plain(b"never-reserved");
-    match missing
+    let added = missing
         .add_async(&mut conn, &[b"x".as_slice()], &write_options())
-        .await
-    {
-        Err(Error::Vanished {
-            name,
-            key,
-            acknowledged,
-        }) => assert_eq!(
-            (name.as_str(), key.as_str(), acknowledged),
-            ("never-reserved", "never-reserved", 0)
-        ),
-        other => panic!("an add to a missing key answered {other:?}"),
-    }
-    assert!(Filter::discover_async(&mut conn, b"never-reserved")
-        .await
-        .unwrap()
-        .is_none());
+        .await;
+    assert_vanished(added, "never-reserved", b"never-reserved", 0);
+    assert!(absent(&mut conn, "never-reserved").await);
 }
 
 /// A partition deleted under the filter: a lookup is `MissingPartition`, an add is `Vanished`
@@ -180,21 +195,10 @@ async fn missing_partition(url: &str) {
         .filter(|i| partition_of(i.as_bytes(), routing.routing_seed, routing.partitions) != 2)
         .count() as u64;
     assert!(elsewhere > 0 && elsewhere < 1200);
-    match filter
+    let result = filter
         .add_async(&mut conn, &refs(&added), &write_options())
-        .await
-    {
-        Err(Error::Vanished {
-            name,
-            key,
-            acknowledged,
-        }) => {
-            assert_eq!(name, "holed");
-            assert_eq!(key.as_bytes(), lost.as_slice());
-            assert_eq!(acknowledged, elsewhere);
-        }
-        other => panic!("an add with a missing partition answered {other:?}"),
-    }
+        .await;
+    assert_vanished(result, "holed", lost, elsewhere);
     // Nothing recreated the partition.
     let info = filter.info_async(&mut conn).await.unwrap();
     assert_eq!(info.problems.len(), 1, "{:?}", info.problems);
