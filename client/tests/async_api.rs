@@ -206,6 +206,26 @@ async fn missing_partition(url: &str) {
     assert_eq!(info.totals().items, elsewhere);
 }
 
+/// Adds that WAIT for `replicas` replicas of every master written to.
+async fn adds_wait_for_replicas(url: &str, replicas: u32) {
+    let mut conn = connect(url).await;
+    let filter = Filter::reserve_async(&mut conn, b"durable", &options(Some(6)))
+        .await
+        .unwrap();
+    let opts = WriteOptions {
+        wait: Some((replicas, std::time::Duration::from_secs(10))),
+        retry_for: std::time::Duration::from_secs(20),
+        ..write_options()
+    };
+    let added = items("durable", 1000);
+    let new = filter
+        .add_async(&mut conn, &refs(&added), &opts)
+        .await
+        .unwrap();
+    assert_eq!(new.len(), 1000);
+    assert!(all_present(&filter, &mut conn, &added, 1000).await);
+}
+
 /// A pipeline over keys of several slots answers in the order asked, an error reply in its
 /// place.
 async fn pipeline_keeps_order(url: &str) {
@@ -277,6 +297,7 @@ async fn on_a_single_server() {
     let url = format!("redis://127.0.0.1:{}", server.port());
     let client = Client::open_async(&url).await.unwrap();
     assert!(!client.is_cluster());
+    adds_wait_for_replicas(&url, 0).await;
     partitioned_round_trip(&url).await;
     plain_round_trip(&url).await;
     missing_partition(&url).await;
@@ -290,6 +311,7 @@ async fn on_a_cluster() {
     let url = cluster.url(4);
     let client = Client::open_async(&url).await.unwrap();
     assert!(client.is_cluster());
+    adds_wait_for_replicas(&url, 1).await;
     partitioned_round_trip(&url).await;
     plain_round_trip(&url).await;
     missing_partition(&url).await;
