@@ -291,30 +291,26 @@ async fn concurrent_adds(url: &str) {
     assert_eq!(info.totals().items, 4000);
 }
 
+/// Every case above against `url`, whose server keeps `replicas` replicas of each master.
+async fn every_case(url: &str, cluster: bool, replicas: u32) {
+    let client = Client::open_async(url).await.unwrap();
+    assert_eq!(client.is_cluster(), cluster);
+    adds_wait_for_replicas(url, replicas).await;
+    partitioned_round_trip(url).await;
+    plain_round_trip(url).await;
+    missing_partition(url).await;
+    concurrent_adds(url).await;
+    pipeline_keeps_order(url).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_single_server() {
     let server = Server::start();
-    let url = format!("redis://127.0.0.1:{}", server.port());
-    let client = Client::open_async(&url).await.unwrap();
-    assert!(!client.is_cluster());
-    adds_wait_for_replicas(&url, 0).await;
-    partitioned_round_trip(&url).await;
-    plain_round_trip(&url).await;
-    missing_partition(&url).await;
-    concurrent_adds(&url).await;
-    pipeline_keeps_order(&url).await;
+    every_case(&format!("redis://127.0.0.1:{}", server.port()), false, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster() {
     let cluster = Cluster::start(3, 1);
-    let url = cluster.url(4);
-    let client = Client::open_async(&url).await.unwrap();
-    assert!(client.is_cluster());
-    adds_wait_for_replicas(&url, 1).await;
-    partitioned_round_trip(&url).await;
-    plain_round_trip(&url).await;
-    missing_partition(&url).await;
-    concurrent_adds(&url).await;
-    pipeline_keeps_order(&url).await;
+    every_case(&cluster.url(4), true, 1).await;
 }
