@@ -10,22 +10,111 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, ConnectionLike, RedisResult, Value};
 
 use crate::error::{explain, server_error_text, server_text, Error, Result};
+use crate::transport::Transport;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest a single reply may take (a BF.LOADCHUNK of a big chunk, a WAIT).
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `INFO cluster`, which tells a cluster node from a single server.
+pub(crate) fn cluster_info_cmd() -> Cmd {
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg("cluster");
+    cmd
+}
+
+/// Whether `url`'s answer to [`cluster_info_cmd`] says it is a cluster node.
+pub(crate) fn cluster_enabled(url: &str, reply: RedisResult<Value>) -> Result<bool> {
+    let info = match reply {
+        Ok(Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+        Ok(Value::VerbatimString { text, .. }) => text,
+        Ok(Value::ServerError(e)) => return Err(explain(server_error_text(&e))),
+        Ok(other) => return Err(Error::Protocol(format!("INFO cluster answered {other:?}"))),
+        Err(e) => {
+            return Err(Error::Connect(format!(
+                "{url} does not answer INFO: {}",
+                server_text(&e)
+            )))
+        }
+    };
+    Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1"))
+}
+
+/// The client of the server at `url`.
+pub(crate) fn parse_url(url: &str) -> Result<redis::Client> {
+    redis::Client::open(url).map_err(|e| Error::Connect(format!("invalid server URL {url:?}: {e}")))
+}
+
+/// The first connection to `url` failed.
+pub(crate) fn unreachable_server(url: &str, e: &redis::RedisError) -> Error {
+    Error::Connect(format!(
+        "cannot connect to {url}: {e} (is redis-server running there?)"
+    ))
+}
+
+/// The cluster client of the cluster `url` is a node of.
+pub(crate) fn cluster_client(url: &str) -> Result<ClusterClient> {
+    ClusterClient::builder(vec![url])
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+        .build()
+        .map_err(|e| Error::Connect(format!("cluster client for {url}: {e}")))
+}
+
+/// A command's result with an error reply as [`Error::Server`].
+pub(crate) fn checked(reply: RedisResult<Value>) -> Result<Value> {
+    match reply {
+        Ok(Value::ServerError(e)) => Err(explain(server_error_text(&e))),
+        Ok(v) => Ok(v),
+        Err(e) if e.code().is_some() => Err(explain(server_text(&e))),
+        Err(e) => Err(Error::Connection(format!("connection error: {e}"))),
+    }
+}
+
+/// A pipeline's result with every error reply in its place as `Value::ServerError`: a
+/// pipeline that failed on error replies gives the errors only (the `redis` crate drops the
+/// other replies), so the commands without an error ran, but their replies are `None`.
+pub(crate) fn errors_in_place(
+    sent: RedisResult<Vec<Value>>,
+    n: usize,
+) -> RedisResult<Vec<Option<Value>>> {
+    match sent {
+        Ok(replies) => Ok(replies.into_iter().map(Some).collect()),
+        Err(e) => {
+            let Some(errors) = e.clone().into_server_errors() else {
+                return Err(e);
+            };
+            let mut replies: Vec<Option<Value>> = vec![None; n];
+            for (i, error) in errors.iter() {
+                match replies.get_mut(*i) {
+                    Some(slot) => *slot = Some(Value::ServerError(error.clone())),
+                    None => return Err(e),
+                }
+            }
+            Ok(replies)
+        }
+    }
+}
+
+/// A single server as the one master holding every slot.
+pub(crate) fn single_master(url: &str) -> Vec<Master> {
+    vec![Master {
+        addr: url.to_string(),
+        ranges: vec![(0, crate::routing::SLOTS - 1)],
+    }]
+}
 
 /// Where to connect: a single server, or a cluster whose nodes were found from one of them.
 #[derive(Clone)]
 pub struct Client {
-    url: String,
-    kind: Kind,
+    pub(crate) url: String,
+    pub(crate) kind: Kind,
 }
 
 #[derive(Clone)]
-enum Kind {
+pub(crate) enum Kind {
     Single(redis::Client),
-    Cluster(ClusterClient),
+    Cluster(Box<ClusterClient>),
 }
 
 impl Client {
@@ -33,35 +122,18 @@ impl Client {
     /// server whether it is a cluster node (`INFO cluster`) and, if so, connects to the whole
     /// cluster through it.
     pub fn open(url: &str) -> Result<Client> {
-        let single = redis::Client::open(url)
-            .map_err(|e| Error::Connect(format!("invalid server URL {url:?}: {e}")))?;
+        let single = parse_url(url)?;
         let mut c = single
             .get_connection_with_timeout(CONNECT_TIMEOUT)
-            .map_err(|e| {
-                Error::Connect(format!(
-                    "cannot connect to {url}: {e} (is redis-server running there?)"
-                ))
-            })?;
-        let info = match c.req_command(redis::cmd("INFO").arg("cluster")) {
-            Ok(Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
-            Ok(Value::VerbatimString { text, .. }) => text,
-            Ok(Value::ServerError(e)) => return Err(explain(server_error_text(&e))),
-            Ok(other) => return Err(Error::Protocol(format!("INFO cluster answered {other:?}"))),
-            Err(e) => {
-                return Err(Error::Connect(format!(
-                    "{url} does not answer INFO: {}",
-                    server_text(&e)
-                )))
-            }
-        };
-        let clustered = info.lines().any(|l| l.trim() == "cluster_enabled:1");
+            .map_err(|e| unreachable_server(url, &e))?;
+        let clustered = cluster_enabled(url, c.req_command(&cluster_info_cmd()))?;
+        Client::new(url, single, clustered)
+    }
+
+    /// The client of `url` (`single`), for its whole cluster when `clustered`.
+    pub(crate) fn new(url: &str, single: redis::Client, clustered: bool) -> Result<Client> {
         let kind = if clustered {
-            let cluster = ClusterClient::builder(vec![url])
-                .connection_timeout(CONNECT_TIMEOUT)
-                .response_timeout(RESPONSE_TIMEOUT)
-                .build()
-                .map_err(|e| Error::Connect(format!("cluster client for {url}: {e}")))?;
-            Kind::Cluster(cluster)
+            Kind::Cluster(Box::new(cluster_client(url)?))
         } else {
             Kind::Single(single)
         };
@@ -174,12 +246,7 @@ impl Connection {
 
     /// Sends one command; an error reply becomes [`Error::Server`].
     pub fn query(&mut self, cmd: &Cmd) -> Result<Value> {
-        match self.raw(cmd) {
-            Ok(Value::ServerError(e)) => Err(explain(server_error_text(&e))),
-            Ok(v) => Ok(v),
-            Err(e) if e.code().is_some() => Err(explain(server_text(&e))),
-            Err(e) => Err(Error::Connection(format!("connection error: {e}"))),
-        }
+        checked(self.raw(cmd))
     }
 
     /// Sends `cmds` as pipelines (on a cluster, one per node, all written before any reply is
@@ -226,22 +293,7 @@ impl Connection {
     /// drops the other replies): the commands without an error then ran, but their replies are
     /// `None`.
     pub fn pipeline_replies(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Option<Value>>> {
-        match self.pipeline(cmds) {
-            Ok(replies) => Ok(replies.into_iter().map(Some).collect()),
-            Err(e) => {
-                let Some(errors) = e.clone().into_server_errors() else {
-                    return Err(e);
-                };
-                let mut replies: Vec<Option<Value>> = vec![None; cmds.len()];
-                for (i, error) in errors.iter() {
-                    match replies.get_mut(*i) {
-                        Some(slot) => *slot = Some(Value::ServerError(error.clone())),
-                        None => return Err(e),
-                    }
-                }
-                Ok(replies)
-            }
-        }
+        errors_in_place(self.pipeline(cmds), cmds.len())
     }
 
     /// Sends `cmd` to the master of `slot` (a cluster), or to the server.
@@ -262,10 +314,7 @@ impl Connection {
     /// every slot.
     pub fn masters(&mut self) -> Result<Vec<Master>> {
         if !self.is_cluster() {
-            return Ok(vec![Master {
-                addr: self.client.url.clone(),
-                ranges: vec![(0, crate::routing::SLOTS - 1)],
-            }]);
+            return Ok(single_master(&self.client.url));
         }
         let reply = self.query(redis::cmd("CLUSTER").arg("SLOTS"))?;
         parse_cluster_slots(reply)
@@ -289,7 +338,7 @@ fn text(v: &Value) -> Option<String> {
 }
 
 /// `CLUSTER SLOTS`: `[[lo, hi, [host, port, id, ...], replicas...], ...]`, merged by master.
-fn parse_cluster_slots(reply: Value) -> Result<Vec<Master>> {
+pub(crate) fn parse_cluster_slots(reply: Value) -> Result<Vec<Master>> {
     let bad = |what: &str| Error::Protocol(format!("CLUSTER SLOTS: {what}"));
     let Value::Array(ranges) = reply else {
         return Err(bad("not an array"));
@@ -322,4 +371,31 @@ fn parse_cluster_slots(reply: Value) -> Result<Vec<Master>> {
     }
     masters.sort_by(|a, b| a.ranges.first().cmp(&b.ranges.first()));
     Ok(masters)
+}
+
+impl Transport for Connection {
+    async fn send_one(&mut self, cmd: &Cmd) -> Result<Value> {
+        self.query(cmd)
+    }
+
+    async fn send_pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
+        self.pipeline(cmds)
+    }
+
+    async fn send_replies(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Option<Value>>> {
+        self.pipeline_replies(cmds)
+    }
+
+    async fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {
+        self.to_slot(cmd, slot)
+    }
+
+    async fn slot_map(&mut self) -> Result<Vec<Master>> {
+        self.masters()
+    }
+
+    async fn pause_then_reconnect(&mut self, pause: Duration) {
+        std::thread::sleep(pause);
+        let _ = self.reconnect();
+    }
 }

@@ -3,15 +3,15 @@
 //! describe, delete.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::{Cmd, Value};
 
 use crate::connection::{Connection, Master};
-use crate::error::{
-    explain, is_transient, is_transient_text, server_error_text, server_text, Error, Result,
-};
+use crate::delivery::{wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure};
+use crate::error::{explain, server_error_text, server_text, Error, Result};
 use crate::routing::{key_slot, partition_capacity, partition_keys, partition_of, MAX_PARTITIONS};
+use crate::transport::{block, Transport};
 
 /// How a filter grows once its capacity is reached.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -205,24 +205,147 @@ fn growth_args(cmd: &mut Cmd, growth: Growth) {
     }
 }
 
-/// The cluster slot map, fetched when first needed.
-struct SlotMap<'a> {
-    masters: Option<Vec<Master>>,
-    conn: &'a mut Connection,
+/// The commands of [`Filter::reserve`], for any transport.
+enum ReservePlan {
+    Plain(Cmd),
+    Partitioned(PartitionedReserve),
 }
 
-impl SlotMap<'_> {
-    fn master_of(&mut self, slot: u16) -> Result<String> {
-        if self.masters.is_none() {
-            self.masters = Some(self.conn.masters()?);
+/// A partitioned filter's reservation: the partitions first, then the descriptor.
+struct PartitionedReserve {
+    partitions: Vec<Cmd>,
+    descriptor: Cmd,
+    /// The filter once reserved.
+    filter: Filter,
+}
+
+impl ReservePlan {
+    /// Checks `opts` and builds the commands, with a new random routing seed.
+    fn new(name: &[u8], opts: &ReserveOptions) -> Result<ReservePlan> {
+        if !(opts.error_rate > 0.0 && opts.error_rate < 1.0) {
+            return Err(Error::Usage(
+                "the error rate must be strictly between 0 and 1".into(),
+            ));
         }
-        let masters = self.masters.as_deref().unwrap_or(&[]);
-        Ok(masters
+        if opts.capacity == 0 {
+            return Err(Error::Usage("the capacity must be at least 1".into()));
+        }
+        let error_rate = opts.error_rate.to_string();
+        let Some(partitions) = opts.partitions else {
+            let mut cmd = redis::cmd("BF.RESERVE");
+            cmd.arg(name).arg(&error_rate).arg(opts.capacity);
+            growth_args(&mut cmd, opts.growth);
+            return Ok(ReservePlan::Plain(cmd));
+        };
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
+            return Err(Error::Usage(format!(
+                "partitions must be in [1, {MAX_PARTITIONS}]"
+            )));
+        }
+        let seed: u64 = rand::random();
+        let keys = partition_keys(name, partitions);
+        let capacity =
+            partition_capacity(opts.capacity, partitions, opts.growth == Growth::NonScaling);
+        let cmds: Vec<Cmd> = keys
             .iter()
-            .find(|m| m.owns(slot))
-            .map(|m| m.addr.clone())
-            .unwrap_or_else(|| "(no master)".to_string()))
+            .enumerate()
+            .map(|(i, key)| {
+                let mut cmd = redis::cmd("BF.RESERVE");
+                cmd.arg(key.as_slice()).arg(&error_rate).arg(capacity);
+                growth_args(&mut cmd, opts.growth);
+                cmd.arg("PARTITION")
+                    .arg(i)
+                    .arg(partitions)
+                    .arg(seed.to_string());
+                cmd
+            })
+            .collect();
+        let mut descriptor = redis::cmd("BF.RESERVE");
+        descriptor
+            .arg(name)
+            .arg(&error_rate)
+            .arg(opts.capacity)
+            .arg("PARTITIONS")
+            .arg(partitions)
+            .arg(seed.to_string());
+        growth_args(&mut descriptor, opts.growth);
+        Ok(ReservePlan::Partitioned(PartitionedReserve {
+            partitions: cmds,
+            descriptor,
+            filter: Filter {
+                name: name.to_vec(),
+                partitioning: Some(Partitioning {
+                    partitions,
+                    routing_seed: seed,
+                    keys,
+                }),
+            },
+        }))
     }
+}
+
+impl PartitionedReserve {
+    /// Which partitions the pipeline of their BF.RESERVEs created.
+    fn created(&self, sent: redis::RedisResult<Vec<Value>>) -> Vec<Result<()>> {
+        match sent {
+            Ok(replies) => replies
+                .iter()
+                .map(|r| match r {
+                    Value::ServerError(e) => Err(explain(server_error_text(e))),
+                    _ => Ok(()),
+                })
+                .collect(),
+            Err(e) => vec![Err(to_error(&e))],
+        }
+    }
+
+    /// The error that stops the reservation before its descriptor, if any.
+    fn failure(&self, created: &[Result<()>]) -> Option<Error> {
+        let first = created
+            .iter()
+            .find_map(|r| r.as_ref().err().map(|e| e.to_string()))?;
+        Some(Error::Server(format!(
+            "reserving the partitions of {}: {first}",
+            self.filter.name_text()
+        )))
+    }
+
+    /// The DELs of the partitions this reservation created, after it failed: a key that
+    /// already existed made its BF.RESERVE fail, and stays.
+    fn undo(&self, created: &[Result<()>]) -> Vec<Cmd> {
+        let keys = self.filter.keys();
+        let partitions = &keys[1..];
+        if created.len() != partitions.len() {
+            return Vec::new();
+        }
+        partitions
+            .iter()
+            .zip(created)
+            .filter(|(_, r)| r.is_ok())
+            .map(|(k, _)| key_cmd("DEL", k))
+            .collect()
+    }
+}
+
+/// The commands of a lookup: BF.MEXISTS commands with the EXISTS checks of their partitions.
+struct ExistsPlan {
+    cmds: Vec<Cmd>,
+    /// Position in `cmds` and partition of each EXISTS.
+    checks: Vec<(usize, u32)>,
+    /// Partition and input positions of each BF.MEXISTS, in order.
+    placed: Vec<(Option<u32>, Vec<usize>)>,
+}
+
+/// A command of one key (`DEL key`, `EXISTS key`, `BF.INFO key`).
+fn key_cmd(name: &str, key: &[u8]) -> Cmd {
+    let mut c = redis::cmd(name);
+    c.arg(key);
+    c
+}
+
+/// `BF.INFO key`.
+fn info_cmd(key: &[u8]) -> Cmd {
+    key_cmd("BF.INFO", key)
 }
 
 impl Filter {
@@ -260,7 +383,19 @@ impl Filter {
     /// Looks `name` up with one BF.INFO: a descriptor gives the partitioned filter's routing,
     /// any other filter is plain. `None` when the key does not exist.
     pub fn discover(conn: &mut Connection, name: &[u8]) -> Result<Option<Filter>> {
-        let reply = match conn.query(redis::cmd("BF.INFO").arg(name)) {
+        block(Filter::discover_on(conn, name))
+    }
+
+    pub(crate) async fn discover_on(
+        conn: &mut impl Transport,
+        name: &[u8],
+    ) -> Result<Option<Filter>> {
+        Filter::from_info(name, conn.send_one(&info_cmd(name)).await)
+    }
+
+    /// The filter at `name` from its BF.INFO reply ([`Filter::discover`]).
+    fn from_info(name: &[u8], reply: Result<Value>) -> Result<Option<Filter>> {
+        let reply = match reply {
             Ok(v) => v,
             Err(Error::Server(t)) if t.contains("not found") => return Ok(None),
             Err(e) => return Err(e),
@@ -310,103 +445,33 @@ impl Filter {
     /// that a descriptor always has its partitions). On failure the partitions it created are
     /// deleted again.
     pub fn reserve(conn: &mut Connection, name: &[u8], opts: &ReserveOptions) -> Result<Filter> {
-        if !(opts.error_rate > 0.0 && opts.error_rate < 1.0) {
-            return Err(Error::Usage(
-                "the error rate must be strictly between 0 and 1".into(),
-            ));
-        }
-        if opts.capacity == 0 {
-            return Err(Error::Usage("the capacity must be at least 1".into()));
-        }
-        let error_rate = opts.error_rate.to_string();
-        let Some(partitions) = opts.partitions else {
-            let mut cmd = redis::cmd("BF.RESERVE");
-            cmd.arg(name).arg(&error_rate).arg(opts.capacity);
-            growth_args(&mut cmd, opts.growth);
-            conn.query(&cmd)?;
-            return Ok(Filter::plain(name));
-        };
-        if !(1..=MAX_PARTITIONS).contains(&partitions) {
-            return Err(Error::Usage(format!(
-                "partitions must be in [1, {MAX_PARTITIONS}]"
-            )));
-        }
-        let seed: u64 = rand::random();
-        let keys = partition_keys(name, partitions);
-        let capacity =
-            partition_capacity(opts.capacity, partitions, opts.growth == Growth::NonScaling);
-        let cmds: Vec<Cmd> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, key)| {
-                let mut cmd = redis::cmd("BF.RESERVE");
-                cmd.arg(key.as_slice()).arg(&error_rate).arg(capacity);
-                growth_args(&mut cmd, opts.growth);
-                cmd.arg("PARTITION")
-                    .arg(i)
-                    .arg(partitions)
-                    .arg(seed.to_string());
-                cmd
-            })
-            .collect();
-        let created = match conn.pipeline(&cmds) {
-            Ok(replies) => replies
-                .iter()
-                .map(|r| match r {
-                    Value::ServerError(e) => Err(explain(server_error_text(e))),
-                    _ => Ok(()),
-                })
-                .collect::<Vec<_>>(),
-            Err(e) => vec![Err(to_error(&e))],
-        };
-        let first_error = created
-            .iter()
-            .find_map(|r| r.as_ref().err().map(|e| e.to_string()));
-        let result = match first_error {
-            Some(e) => Err(Error::Server(format!(
-                "reserving the partitions of {}: {e}",
-                String::from_utf8_lossy(name)
-            ))),
-            None => {
-                let mut cmd = redis::cmd("BF.RESERVE");
-                cmd.arg(name)
-                    .arg(&error_rate)
-                    .arg(opts.capacity)
-                    .arg("PARTITIONS")
-                    .arg(partitions)
-                    .arg(seed.to_string());
-                growth_args(&mut cmd, opts.growth);
-                conn.query(&cmd).map(|_| ())
+        block(Filter::reserve_on(conn, name, opts))
+    }
+
+    pub(crate) async fn reserve_on(
+        conn: &mut impl Transport,
+        name: &[u8],
+        opts: &ReserveOptions,
+    ) -> Result<Filter> {
+        let plan = match ReservePlan::new(name, opts)? {
+            ReservePlan::Plain(cmd) => {
+                conn.send_one(&cmd).await?;
+                return Ok(Filter::plain(name));
             }
+            ReservePlan::Partitioned(plan) => plan,
         };
-        match result {
-            Ok(()) => Ok(Filter {
-                name: name.to_vec(),
-                partitioning: Some(Partitioning {
-                    partitions,
-                    routing_seed: seed,
-                    keys,
-                }),
-            }),
-            Err(e) => {
-                // Only the partitions this call created: a key that already existed made its
-                // BF.RESERVE fail, and stays.
-                let ours: Vec<Cmd> = keys
-                    .iter()
-                    .zip(&created)
-                    .filter(|(_, r)| r.is_ok())
-                    .map(|(k, _)| {
-                        let mut cmd = redis::cmd("DEL");
-                        cmd.arg(k.as_slice());
-                        cmd
-                    })
-                    .collect();
-                if created.len() == keys.len() && !ours.is_empty() {
-                    let _ = conn.pipeline(&ours);
-                }
-                Err(e)
+        let created = plan.created(conn.send_pipeline(&plan.partitions).await);
+        let result = match plan.failure(&created) {
+            Some(e) => Err(e),
+            None => conn.send_one(&plan.descriptor).await.map(|_| ()),
+        };
+        if result.is_err() {
+            let undo = plan.undo(&created);
+            if !undo.is_empty() {
+                let _ = conn.send_pipeline(&undo).await;
             }
         }
+        result.map(|()| plan.filter)
     }
 
     /// Adds `items`, answering for each whether it was new. Items go to their keys (the name,
@@ -421,15 +486,45 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
-        let batch = opts.batch.max(1);
-        let (cmds, placed) = self.commands(items, batch, |cmd, key, _| {
+        block(self.add_on(conn, items, opts))
+    }
+
+    pub(crate) async fn add_on(
+        &self,
+        conn: &mut impl Transport,
+        items: &[&[u8]],
+        opts: &WriteOptions,
+    ) -> Result<Vec<bool>> {
+        let (cmds, placed) = self.add_commands(items, opts);
+        let slots = self.write_slots(&placed);
+        let replies = send_until_answered(conn, &cmds, Some(&slots), opts).await?;
+        self.add_answers(&replies, &placed, items.len())
+    }
+
+    /// The BF.INSERT … NOCREATE commands of [`Filter::add`] and where their items are.
+    #[allow(clippy::type_complexity)]
+    fn add_commands(
+        &self,
+        items: &[&[u8]],
+        opts: &WriteOptions,
+    ) -> (Vec<Cmd>, Vec<(Option<u32>, Vec<usize>)>) {
+        self.commands(items, opts.batch.max(1), |cmd, key, _| {
             cmd.arg("BF.INSERT").arg(key).arg("NOCREATE").arg("ITEMS");
-        });
-        let replies = self.send(conn, &cmds, &placed, opts)?;
-        let mut out = vec![false; items.len()];
+        })
+    }
+
+    /// [`Filter::add`]'s answers from the replies to [`Filter::add_commands`]: a key that no
+    /// longer exists is [`Error::Vanished`] with the items acknowledged beside it.
+    fn add_answers(
+        &self,
+        replies: &[Value],
+        placed: &[(Option<u32>, Vec<usize>)],
+        n: usize,
+    ) -> Result<Vec<bool>> {
+        let mut out = vec![false; n];
         let mut acknowledged = 0u64;
         let mut vanished = None;
-        for (reply, (part, idx)) in replies.iter().zip(&placed) {
+        for (reply, (part, idx)) in replies.iter().zip(placed) {
             match reply {
                 Value::ServerError(e) if is_not_found(&server_error_text(e)) => {
                     vanished.get_or_insert(*part);
@@ -469,6 +564,15 @@ impl Filter {
         first: &[u8],
         opts: &WriteOptions,
     ) -> Result<(Filter, bool)> {
+        block(Filter::create_with_defaults_on(conn, name, first, opts))
+    }
+
+    pub(crate) async fn create_with_defaults_on(
+        conn: &mut impl Transport,
+        name: &[u8],
+        first: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<(Filter, bool)> {
         let filter = Filter::plain(name);
         let mut cmd = redis::cmd("BF.INSERT");
         cmd.arg(name).arg("ITEMS").arg(first);
@@ -477,7 +581,7 @@ impl Filter {
             ..opts.clone()
         };
         let slots = vec![key_slot(name)];
-        let replies = filter.send_until_answered(conn, &[cmd], Some(&slots), &policy)?;
+        let replies = send_until_answered(conn, &[cmd], Some(&slots), &policy).await?;
         let reply = replies
             .first()
             .ok_or_else(|| Error::Protocol("no reply to BF.INSERT".into()))?;
@@ -496,28 +600,51 @@ impl Filter {
         items: &[&[u8]],
         batch: usize,
     ) -> Result<Vec<bool>> {
-        let batch = batch.max(1);
-        let (cmds, placed) = self.commands(items, batch, |cmd, key, _| {
+        block(self.exists_on(conn, items, batch))
+    }
+
+    pub(crate) async fn exists_on(
+        &self,
+        conn: &mut impl Transport,
+        items: &[&[u8]],
+        batch: usize,
+    ) -> Result<Vec<bool>> {
+        let plan = self.exists_plan(items, batch);
+        let replies = send_raw(conn, &plan.cmds, Duration::from_secs(120)).await?;
+        self.exists_answers(&plan, &replies, items.len())
+    }
+
+    /// The commands of [`Filter::exists`]: BF.MEXISTS of up to `batch` items, each partition's
+    /// first one preceded by the EXISTS of its key.
+    fn exists_plan(&self, items: &[&[u8]], batch: usize) -> ExistsPlan {
+        let (cmds, placed) = self.commands(items, batch.max(1), |cmd, key, _| {
             cmd.arg("BF.MEXISTS").arg(key);
         });
         let mut with_checks: Vec<Cmd> = Vec::with_capacity(cmds.len() * 2);
         let mut checks = Vec::new();
-        let mut checked: Vec<Option<u32>> = Vec::new();
-        for (cmd, (part, _)) in cmds.iter().zip(&placed) {
+        let mut checked: Vec<u32> = Vec::new();
+        for (cmd, (part, _)) in cmds.into_iter().zip(&placed) {
             if let Some(p) = part {
-                if !checked.contains(&Some(*p)) {
-                    checked.push(Some(*p));
-                    let mut e = redis::cmd("EXISTS");
-                    e.arg(self.key_of(Some(*p)));
+                if !checked.contains(p) {
+                    checked.push(*p);
                     checks.push((with_checks.len(), *p));
-                    with_checks.push(e);
+                    with_checks.push(key_cmd("EXISTS", self.key_of(Some(*p))));
                 }
             }
-            with_checks.push(cmd.clone());
+            with_checks.push(cmd);
         }
-        let replies = self.send_raw(conn, &with_checks, Duration::from_secs(120))?;
-        let mut out = vec![false; items.len()];
-        for (at, p) in &checks {
+        ExistsPlan {
+            cmds: with_checks,
+            checks,
+            placed,
+        }
+    }
+
+    /// [`Filter::exists`]'s answers from the replies to [`Filter::exists_plan`]'s commands: a
+    /// partition that does not exist is [`Error::MissingPartition`], never a 0.
+    fn exists_answers(&self, plan: &ExistsPlan, replies: &[Value], n: usize) -> Result<Vec<bool>> {
+        let mut out = vec![false; n];
+        for (at, p) in &plan.checks {
             if replies.get(*at).and_then(as_u64) != Some(1) {
                 return Err(Error::MissingPartition {
                     name: self.name_text(),
@@ -525,13 +652,13 @@ impl Filter {
                 });
             }
         }
-        let check_positions: Vec<usize> = checks.iter().map(|(at, _)| *at).collect();
+        let check_positions: Vec<usize> = plan.checks.iter().map(|(at, _)| *at).collect();
         let answers = replies
             .iter()
             .enumerate()
             .filter(|(i, _)| !check_positions.contains(i))
             .map(|(_, r)| r);
-        for (reply, (_, idx)) in answers.zip(&placed) {
+        for (reply, (_, idx)) in answers.zip(&plan.placed) {
             for (&i, a) in idx.iter().zip(bool_array(reply, idx.len())?) {
                 out[i] = a;
             }
@@ -586,156 +713,45 @@ impl Filter {
         (cmds, placed)
     }
 
-    /// Sends `cmds` (placed as [`Filter::commands`] says) as [`Filter::send_until_answered`]
-    /// does, WAITing (when asked) on every master written to.
-    fn send(
-        &self,
-        conn: &mut Connection,
-        cmds: &[Cmd],
-        placed: &[(Option<u32>, Vec<usize>)],
-        opts: &WriteOptions,
-    ) -> Result<Vec<Value>> {
+    /// The slots [`Filter::add`] WAITs on: those of every key its commands write to.
+    fn write_slots(&self, placed: &[(Option<u32>, Vec<usize>)]) -> Vec<u16> {
         let mut slots: Vec<u16> = placed
             .iter()
             .map(|(p, _)| key_slot(self.key_of(*p)))
             .collect();
         slots.sort_unstable();
         slots.dedup();
-        self.send_until_answered(conn, cmds, Some(&slots), opts)
-    }
-
-    /// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient
-    /// failure) and answers the replies; the first error reply is the error.
-    fn send_raw(
-        &self,
-        conn: &mut Connection,
-        cmds: &[Cmd],
-        retry_for: Duration,
-    ) -> Result<Vec<Value>> {
-        let opts = WriteOptions {
-            retry_for,
-            ..WriteOptions::default()
-        };
-        let replies = self.send_until_answered(conn, cmds, None, &opts)?;
-        match first_server_error(&replies) {
-            Some(text) => Err(explain(text)),
-            None => Ok(replies),
-        }
-    }
-
-    /// Sends `cmds` as one pipeline until every command is answered: a command the server did
-    /// not run (a transient error reply: CLUSTERDOWN, TRYAGAIN, LOADING, …) is sent again, the
-    /// answered ones are kept; commands whose replies were lost are sent again when
-    /// `opts.resend_lost_replies`, else that is an error. Each resend reconnects first
-    /// (refreshing a cluster's slot map), until `opts.retry_for` has passed. With `opts.wait` and
-    /// `wait_slots`, WAITs on the master of every given slot (once per master) and resends the
-    /// whole pipeline when fewer replicas than asked acknowledged. An error reply a resend cannot
-    /// cure ends it: the replies come back with it as `Value::ServerError`. A cluster hides the
-    /// other replies of a pipeline with an error; those commands ran, and are sent again for
-    /// their answers when `opts.resend_lost_replies`, else come back as `Value::Nil`.
-    fn send_until_answered(
-        &self,
-        conn: &mut Connection,
-        cmds: &[Cmd],
-        wait_slots: Option<&[u16]>,
-        opts: &WriteOptions,
-    ) -> Result<Vec<Value>> {
-        if cmds.is_empty() {
-            return Ok(Vec::new());
-        }
-        let deadline = Instant::now() + opts.retry_for;
-        let mut pause = Duration::from_millis(50);
-        let mut replies: Vec<Option<Value>> = vec![None; cmds.len()];
-        // The first complete answer: when only the WAIT fell short, the pipeline is resent for
-        // durability, and its second answer would call every item already present.
-        let mut answered: Option<Vec<Value>> = None;
-        loop {
-            let pending: Vec<usize> = (0..cmds.len()).filter(|&i| replies[i].is_none()).collect();
-            let sent = if pending.len() == cmds.len() {
-                conn.pipeline_replies(cmds)
-            } else {
-                let subset: Vec<Cmd> = pending.iter().map(|&i| cmds[i].clone()).collect();
-                conn.pipeline_replies(&subset)
-            };
-            // Replies lost with the connection, and replies a cluster hid beside an error reply.
-            let (mut transient, mut lost, mut hidden) = (None, 0usize, 0usize);
-            match sent {
-                Ok(got) => {
-                    for (&i, reply) in pending.iter().zip(got) {
-                        match reply {
-                            Some(Value::ServerError(e))
-                                if is_transient_text(&server_error_text(&e)) =>
-                            {
-                                transient.get_or_insert_with(|| server_error_text(&e));
-                            }
-                            Some(reply) => replies[i] = Some(reply),
-                            None => hidden += 1,
-                        }
-                    }
-                }
-                Err(e) if is_transient(&e) => {
-                    lost = pending.len();
-                    transient = Some(server_text(&e));
-                }
-                Err(e) => return Err(to_error(&e)),
-            }
-            let failed = replies
-                .iter()
-                .any(|r| matches!(r, Some(Value::ServerError(_))));
-            // The hidden replies of commands that ran are asked again at once (when resending
-            // is harmless), so that the caller learns what the server acknowledged.
-            if failed && hidden > 0 && opts.resend_lost_replies && transient.is_none() {
-                continue;
-            }
-            if failed {
-                return Ok(replies
-                    .into_iter()
-                    .map(|r| r.unwrap_or(Value::Nil))
-                    .collect());
-            }
-            lost += hidden;
-            if lost > 0 && !opts.resend_lost_replies {
-                return Err(Error::Connection(format!(
-                    "the replies to {lost} commands were lost, so whether they ran is unknown{}",
-                    transient.map(|t| format!(": {t}")).unwrap_or_default()
-                )));
-            }
-            let last = match transient {
-                Some(text) => text,
-                None if lost > 0 => "replies lost".to_string(),
-                None => {
-                    let done: Vec<Value> = replies.iter_mut().filter_map(Option::take).collect();
-                    let (Some(w), Some(slots)) = (opts.wait, wait_slots) else {
-                        return Ok(answered.unwrap_or(done));
-                    };
-                    match wait_for_replicas(conn, w, slots) {
-                        Ok(()) => return Ok(answered.unwrap_or(done)),
-                        Err(WaitFailure::Transient(t)) => {
-                            answered.get_or_insert(done);
-                            t
-                        }
-                        Err(WaitFailure::Fatal(e)) => return Err(e),
-                    }
-                }
-            };
-            if Instant::now() + pause > deadline {
-                return Err(Error::Connection(format!(
-                    "gave up after {}s of retries: {last}",
-                    opts.retry_for.as_secs()
-                )));
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_secs(1));
-            // A failed reconnect is retried at the next turn, within the deadline.
-            let _ = conn.reconnect();
-        }
+        slots
     }
 
     /// BF.INFO of the name and, for a partitioned filter, of every partition with the master it
     /// lives on, and every way the partitions fall short.
     pub fn info(&self, conn: &mut Connection) -> Result<FilterInfo> {
-        let reply = conn.query(redis::cmd("BF.INFO").arg(self.name.as_slice()))?;
-        let pairs = info_pairs(reply)?;
+        block(self.info_on(conn))
+    }
+
+    pub(crate) async fn info_on(&self, conn: &mut impl Transport) -> Result<FilterInfo> {
+        let head = conn.send_one(&info_cmd(&self.name)).await?;
+        let Some(routing) = &self.partitioning else {
+            return self.info_from(head, &[], Vec::new(), &[]);
+        };
+        let present = send_raw(conn, &exists_cmds(routing), INFO_RETRY).await?;
+        let asked = partition_info_cmds(routing, &present);
+        let infos = send_raw(conn, &asked, INFO_RETRY).await?;
+        let masters = conn.slot_map().await?;
+        self.info_from(head, &present, infos, &masters)
+    }
+
+    /// [`Filter::info`] from the name's BF.INFO reply, the EXISTS replies of the partitions,
+    /// the BF.INFO replies of those present ([`partition_info_cmds`]) and the slot map.
+    fn info_from(
+        &self,
+        head: Value,
+        present: &[Value],
+        infos: Vec<Value>,
+        masters: &[Master],
+    ) -> Result<FilterInfo> {
+        let pairs = info_pairs(head)?;
         let fields = pairs
             .iter()
             .filter_map(|(k, v)| Some((as_text(k)?, display(v))))
@@ -750,39 +766,11 @@ impl Filter {
         let Some(routing) = &self.partitioning else {
             return Ok(out);
         };
-        let exists: Vec<Cmd> = routing
-            .keys
-            .iter()
-            .map(|k| {
-                let mut c = redis::cmd("EXISTS");
-                c.arg(k.as_slice());
-                c
-            })
-            .collect();
-        let present = self.send_raw(conn, &exists, Duration::from_secs(30))?;
-        let present: Vec<bool> = present.iter().map(|v| as_u64(v) == Some(1)).collect();
-        let infos: Vec<Cmd> = routing
-            .keys
-            .iter()
-            .zip(&present)
-            .filter(|(_, p)| **p)
-            .map(|(k, _)| {
-                let mut c = redis::cmd("BF.INFO");
-                c.arg(k.as_slice());
-                c
-            })
-            .collect();
-        let mut replies = self
-            .send_raw(conn, &infos, Duration::from_secs(30))?
-            .into_iter();
-        let mut map = SlotMap {
-            masters: None,
-            conn,
-        };
-        for (i, (k, here)) in routing.keys.iter().zip(&present).enumerate() {
+        let mut replies = infos.into_iter();
+        for (i, k) in routing.keys.iter().enumerate() {
             let index = i as u32;
             let slot = key_slot(k);
-            let info = if *here {
+            let info = if present.get(i).and_then(as_u64) == Some(1) {
                 let reply = replies
                     .next()
                     .ok_or_else(|| Error::Protocol("fewer BF.INFO replies than asked".into()))?;
@@ -790,31 +778,19 @@ impl Filter {
             } else {
                 None
             };
-            let key_text = String::from_utf8_lossy(k).into_owned();
-            match &info {
-                None => out
-                    .problems
-                    .push(format!("partition {key_text} is missing")),
-                Some(ki) => match ki.partition {
-                    None => out.problems.push(format!(
-                        "{key_text} is not a partition (no Partition field)"
-                    )),
-                    Some((pi, pp, ps)) => {
-                        if pi != index || pp != routing.partitions || ps != routing.routing_seed {
-                            out.problems.push(format!(
-                                "{key_text} says it is partition {pi} of {pp} with seed {ps}; \
-                                 the descriptor says {index} of {} with seed {}",
-                                routing.partitions, routing.routing_seed
-                            ));
-                        }
-                    }
-                },
+            if let Some(problem) = partition_problem(routing, index, k, info.as_ref()) {
+                out.problems.push(problem);
             }
+            let master = masters
+                .iter()
+                .find(|m| m.owns(slot))
+                .map(|m| m.addr.clone())
+                .unwrap_or_else(|| "(no master)".to_string());
             out.partitions.push(PartitionInfo {
                 index,
                 key: k.clone(),
                 slot,
-                master: map.master_of(slot)?,
+                master,
                 info,
             });
         }
@@ -824,75 +800,126 @@ impl Filter {
     /// Deletes the filter: the descriptor first (a descriptor implies its partitions), then the
     /// partitions. Answers how many keys were deleted.
     pub fn drop(&self, conn: &mut Connection) -> Result<u64> {
-        let cmds: Vec<Cmd> = self
-            .keys()
-            .iter()
-            .map(|k| {
-                let mut c = redis::cmd("DEL");
-                c.arg(k.as_slice());
-                c
-            })
-            .collect();
-        let first = self.send_raw(conn, &cmds[..1], Duration::from_secs(30))?;
-        let rest = self.send_raw(conn, &cmds[1..], Duration::from_secs(30))?;
+        block(self.drop_on(conn))
+    }
+
+    pub(crate) async fn drop_on(&self, conn: &mut impl Transport) -> Result<u64> {
+        let mut dels: Vec<Cmd> = self.keys().iter().map(|k| key_cmd("DEL", k)).collect();
+        let partitions = dels.split_off(1);
+        let first = send_raw(conn, &dels, INFO_RETRY).await?;
+        let rest = send_raw(conn, &partitions, INFO_RETRY).await?;
         Ok(first.iter().chain(&rest).filter_map(as_u64).sum())
     }
 }
 
-enum WaitFailure {
-    Transient(String),
-    Fatal(Error),
+/// How long reads and deletes retry.
+const INFO_RETRY: Duration = Duration::from_secs(30);
+
+/// The EXISTS of every partition key, in order.
+fn exists_cmds(routing: &Partitioning) -> Vec<Cmd> {
+    routing.keys.iter().map(|k| key_cmd("EXISTS", k)).collect()
 }
 
-/// `WAIT replicas timeout` once on the master of each slot's master.
-fn wait_for_replicas(
-    conn: &mut Connection,
+/// The BF.INFO of every partition key whose EXISTS (`present`) answered 1.
+fn partition_info_cmds(routing: &Partitioning, present: &[Value]) -> Vec<Cmd> {
+    routing
+        .keys
+        .iter()
+        .zip(present)
+        .filter(|(_, p)| as_u64(p) == Some(1))
+        .map(|(k, _)| info_cmd(k))
+        .collect()
+}
+
+/// How partition `index` (key `k`, BF.INFO `info`) falls short of the descriptor, if it does.
+fn partition_problem(
+    routing: &Partitioning,
+    index: u32,
+    k: &[u8],
+    info: Option<&KeyInfo>,
+) -> Option<String> {
+    let key_text = String::from_utf8_lossy(k);
+    let Some(info) = info else {
+        return Some(format!("partition {key_text} is missing"));
+    };
+    match info.partition {
+        None => Some(format!(
+            "{key_text} is not a partition (no Partition field)"
+        )),
+        Some((pi, pp, ps)) => {
+            (pi != index || pp != routing.partitions || ps != routing.routing_seed).then(|| {
+                format!(
+                    "{key_text} says it is partition {pi} of {pp} with seed {ps}; the \
+                     descriptor says {index} of {} with seed {}",
+                    routing.partitions, routing.routing_seed
+                )
+            })
+        }
+    }
+}
+
+/// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient failure)
+/// and answers the replies; the first error reply is the error.
+async fn send_raw(
+    conn: &mut impl Transport,
+    cmds: &[Cmd],
+    retry_for: Duration,
+) -> Result<Vec<Value>> {
+    let opts = WriteOptions {
+        retry_for,
+        ..WriteOptions::default()
+    };
+    let replies = send_until_answered(conn, cmds, None, &opts).await?;
+    match first_server_error(&replies) {
+        Some(text) => Err(explain(text)),
+        None => Ok(replies),
+    }
+}
+
+/// Sends `cmds` until every one is answered, as [`Delivery`] decides: resending what the
+/// server did not run, reconnecting and pausing between attempts, WAITing when asked.
+async fn send_until_answered(
+    conn: &mut impl Transport,
+    cmds: &[Cmd],
+    wait_slots: Option<&[u16]>,
+    opts: &WriteOptions,
+) -> Result<Vec<Value>> {
+    if cmds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut delivery = Delivery::new(cmds, wait_slots, opts);
+    loop {
+        let sent = conn.send_replies(&delivery.pending_cmds()).await;
+        let mut step = delivery.received(sent)?;
+        if let Step::Wait(wait, slots) = step {
+            step = delivery.waited(wait_for_replicas(conn, wait, &slots).await)?;
+        }
+        match step {
+            Step::Done(replies) => return Ok(replies),
+            Step::Resend | Step::Wait(..) => {}
+            Step::Pause(pause) => conn.pause_then_reconnect(pause).await,
+        }
+    }
+}
+
+/// `WAIT replicas timeout` once on the master of each slot.
+async fn wait_for_replicas(
+    conn: &mut impl Transport,
     (replicas, timeout): (u32, Duration),
     slots: &[u16],
 ) -> std::result::Result<(), WaitFailure> {
     let masters = conn
-        .masters()
+        .slot_map()
+        .await
         .map_err(|e| WaitFailure::Transient(e.to_string()))?;
-    let mut done: Vec<&str> = Vec::new();
-    for &slot in slots {
-        let addr = masters
-            .iter()
-            .find(|m| m.owns(slot))
-            .map(|m| m.addr.as_str())
-            .unwrap_or("");
-        if done.contains(&addr) {
-            continue;
-        }
-        done.push(addr);
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(replicas).arg(timeout.as_millis() as u64);
-        match conn.to_slot(&cmd, slot) {
-            Ok(v) => match as_u64(&v) {
-                Some(n) if n >= u64::from(replicas) => {}
-                Some(n) => {
-                    return Err(WaitFailure::Transient(format!(
-                        "WAIT {replicas}: {n} replicas of {addr} acknowledged"
-                    )))
-                }
-                None => match v {
-                    Value::ServerError(e) => {
-                        return Err(WaitFailure::Fatal(explain(server_error_text(&e))))
-                    }
-                    other => {
-                        return Err(WaitFailure::Fatal(Error::Protocol(format!(
-                            "WAIT answered {other:?}"
-                        ))))
-                    }
-                },
-            },
-            Err(e) if is_transient(&e) => return Err(WaitFailure::Transient(server_text(&e))),
-            Err(e) => return Err(WaitFailure::Fatal(to_error(&e))),
-        }
+    for (slot, addr) in wait_targets(&masters, slots) {
+        let reply = conn.send_to_slot(&wait_cmd(replicas, timeout), slot).await;
+        wait_answer(reply, replicas, &addr)?;
     }
     Ok(())
 }
 
-fn to_error(e: &redis::RedisError) -> Error {
+pub(crate) fn to_error(e: &redis::RedisError) -> Error {
     if e.code().is_some() {
         explain(server_text(e))
     } else {

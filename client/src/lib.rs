@@ -1,5 +1,7 @@
 //! rustbloom's client: one API over plain and partitioned Bloom filters (`docs/partitioning.md`),
-//! on a single server or a Redis Cluster reached through any node.
+//! on a single server or a Redis Cluster reached through any node. With the cargo feature
+//! `async`, the same operations run on tokio as `*_async` methods over an async connection
+//! (module `aio`).
 //!
 //! ```no_run
 //! use rustbloom_client::{Client, Filter, Growth, ReserveOptions, WriteOptions};
@@ -22,10 +24,14 @@
 //! # }
 //! ```
 
+#[cfg(feature = "async")]
+pub mod aio;
 pub mod connection;
+mod delivery;
 pub mod error;
 pub mod filter;
 pub mod routing;
+mod transport;
 
 pub use connection::{Client, Connection, Master};
 pub use error::{Error, Result};

@@ -1,0 +1,232 @@
+//! How a pipeline of commands is delivered until every command is answered, whatever sends it:
+//! the decisions (what to resend, when to pause, when to WAIT, when to give up) are made here,
+//! and the synchronous and the async transports only carry them out.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, RedisResult, Value};
+
+use crate::connection::Master;
+use crate::error::{
+    explain, is_transient, is_transient_text, server_error_text, server_text, Error, Result,
+};
+use crate::filter::{as_u64, to_error, WriteOptions};
+
+/// What the transport does next for a [`Delivery`].
+pub(crate) enum Step {
+    /// Send [`Delivery::pending_cmds`] again at once.
+    Resend,
+    /// `WAIT replicas timeout` on the masters of these slots, and tell [`Delivery::waited`].
+    Wait((u32, Duration), Vec<u16>),
+    /// Sleep this long, reconnect (for a cluster: a fresh slot map), then send again.
+    Pause(Duration),
+    /// Every command answered: the replies, in order.
+    Done(Vec<Value>),
+}
+
+/// A WAIT that fell short.
+pub(crate) enum WaitFailure {
+    Transient(String),
+    Fatal(Error),
+}
+
+/// Sends `cmds` as one pipeline until every command is answered: a command the server did not
+/// run (a transient error reply: CLUSTERDOWN, TRYAGAIN, LOADING, …) is sent again, the answered
+/// ones are kept; commands whose replies were lost are sent again when
+/// `opts.resend_lost_replies`, else that is an error. Each resend follows a reconnect, until
+/// `opts.retry_for` has passed. With `opts.wait` and `wait_slots`, WAITs on the master of every
+/// given slot (once per master) and resends the whole pipeline when fewer replicas than asked
+/// acknowledged. An error reply a resend cannot cure ends it: the replies come back with it as
+/// `Value::ServerError`. A cluster hides the other replies of a pipeline with an error; those
+/// commands ran, and are sent again for their answers when `opts.resend_lost_replies`, else
+/// come back as `Value::Nil`.
+pub(crate) struct Delivery<'a> {
+    cmds: &'a [Cmd],
+    wait: Option<((u32, Duration), &'a [u16])>,
+    opts: &'a WriteOptions,
+    deadline: Instant,
+    pause: Duration,
+    replies: Vec<Option<Value>>,
+    /// The positions [`Delivery::pending_cmds`] last gave out.
+    sending: Vec<usize>,
+    /// The first complete answer: when only the WAIT fell short, the pipeline is resent for
+    /// durability, and its second answer would call every item already present.
+    answered: Option<Vec<Value>>,
+    /// The answer waiting for its WAIT.
+    waiting: Vec<Value>,
+}
+
+impl<'a> Delivery<'a> {
+    pub(crate) fn new(
+        cmds: &'a [Cmd],
+        wait_slots: Option<&'a [u16]>,
+        opts: &'a WriteOptions,
+    ) -> Delivery<'a> {
+        Delivery {
+            cmds,
+            wait: opts.wait.zip(wait_slots),
+            opts,
+            deadline: Instant::now() + opts.retry_for,
+            pause: Duration::from_millis(50),
+            replies: vec![None; cmds.len()],
+            sending: Vec::new(),
+            answered: None,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// The commands to send now: those not answered yet.
+    pub(crate) fn pending_cmds(&mut self) -> Cow<'a, [Cmd]> {
+        self.sending = (0..self.cmds.len())
+            .filter(|&i| self.replies[i].is_none())
+            .collect();
+        if self.sending.len() == self.cmds.len() {
+            Cow::Borrowed(self.cmds)
+        } else {
+            Cow::Owned(self.sending.iter().map(|&i| self.cmds[i].clone()).collect())
+        }
+    }
+
+    /// Takes the result of sending [`Delivery::pending_cmds`]: a reply per command, `None` for one
+    /// a cluster hid beside an error reply.
+    pub(crate) fn received(&mut self, sent: RedisResult<Vec<Option<Value>>>) -> Result<Step> {
+        let pending = std::mem::take(&mut self.sending);
+        // Replies lost with the connection, and replies a cluster hid beside an error reply.
+        let (mut transient, mut lost, mut hidden) = (None, 0usize, 0usize);
+        match sent {
+            Ok(got) => {
+                for (&i, reply) in pending.iter().zip(got) {
+                    match reply {
+                        Some(Value::ServerError(e))
+                            if is_transient_text(&server_error_text(&e)) =>
+                        {
+                            transient.get_or_insert_with(|| server_error_text(&e));
+                        }
+                        Some(reply) => self.replies[i] = Some(reply),
+                        None => hidden += 1,
+                    }
+                }
+            }
+            Err(e) if is_transient(&e) => {
+                lost = pending.len();
+                transient = Some(server_text(&e));
+            }
+            Err(e) => return Err(to_error(&e)),
+        }
+        let failed = self
+            .replies
+            .iter()
+            .any(|r| matches!(r, Some(Value::ServerError(_))));
+        // The hidden replies of commands that ran are asked again at once (when resending is
+        // harmless), so that the caller learns what the server acknowledged.
+        if failed && hidden > 0 && self.opts.resend_lost_replies && transient.is_none() {
+            return Ok(Step::Resend);
+        }
+        if failed {
+            let replies = std::mem::take(&mut self.replies);
+            return Ok(Step::Done(
+                replies
+                    .into_iter()
+                    .map(|r| r.unwrap_or(Value::Nil))
+                    .collect(),
+            ));
+        }
+        lost += hidden;
+        if lost > 0 && !self.opts.resend_lost_replies {
+            return Err(Error::Connection(format!(
+                "the replies to {lost} commands were lost, so whether they ran is unknown{}",
+                transient.map(|t| format!(": {t}")).unwrap_or_default()
+            )));
+        }
+        let last = match transient {
+            Some(text) => text,
+            None if lost > 0 => "replies lost".to_string(),
+            None => {
+                let done: Vec<Value> = self.replies.iter_mut().filter_map(Option::take).collect();
+                return Ok(match self.wait {
+                    None => Step::Done(self.answered.take().unwrap_or(done)),
+                    Some((wait, slots)) => {
+                        self.waiting = done;
+                        Step::Wait(wait, slots.to_vec())
+                    }
+                });
+            }
+        };
+        self.pause_after(last)
+    }
+
+    /// Takes the outcome of the WAIT [`Step::Wait`] asked for.
+    pub(crate) fn waited(&mut self, outcome: std::result::Result<(), WaitFailure>) -> Result<Step> {
+        let done = std::mem::take(&mut self.waiting);
+        match outcome {
+            Ok(()) => Ok(Step::Done(self.answered.take().unwrap_or(done))),
+            Err(WaitFailure::Transient(t)) => {
+                self.answered.get_or_insert(done);
+                self.pause_after(t)
+            }
+            Err(WaitFailure::Fatal(e)) => Err(e),
+        }
+    }
+
+    /// A pause before the next attempt, growing up to a second, or the end after `last`
+    /// failure once the deadline would pass.
+    fn pause_after(&mut self, last: String) -> Result<Step> {
+        if Instant::now() + self.pause > self.deadline {
+            return Err(Error::Connection(format!(
+                "gave up after {}s of retries: {last}",
+                self.opts.retry_for.as_secs()
+            )));
+        }
+        let pause = self.pause;
+        self.pause = (pause * 2).min(Duration::from_secs(1));
+        Ok(Step::Pause(pause))
+    }
+}
+
+/// The slots to WAIT on, one per master that serves any of `slots`, with its address.
+pub(crate) fn wait_targets(masters: &[Master], slots: &[u16]) -> Vec<(u16, String)> {
+    let mut targets: Vec<(u16, String)> = Vec::new();
+    for &slot in slots {
+        let addr = masters
+            .iter()
+            .find(|m| m.owns(slot))
+            .map(|m| m.addr.clone())
+            .unwrap_or_default();
+        if !targets.iter().any(|(_, a)| *a == addr) {
+            targets.push((slot, addr));
+        }
+    }
+    targets
+}
+
+/// `WAIT replicas timeout`.
+pub(crate) fn wait_cmd(replicas: u32, timeout: Duration) -> Cmd {
+    let mut cmd = redis::cmd("WAIT");
+    cmd.arg(replicas).arg(timeout.as_millis() as u64);
+    cmd
+}
+
+/// Whether master `addr`'s answer to [`wait_cmd`] counts `replicas` acknowledgements.
+pub(crate) fn wait_answer(
+    reply: RedisResult<Value>,
+    replicas: u32,
+    addr: &str,
+) -> std::result::Result<(), WaitFailure> {
+    match reply {
+        Ok(v) => match as_u64(&v) {
+            Some(n) if n >= u64::from(replicas) => Ok(()),
+            Some(n) => Err(WaitFailure::Transient(format!(
+                "WAIT {replicas}: {n} replicas of {addr} acknowledged"
+            ))),
+            None => match v {
+                Value::ServerError(e) => Err(WaitFailure::Fatal(explain(server_error_text(&e)))),
+                other => Err(WaitFailure::Fatal(Error::Protocol(format!(
+                    "WAIT answered {other:?}"
+                )))),
+            },
+        },
+        Err(e) if is_transient(&e) => Err(WaitFailure::Transient(server_text(&e))),
+        Err(e) => Err(WaitFailure::Fatal(to_error(&e))),
+    }
+}

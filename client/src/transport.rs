@@ -1,0 +1,45 @@
+//! What the synchronous and the async connections differ in: how commands travel. Every
+//! operation of [`crate::Filter`] is written once, as an async fn over [`Transport`]; the
+//! async API awaits it, the synchronous one runs it with [`block`].
+
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use redis::{Cmd, RedisResult, Value};
+
+use crate::connection::Master;
+use crate::error::Result;
+
+/// A connection to a server or a cluster, as the operations use it.
+pub(crate) trait Transport {
+    /// One command (routed by its key); an error reply is [`crate::Error::Server`].
+    fn send_one(&mut self, cmd: &Cmd) -> impl Future<Output = Result<Value>>;
+    /// A pipeline, error replies in their place as `Value::ServerError`.
+    fn send_pipeline(&mut self, cmds: &[Cmd]) -> impl Future<Output = RedisResult<Vec<Value>>>;
+    /// A pipeline whose replies a cluster may hide beside an error reply (`None`).
+    fn send_replies(
+        &mut self,
+        cmds: &[Cmd],
+    ) -> impl Future<Output = RedisResult<Vec<Option<Value>>>>;
+    /// One command to the master of `slot`.
+    fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> impl Future<Output = RedisResult<Value>>;
+    /// The masters and their slots.
+    fn slot_map(&mut self) -> impl Future<Output = Result<Vec<Master>>>;
+    /// Waits `pause`, then reconnects (a failure is left for the next attempt to meet).
+    fn pause_then_reconnect(&mut self, pause: Duration) -> impl Future<Output = ()>;
+}
+
+/// Runs `f` to its end on this thread. Meant for the futures of the synchronous transport,
+/// which do their work when first polled and never wait on a waker; polling again is what any
+/// other future would get.
+pub(crate) fn block<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::yield_now();
+    }
+}
