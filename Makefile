@@ -63,7 +63,7 @@ test: build redisbloom test-servers
 	$(MAKE) --no-print-directory php-client-test || rc=1; \
 	$(MAKE) --no-print-directory node-client-test || rc=1; \
 	echo "== integration tests on $$($$valkey --version | cut -d' ' -f1-3)"; \
-	RUSTBLOOM_SERVER=$$valkey cargo test -p rustbloom -p bfctl --tests --no-fail-fast || rc=1; \
+	RUSTBLOOM_SERVER=$$valkey cargo test -p rustbloom -p bfctl -p rustbloom-client --tests --no-fail-fast || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory clients-run || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory python-client-test || rc=1; \
 	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory php-client-test || rc=1; \
