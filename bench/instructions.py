@@ -4,6 +4,8 @@ PFADD of the same items in the same server (the method of docs: zero, send pipel
 
 Usage: python3 bench/instructions.py [--quick] MODULE.so[=LABEL] ...
 APPENDONLY=yes: the servers write an AOF (every write then replicated to it, as to a replica).
+PHASES=window,0.000000001: only the phases whose names contain one of these (and the PFADDs they are
+compared with).
 Prints a markdown table: instructions per call and the ratio to PFADD of the same items."""
 import os, random, shutil, socket, subprocess, sys, tempfile, time
 
@@ -95,7 +97,12 @@ def phases():
             out.append((f"BF.MADD-{n} {rate}", [], [resp("BF.MADD", f"f{rate}", *b) for b in items], count, f"PFADD-{n}"))
             out.append((f"BF.MEXISTS-{n} {rate}", [], [resp("BF.MEXISTS", f"f{rate}", *b) for b in fresh], count, f"PFADD-{n}"))
         out.append((f"BF.MADD-{n} window 1e-3", [], [resp("BF.MADD", "win", *b) for b in items], count, f"PFADD-{n}"))
-    return out
+    wanted = [w for w in os.environ.get("PHASES", "").split(",") if w]
+    if not wanted:
+        return out
+    kept = [p for p in out if any(w in p[0] for w in wanted)]
+    bases = {p[4] for p in kept}
+    return [p for p in out if p in kept or p[0] in bases]
 
 
 def setup_commands(window):

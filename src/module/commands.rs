@@ -36,7 +36,7 @@ use rustbloom_core::{
 
 use super::args::{self, CreateOptions, InfoField, PartitionRole};
 use super::config;
-use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key};
+use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key, ReplicaArg};
 use super::memory::CommandBudget;
 use super::partition;
 use super::stats::{self, BeforeAdd, Footprint};
@@ -228,30 +228,35 @@ fn shape_args(size: LayerSize) -> [String; 3] {
 /// Sends a write's effects (computed by the core, see [`rustbloom_core::replication`]) to
 /// replicas and the AOF; positions count from the argument `first_item`.
 fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
-    let key = command.arg(1);
+    // The key and the items travel as received, never copied.
+    let key = ReplicaArg::Received(1);
     for effect in effects {
         match effect {
             Effect::Create(creation) => replicate_creation(command, creation, None),
             Effect::Batch => command.replicate_verbatim(),
             Effect::Add(positions) => {
-                let mut argv: Vec<&[u8]> = Vec::with_capacity(positions.len() + 1);
+                let mut argv = Vec::with_capacity(positions.len() + 1);
                 argv.push(key);
-                argv.extend(positions.iter().map(|&p| command.arg(first_item + p)));
-                command.replicate("BF.MADD", argv);
+                argv.extend(
+                    positions
+                        .iter()
+                        .map(|&p| ReplicaArg::Received(first_item + p)),
+                );
+                command.replicate_received(c"BF.MADD", &argv);
             }
             Effect::Grow { index, shape } => {
                 let index = index.to_string();
                 let shape = shape_args(*shape);
-                let mut argv: Vec<&[u8]> = vec![key, index.as_bytes()];
+                let mut argv: Vec<&[u8]> = vec![command.arg(1), index.as_bytes()];
                 argv.extend(shape.iter().map(String::as_bytes));
                 command.replicate("BF.GROW", argv);
             }
             Effect::AddAt { at_ms, count } => {
                 let at = at_ms.to_string();
-                let mut argv: Vec<&[u8]> = Vec::with_capacity(*count + 2);
-                argv.extend([key, at.as_bytes()]);
-                argv.extend(command.args_from(first_item).take(*count));
-                command.replicate("BF.ADDAT", argv);
+                let mut argv = Vec::with_capacity(*count + 2);
+                argv.extend([key, ReplicaArg::Bytes(at.as_bytes())]);
+                argv.extend((first_item..first_item + count).map(ReplicaArg::Received));
+                command.replicate_received(c"BF.ADDAT", &argv);
             }
         }
     }

@@ -283,6 +283,42 @@ impl Command {
         }
     }
 
+    /// Replicates `command` with `args`, where this call's own arguments are passed as Redis
+    /// holds them (Redis takes a reference to each: no copy, whatever their number) and only
+    /// the others are made into strings. Several calls in one command reach replicas and the AOF
+    /// wrapped in MULTI/EXEC.
+    pub fn replicate_received(&self, command: &CStr, args: &[ReplicaArg]) {
+        let made: Vec<*mut raw::RedisModuleString> = args
+            .iter()
+            .map(|arg| match arg {
+                ReplicaArg::Received(index) => self.raw_arg(*index),
+                // SAFETY: a live context; Redis copies `bytes.len()` bytes into a new string,
+                // freed below.
+                ReplicaArg::Bytes(bytes) => unsafe {
+                    api!(RedisModule_CreateString)(self.ctx, bytes.as_ptr().cast(), bytes.len())
+                },
+            })
+            .collect();
+        // SAFETY: a live context, a NUL-terminated name, the "v" format with a vector of
+        // `made.len()` live strings, each of which Redis references (its count raised) or
+        // copies, never frees.
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                command.as_ptr(),
+                c"v".as_ptr(),
+                made.as_ptr(),
+                made.len(),
+            );
+        }
+        for (arg, &string) in args.iter().zip(&made) {
+            if let ReplicaArg::Bytes(_) = arg {
+                // SAFETY: a string made in this live context above, freed only here.
+                unsafe { api!(RedisModule_FreeString)(self.ctx, string) };
+            }
+        }
+    }
+
     /// Fires a keyspace event of the generic class for the key at argument 1.
     pub fn notify(&self, event: &CStr) {
         // SAFETY: a live context, a NUL-terminated event name and a live argument.
@@ -295,6 +331,15 @@ impl Command {
             )
         };
     }
+}
+
+/// One argument of a command replicated by [`Command::replicate_received`].
+#[derive(Clone, Copy)]
+pub enum ReplicaArg<'a> {
+    /// This call's argument at this index, as received.
+    Received(usize),
+    /// Bytes of the module's own.
+    Bytes(&'a [u8]),
 }
 
 /// A Rust type stored as the values of a Redis module type.
