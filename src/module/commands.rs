@@ -36,7 +36,7 @@ use rustbloom_core::{
 
 use super::args::{self, CreateOptions, InfoField, PartitionRole};
 use super::config;
-use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key, ReplicaArg};
+use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key};
 use super::memory::CommandBudget;
 use super::partition;
 use super::stats::{self, BeforeAdd, Footprint};
@@ -229,35 +229,26 @@ fn shape_args(size: LayerSize) -> [String; 3] {
 /// replicas and the AOF; positions count from the argument `first_item`.
 fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
     // The key and the items travel as received, never copied.
-    let key = ReplicaArg::Received(1);
     for effect in effects {
         match effect {
             Effect::Create(creation) => replicate_creation(command, creation, None),
             Effect::Batch => command.replicate_verbatim(),
-            Effect::Add(positions) => {
-                let mut argv = Vec::with_capacity(positions.len() + 1);
-                argv.push(key);
-                argv.extend(
-                    positions
-                        .iter()
-                        .map(|&p| ReplicaArg::Received(first_item + p)),
-                );
-                command.replicate_received(c"BF.MADD", &argv);
-            }
+            Effect::Add(positions) => command.replicate_received(
+                c"BF.MADD",
+                &[],
+                positions.iter().map(|&p| first_item + p),
+            ),
             Effect::Grow { index, shape } => {
                 let index = index.to_string();
-                let shape = shape_args(*shape);
-                let mut argv: Vec<&[u8]> = vec![command.arg(1), index.as_bytes()];
-                argv.extend(shape.iter().map(String::as_bytes));
-                command.replicate("BF.GROW", argv);
+                let [bits, hashes, layout] = shape_args(*shape);
+                let made = [&index, &bits, &hashes, &layout].map(|arg| arg.as_bytes());
+                command.replicate_received(c"BF.GROW", &made, std::iter::empty());
             }
-            Effect::AddAt { at_ms, count } => {
-                let at = at_ms.to_string();
-                let mut argv = Vec::with_capacity(*count + 2);
-                argv.extend([key, ReplicaArg::Bytes(at.as_bytes())]);
-                argv.extend((first_item..first_item + count).map(ReplicaArg::Received));
-                command.replicate_received(c"BF.ADDAT", &argv);
-            }
+            Effect::AddAt { at_ms, count } => command.replicate_received(
+                c"BF.ADDAT",
+                &[at_ms.to_string().as_bytes()],
+                first_item..first_item + count,
+            ),
         }
     }
 }

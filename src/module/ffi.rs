@@ -283,39 +283,39 @@ impl Command {
         }
     }
 
-    /// Replicates `command` with `args`, where this call's own arguments are passed as Redis
-    /// holds them (Redis takes a reference to each: no copy, whatever their number) and only
-    /// the others are made into strings. Several calls in one command reach replicas and the AOF
-    /// wrapped in MULTI/EXEC.
-    pub fn replicate_received(&self, command: &CStr, args: &[ReplicaArg]) {
-        let made: Vec<*mut raw::RedisModuleString> = args
-            .iter()
-            .map(|arg| match arg {
-                ReplicaArg::Received(index) => self.raw_arg(*index),
-                // SAFETY: a live context; Redis copies `bytes.len()` bytes into a new string,
-                // freed below.
-                ReplicaArg::Bytes(bytes) => unsafe {
-                    api!(RedisModule_CreateString)(self.ctx, bytes.as_ptr().cast(), bytes.len())
-                },
-            })
-            .collect();
+    /// Replicates `command` with the key (argument 1), then `made` (strings made from these
+    /// bytes), then this call's arguments at `received`, passed as Redis holds them: Redis takes
+    /// a reference to each, no copy, whatever their number. Several calls in one command reach
+    /// replicas and the AOF wrapped in MULTI/EXEC.
+    pub fn replicate_received(
+        &self,
+        command: &CStr,
+        made: &[&[u8]],
+        received: impl ExactSizeIterator<Item = usize>,
+    ) {
+        let mut argv = Vec::with_capacity(1 + made.len() + received.len());
+        argv.push(self.raw_arg(1));
+        argv.extend(made.iter().map(|bytes| {
+            // SAFETY: a live context; Redis copies `bytes.len()` bytes into a new string, freed
+            // below.
+            unsafe { api!(RedisModule_CreateString)(self.ctx, bytes.as_ptr().cast(), bytes.len()) }
+        }));
+        argv.extend(received.map(|index| self.raw_arg(index)));
         // SAFETY: a live context, a NUL-terminated name, the "v" format with a vector of
-        // `made.len()` live strings, each of which Redis references (its count raised) or
+        // `argv.len()` live strings, each of which Redis references (its count raised) or
         // copies, never frees.
         unsafe {
             api!(RedisModule_Replicate)(
                 self.ctx,
                 command.as_ptr(),
                 c"v".as_ptr(),
-                made.as_ptr(),
-                made.len(),
+                argv.as_ptr(),
+                argv.len(),
             );
         }
-        for (arg, &string) in args.iter().zip(&made) {
-            if let ReplicaArg::Bytes(_) = arg {
-                // SAFETY: a string made in this live context above, freed only here.
-                unsafe { api!(RedisModule_FreeString)(self.ctx, string) };
-            }
+        for &string in &argv[1..=made.len()] {
+            // SAFETY: a string made in this live context above, freed only here.
+            unsafe { api!(RedisModule_FreeString)(self.ctx, string) };
         }
     }
 
@@ -331,15 +331,6 @@ impl Command {
             )
         };
     }
-}
-
-/// One argument of a command replicated by [`Command::replicate_received`].
-#[derive(Clone, Copy)]
-pub enum ReplicaArg<'a> {
-    /// This call's argument at this index, as received.
-    Received(usize),
-    /// Bytes of the module's own.
-    Bytes(&'a [u8]),
 }
 
 /// A Rust type stored as the values of a Redis module type.
