@@ -97,6 +97,9 @@ def phases():
             out.append((f"BF.MADD-{n} {rate}", [], [resp("BF.MADD", f"f{rate}", *b) for b in items], count, f"PFADD-{n}"))
             out.append((f"BF.MEXISTS-{n} {rate}", [], [resp("BF.MEXISTS", f"f{rate}", *b) for b in fresh], count, f"PFADD-{n}"))
         out.append((f"BF.MADD-{n} window 1e-3", [], [resp("BF.MADD", "win", *b) for b in items], count, f"PFADD-{n}"))
+    # A window filter written through the three generations before this one: its older slots
+    # hold bits, as a filter older than its window's do, and an add tests them.
+    out.append(("BF.MADD-1000 window 1e-3 aged", [], [resp("BF.MADD", "win-aged", *b) for b in items], count, "PFADD-1000"))
     wanted = [w for w in os.environ.get("PHASES", "").split(",") if w]
     if not wanted:
         return out
@@ -121,6 +124,12 @@ def setup_commands(window):
     if window:
         for i in range(0, PRELOAD, 1000):
             cmds.append(resp("BF.MADD", "win", *pre[i:i + 1000]))
+        cmds.append(resp("BF.RESERVE", "win-aged", "0.001", 10_000_000, "WINDOW", 3_600_000))
+        now_ms = int(time.time() * 1000)
+        for i in range(0, PRELOAD, 1000):
+            # A third of the items in each of the three generations (of 20 minutes) before now.
+            at = now_ms - (3 - 3 * i // PRELOAD) * 1_200_000
+            cmds.append(resp("BF.ADDAT", "win-aged", at, *pre[i:i + 1000]))
     return cmds
 
 
