@@ -4,6 +4,8 @@ PFADD of the same items in the same server (the method of docs: zero, send pipel
 
 Usage: python3 bench/instructions.py [--quick] MODULE.so[=LABEL] ...
 APPENDONLY=yes: the servers write an AOF (every write then replicated to it, as to a replica).
+PHASES=window,0.000000001: only the phases whose names contain one of these (and the PFADDs they are
+compared with).
 Prints a markdown table: instructions per call and the ratio to PFADD of the same items."""
 import os, random, shutil, socket, subprocess, sys, tempfile, time
 
@@ -95,7 +97,15 @@ def phases():
             out.append((f"BF.MADD-{n} {rate}", [], [resp("BF.MADD", f"f{rate}", *b) for b in items], count, f"PFADD-{n}"))
             out.append((f"BF.MEXISTS-{n} {rate}", [], [resp("BF.MEXISTS", f"f{rate}", *b) for b in fresh], count, f"PFADD-{n}"))
         out.append((f"BF.MADD-{n} window 1e-3", [], [resp("BF.MADD", "win", *b) for b in items], count, f"PFADD-{n}"))
-    return out
+    # A window filter written through the three generations before this one: its older slots
+    # hold bits, as a filter older than its window's do, and an add tests them.
+    out.append(("BF.MADD-1000 window 1e-3 aged", [], [resp("BF.MADD", "win-aged", *b) for b in items], count, "PFADD-1000"))
+    wanted = [w for w in os.environ.get("PHASES", "").split(",") if w]
+    if not wanted:
+        return out
+    kept = [p for p in out if any(w in p[0] for w in wanted)]
+    bases = {p[4] for p in kept}
+    return [p for p in out if p in kept or p[0] in bases]
 
 
 def setup_commands(window):
@@ -114,6 +124,12 @@ def setup_commands(window):
     if window:
         for i in range(0, PRELOAD, 1000):
             cmds.append(resp("BF.MADD", "win", *pre[i:i + 1000]))
+        cmds.append(resp("BF.RESERVE", "win-aged", "0.001", 10_000_000, "WINDOW", 3_600_000))
+        now_ms = int(time.time() * 1000)
+        for i in range(0, PRELOAD, 1000):
+            # A third of the items in each of the three generations (of 20 minutes) before now.
+            at = now_ms - (3 - 3 * i // PRELOAD) * 1_200_000
+            cmds.append(resp("BF.ADDAT", "win-aged", at, *pre[i:i + 1000]))
     return cmds
 
 

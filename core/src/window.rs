@@ -561,6 +561,14 @@ impl WindowFilter {
         self.contains_live(&probe, &self.live(now_ms), ALL_SLOTS)
     }
 
+    /// The slots of `region` that may hold a probe: live, and holding bits there (a slot
+    /// never written since it was cleared holds none, so an add's test of the older slots of a
+    /// filter younger than its window stops here).
+    #[inline]
+    fn holding(&self, region: usize, live: &Live) -> u8 {
+        live.mask(self.regions[region]) & self.dirty(region)
+    }
+
     /// The slot of the ring's current generation.
     fn newest_slot(&self) -> usize {
         (self.generation % SLOTS as u64) as usize
@@ -594,7 +602,7 @@ impl WindowFilter {
                 true
             }
             Probe::Blocked { base, mask, region } => {
-                let holding = among & live.mask(self.regions[*region]);
+                let holding = among & self.holding(*region, live);
                 live.newest_first(holding).any(|slot| {
                     // Branch-free over the 8 words (the compiler vectorizes it): cheaper than
                     // stopping at the first unset bit, whose branch is mispredicted half the time.
@@ -612,7 +620,7 @@ impl WindowFilter {
             } => {
                 let lines = usize::from(*lines);
                 let holding = regions[..lines].iter().fold(among, |holding, &region| {
-                    holding & live.mask(self.regions[region])
+                    holding & self.holding(region, live)
                 });
                 live.newest_first(holding).any(|slot| {
                     bases[..lines].iter().enumerate().all(|(j, base)| {
@@ -1035,7 +1043,9 @@ impl Live {
     #[inline]
     fn newest_first(&self, mask: u8) -> impl Iterator<Item = usize> {
         let seen = self.seen;
-        (0..SLOTS as u64)
+        // No slot: no walk over the ages (an add's test of the older slots of a young filter).
+        let ages = if mask == 0 { 0 } else { SLOTS as u64 };
+        (0..ages)
             .map(move |age| (seen.wrapping_sub(age) % SLOTS as u64) as usize)
             .filter(move |&slot| mask & (1 << slot) != 0)
     }

@@ -228,31 +228,27 @@ fn shape_args(size: LayerSize) -> [String; 3] {
 /// Sends a write's effects (computed by the core, see [`rustbloom_core::replication`]) to
 /// replicas and the AOF; positions count from the argument `first_item`.
 fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
-    let key = command.arg(1);
+    // The key and the items travel as received, never copied.
     for effect in effects {
         match effect {
             Effect::Create(creation) => replicate_creation(command, creation, None),
             Effect::Batch => command.replicate_verbatim(),
-            Effect::Add(positions) => {
-                let mut argv: Vec<&[u8]> = Vec::with_capacity(positions.len() + 1);
-                argv.push(key);
-                argv.extend(positions.iter().map(|&p| command.arg(first_item + p)));
-                command.replicate("BF.MADD", argv);
-            }
+            Effect::Add(positions) => command.replicate_received(
+                c"BF.MADD",
+                &[],
+                positions.iter().map(|&p| first_item + p),
+            ),
             Effect::Grow { index, shape } => {
                 let index = index.to_string();
-                let shape = shape_args(*shape);
-                let mut argv: Vec<&[u8]> = vec![key, index.as_bytes()];
-                argv.extend(shape.iter().map(String::as_bytes));
-                command.replicate("BF.GROW", argv);
+                let [bits, hashes, layout] = shape_args(*shape);
+                let made = [&index, &bits, &hashes, &layout].map(|arg| arg.as_bytes());
+                command.replicate_received(c"BF.GROW", &made, std::iter::empty());
             }
-            Effect::AddAt { at_ms, count } => {
-                let at = at_ms.to_string();
-                let mut argv: Vec<&[u8]> = Vec::with_capacity(*count + 2);
-                argv.extend([key, at.as_bytes()]);
-                argv.extend(command.args_from(first_item).take(*count));
-                command.replicate("BF.ADDAT", argv);
-            }
+            Effect::AddAt { at_ms, count } => command.replicate_received(
+                c"BF.ADDAT",
+                &[at_ms.to_string().as_bytes()],
+                first_item..first_item + count,
+            ),
         }
     }
 }

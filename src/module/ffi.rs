@@ -283,6 +283,42 @@ impl Command {
         }
     }
 
+    /// Replicates `command` with the key (argument 1), then `made` (strings made from these
+    /// bytes), then this call's arguments at `received`, passed as Redis holds them: Redis takes
+    /// a reference to each, no copy, whatever their number. Several calls in one command reach
+    /// replicas and the AOF wrapped in MULTI/EXEC.
+    pub fn replicate_received(
+        &self,
+        command: &CStr,
+        made: &[&[u8]],
+        received: impl ExactSizeIterator<Item = usize>,
+    ) {
+        let mut argv = Vec::with_capacity(1 + made.len() + received.len());
+        argv.push(self.raw_arg(1));
+        argv.extend(made.iter().map(|bytes| {
+            // SAFETY: a live context; Redis copies `bytes.len()` bytes into a new string, freed
+            // below.
+            unsafe { api!(RedisModule_CreateString)(self.ctx, bytes.as_ptr().cast(), bytes.len()) }
+        }));
+        argv.extend(received.map(|index| self.raw_arg(index)));
+        // SAFETY: a live context, a NUL-terminated name, the "v" format with a vector of
+        // `argv.len()` live strings, each of which Redis references (its count raised) or
+        // copies, never frees.
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                command.as_ptr(),
+                c"v".as_ptr(),
+                argv.as_ptr(),
+                argv.len(),
+            );
+        }
+        for &string in &argv[1..=made.len()] {
+            // SAFETY: a string made in this live context above, freed only here.
+            unsafe { api!(RedisModule_FreeString)(self.ctx, string) };
+        }
+    }
+
     /// Fires a keyspace event of the generic class for the key at argument 1.
     pub fn notify(&self, event: &CStr) {
         // SAFETY: a live context, a NUL-terminated event name and a live argument.
