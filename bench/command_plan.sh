@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Before/after figures of the "one plan per command" issue, measured on a live redis-server.
+# Before/after figures of the command plan (one parse, one core operation under one budget, one
+# reply and replication per command), measured on a live redis-server.
 # Usage: bash bench/command_plan.sh [MODULE.so ...]   (default: target/release/librustbloom.so)
 # Each module gets its own server (own socket and data dir), shut down at the end.
 set -euo pipefail

@@ -38,7 +38,7 @@
 
 use crate::budget::{allocator, usable_size, Allocator};
 use crate::encoding::RDB_PIECE_BYTES;
-use crate::scalable::LimitError;
+use crate::budget::LimitError;
 
 /// Most bytes, as a fraction of the bits, that the allocator may add to a store of 8 KiB and
 /// more (smaller ones pay a table and a tail of a few dozen bytes, within 10% from 1 KB): one
@@ -76,7 +76,7 @@ const RDB_PIECE_SHIFT: u32 = (RDB_PIECE_BYTES / 8).trailing_zeros();
 const RDB_PIECES_FROM: u64 = 8;
 
 /// 64-bit words, zeroed at allocation, in one block or in pieces (see the module's picture).
-/// Three words, as the `Vec<u64>` it replaced, so that a layer's record (counted in MEMORY USAGE)
+/// Three words, the size of a `Vec<u64>`, so that a layer's record (counted in MEMORY USAGE)
 /// stays 56 bytes.
 pub(crate) struct BitStore {
     /// The one block, or (in pieces) the table of the pieces' blocks, as `NonNull<u64>`s.

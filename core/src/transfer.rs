@@ -21,7 +21,7 @@
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::budget::MemoryBudget;
-pub use crate::encoding::ChunkError;
+use crate::encoding::ChunkError;
 use crate::encoding::DecodeError;
 use crate::filter::Filter;
 use crate::partition;
