@@ -91,6 +91,8 @@ pub struct KeyInfo {
     pub expansion: Option<u64>,
     /// A window filter's window, in milliseconds.
     pub window_ms: Option<u64>,
+    /// A window filter's generation (the unit in which it forgets), in milliseconds.
+    pub generation_ms: Option<u64>,
     /// On a partition key: (index, partitions, routing seed).
     pub partition: Option<(u32, u32, u64)>,
 }
@@ -421,10 +423,37 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
-        let batch = opts.batch.max(1);
-        let (cmds, placed) = self.commands(items, batch, |cmd, key, _| {
+        self.add_with(conn, items, opts, |cmd, key| {
             cmd.arg("BF.INSERT").arg(key).arg("NOCREATE").arg("ITEMS");
-        });
+        })
+    }
+
+    /// Adds `items` to a window filter at the time `at_ms` (Unix ms), as [`Filter::add`] does,
+    /// in `BF.ADDAT key at_ms …` commands: the item is held for the window from `at_ms`'s
+    /// generation on. BF.ADDAT never creates a filter, so a key that no longer exists is
+    /// [`Error::Vanished`] and a resend can only add to the filter it was meant for.
+    pub fn add_at(
+        &self,
+        conn: &mut Connection,
+        at_ms: u64,
+        items: &[&[u8]],
+        opts: &WriteOptions,
+    ) -> Result<Vec<bool>> {
+        self.add_with(conn, items, opts, |cmd, key| {
+            cmd.arg("BF.ADDAT").arg(key).arg(at_ms);
+        })
+    }
+
+    /// Adds `items` in commands whose name and key `head` writes (the items follow).
+    fn add_with(
+        &self,
+        conn: &mut Connection,
+        items: &[&[u8]],
+        opts: &WriteOptions,
+        head: impl Fn(&mut Cmd, &[u8]),
+    ) -> Result<Vec<bool>> {
+        let batch = opts.batch.max(1);
+        let (cmds, placed) = self.commands(items, batch, |cmd, key, _| head(cmd, key));
         let replies = self.send(conn, &cmds, &placed, opts)?;
         let mut out = vec![false; items.len()];
         let mut acknowledged = 0u64;
@@ -983,6 +1012,7 @@ fn key_info(pairs: &[(Value, Value)]) -> KeyInfo {
         items: n("Number of items inserted").unwrap_or(0),
         expansion: n("Expansion rate"),
         window_ms: n("Window (ms)"),
+        generation_ms: n("Generation (ms)"),
         partition,
     }
 }
