@@ -4,7 +4,7 @@
 #
 #  1. 6 nodes (--cluster-node-timeout 2000, no persistence during the load), `redis-cli --cluster
 #     create … --cluster-replicas 1`; `bfctl reserve clicks 1e-9 N --partitions 16 --nonscaling`.
-#  2. bench/clicks.py N | bfctl load clicks - --wait 1 (a pipe, never a file); every
+#  2. clicks N (bfctl/examples/clicks.rs) | bfctl load clicks - --wait 1 (a pipe, never a file); every
 #     SEED_SAMPLE_SECS a CSV row: items/s (lines the generator handed the pipe), each node's
 #     used_memory, RSS and CPU seconds (/proc/PID/stat), bfctl's CPU seconds.
 #  3. Once half the items are sent: kill -9 the master of partition 0's slot; its replica takes
@@ -28,6 +28,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MOD="${RUSTBLOOM_MODULE:-$ROOT/target/release/librustbloom.so}"
 BF="${SEED_BFCTL:-$ROOT/target/release/bfctl}"
+GEN="${SEED_CLICKS:-$ROOT/target/release/examples/clicks}"
 N=${SEED_ITEMS:-1000000000}
 SERVERS=${SEED_SERVERS:-redis valkey}
 EVERY=${SEED_SAMPLE_SECS:-10}
@@ -42,7 +43,7 @@ PORTS=($(seq $PORT0 $((PORT0 + 5))))
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 mkdir -p "$OUT"
 
-[ -x "$BF" ] && [ -f "$MOD" ] || { echo "build first: make build" >&2; exit 1; }
+[ -x "$BF" ] && [ -x "$GEN" ] && [ -f "$MOD" ] || { echo "build first: make build and cargo build --release -p bfctl --example clicks" >&2; exit 1; }
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
   python3 -m venv "$VENV" && "$VENV/bin/pip" install -q --disable-pip-version-check matplotlib
 fi
@@ -88,7 +89,7 @@ wait_until() { # seconds cmd...
 masters() { for p in "${PORTS[@]}"; do [ "$(role $p)" = master ] && echo $p; done; true; }
 live_port() { for p in "${PORTS[@]}"; do redis-cli -p $p ping 2>/dev/null | grep -q PONG && { echo $p; return; }; done; }
 present() { # generator args...: "ones total" of bfctl exists over those ids
-  python3 "$ROOT/bench/clicks.py" "$@" | "$BF" --url redis://127.0.0.1:$(live_port) exists clicks - \
+  "$GEN" "$@" | "$BF" --url redis://127.0.0.1:$(live_port) exists clicks - \
     | awk '{s+=$1; n++} END{print s+0, n+0}'
 }
 all_replicas_synced() {
@@ -128,7 +129,7 @@ run_one() { # server name
   echo "$head" > "$csv"
   echo 0 > "$progress"
   local t0=$SECONDS start_ns; start_ns=$(date +%s%N)
-  ( python3 "$ROOT/bench/clicks.py" $N --progress "$progress" \
+  ( "$GEN" $N --progress "$progress" \
       | "$BF" --url redis://127.0.0.1:$PORT0 load clicks - --wait 1 >"$DIR/load.out" 2>"$DIR/load.err"
     echo "${PIPESTATUS[1]}" > "$DIR/load.rc" ) &
   LOADPID=$!
