@@ -77,7 +77,7 @@ fn write_lines(a: &Args) -> io::Result<()> {
             writeln!(out, "click:{user}:{ts}:{n}")?;
         }
         written += 1;
-        if written % PROGRESS_EVERY == 0 {
+        if written.is_multiple_of(PROGRESS_EVERY) {
             if let Some(p) = &a.progress {
                 out.flush()?;
                 note_progress(p, written)?;

@@ -215,12 +215,24 @@ mod tests {
 
     #[test]
     fn timestamped_lines() {
-        assert_eq!(timestamped(b"1700000000000\tclick:1"), Ok((1_700_000_000_000, &b"click:1"[..])));
+        assert_eq!(
+            timestamped(b"1700000000000\tclick:1"),
+            Ok((1_700_000_000_000, &b"click:1"[..]))
+        );
         assert_eq!(timestamped(b"5\ta\tb"), Ok((5, &b"a\tb"[..])));
         assert_eq!(timestamped(b"5\t"), Ok((5, &b""[..])));
         assert!(timestamped(b"click:1").unwrap_err().contains("no tab"));
-        for bad in [&b"\tx"[..], b"-5\tx", b"+5\tx", b"1.5\tx", b"99999999999999999999\tx"] {
-            assert!(timestamped(bad).unwrap_err().contains("bad timestamp"), "{bad:?}");
+        for bad in [
+            &b"\tx"[..],
+            b"-5\tx",
+            b"+5\tx",
+            b"1.5\tx",
+            b"99999999999999999999\tx",
+        ] {
+            assert!(
+                timestamped(bad).unwrap_err().contains("bad timestamp"),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -18,9 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use rustbloom_client::{
-    Client, Connection, Error, Filter, KeyInfo, ReserveOptions, WriteOptions,
-};
+use rustbloom_client::{Client, Connection, Error, Filter, KeyInfo, ReserveOptions, WriteOptions};
 
 use crate::input::{timestamped, Line, LineBlocks};
 use crate::reserve::Shape;
@@ -372,7 +370,9 @@ pub fn run(url: &str, args: &LoadArgs, show: bool) -> Result<()> {
         let first_line = lines_read + 1;
         lines_read += lines.len() as u64;
         let (answers, stop) = match (&mut clock, &filter) {
-            (Some(clock), Some(f)) => add_timestamped(&mut conn, f, clock, &lines, first_line, &opts),
+            (Some(clock), Some(f)) => {
+                add_timestamped(&mut conn, f, clock, &lines, first_line, &opts)
+            }
             _ => {
                 let items: Vec<&[u8]> = lines.iter().map(|l| l.item).collect();
                 match add_round(&mut conn, &mut filter, &args.key, &items, &opts) {

@@ -95,7 +95,11 @@ fn held_and_forgotten(server: &Server, name: &str) {
     ));
     assert!(out.contains("3000 items, 3000 new"), "{out}");
     assert_eq!(present(server, name, &recent), recent.len(), "recent items");
-    assert_eq!(present(server, name, &old), 0, "items timed five windows ago");
+    assert_eq!(
+        present(server, name, &old),
+        0,
+        "items timed five windows ago"
+    );
 }
 
 #[test]
@@ -117,10 +121,7 @@ fn timestamped_load_refuses_bad_lines_by_number() {
         ("no-tab-here\n".to_string(), "line 3: no tab"),
         ("12x\titem\n".to_string(), "line 3: bad timestamp \"12x\""),
         ("\titem\n".to_string(), "line 3: bad timestamp"),
-        (
-            format!("{}\titem\n", now - WINDOW_MS),
-            "line 3: timestamp",
-        ),
+        (format!("{}\titem\n", now - WINDOW_MS), "line 3: timestamp"),
     ] {
         let err = failed(&bfctl(
             &server,
@@ -129,7 +130,10 @@ fn timestamped_load_refuses_bad_lines_by_number() {
         ));
         assert!(err.contains(expected), "{bad:?}: {err}");
         // The lines before the bad one were added (a decrease within a generation is fine).
-        assert_eq!(present(&server, "seen", &["first".into(), "second".into()]), 2);
+        assert_eq!(
+            present(&server, "seen", &["first".into(), "second".into()]),
+            2
+        );
     }
     let err = failed(&bfctl(
         &server,
