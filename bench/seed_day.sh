@@ -59,7 +59,7 @@ DIR=""; LOADPID=""
 cleanup() {
   [ -n "$LOADPID" ] && kill "$LOADPID" 2>/dev/null || true
   for p in "${PORTS[@]}"; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done
-  [ -n "$DIR" ] && rm -rf "$DIR"
+  [ -z "$DIR" ] || rm -rf "$DIR"
 }
 trap cleanup EXIT
 
@@ -92,9 +92,9 @@ present() { # generator args...: "ones total" of bfctl exists over those ids
   "$GEN" "$@" | "$BF" --url redis://127.0.0.1:$(live_port) exists clicks - \
     | awk '{s+=$1; n++} END{print s+0, n+0}'
 }
-all_replicas_synced() {
+all_replicas_synced() { # every master has a replica past its initial sync (state=online)
   for p in $(masters); do
-    [ "$(info_field $p replication connected_slaves)" -ge 1 ] 2>/dev/null || return 1
+    info_field $p replication slave0 | grep -q 'state=online' || return 1
   done
 }
 
