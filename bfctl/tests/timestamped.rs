@@ -2,20 +2,37 @@
 //! times (BF.ADDAT), plain and partitioned. The window is an hour and the times are hours apart,
 //! so nothing waits: reads answer as of the server's clock, so an item timed five windows ago is
 //! forgotten and one timed half a window ago is held. Malformed lines and lines that go back a
-//! generation are refused with their line number.
+//! generation are refused with their line number. On a cluster too, partitions spread over the
+//! masters.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+use rustbloom_testkit::cluster::Cluster;
 use rustbloom_testkit::*;
 
 const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
 const WINDOW_MS: u64 = 3_600_000;
 
-fn bfctl(server: &Server, args: &[&str], stdin: &[u8]) -> Output {
+/// Where bfctl is pointed: a server, or a cluster through one of its nodes.
+struct Target {
+    url: String,
+    port: u16,
+}
+
+impl Target {
+    fn server(server: &Server) -> Target {
+        Target {
+            url: format!("redis://127.0.0.1:{}", server.port()),
+            port: server.port(),
+        }
+    }
+}
+
+fn bfctl(server: &Target, args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(BFCTL)
         .args(args)
-        .env("BFCTL_URL", format!("redis://127.0.0.1:{}", server.port()))
+        .env("BFCTL_URL", &server.url)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -51,13 +68,15 @@ fn failed(out: &Output) -> String {
 }
 
 /// The server's clock in Unix ms.
-fn server_now_ms(server: &Server) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut server.conn()).expect("TIME");
+fn server_now_ms(server: &Target) -> u64 {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).expect("url");
+    let mut conn = client.get_connection().expect("connect");
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("TIME");
     secs * 1000 + micros / 1000
 }
 
 /// How many of `items` the filter answers 1 for.
-fn present(server: &Server, name: &str, items: &[String]) -> usize {
+fn present(server: &Target, name: &str, items: &[String]) -> usize {
     let input = items.join("\n") + "\n";
     let out = ok(&bfctl(server, &["exists", name], input.as_bytes()));
     out.lines().filter(|l| *l == "1").count()
@@ -74,7 +93,7 @@ fn timed(prefix: &str, n: usize, from_ms: u64) -> (Vec<String>, String) {
     (items, lines)
 }
 
-fn reserve_window(server: &Server, name: &str, extra: &[&str]) {
+fn reserve_window(server: &Target, name: &str, extra: &[&str]) {
     let window = WINDOW_MS.to_string();
     let mut args = vec!["reserve", name, "1e-9", "10000", "--window", &window];
     args.extend_from_slice(extra);
@@ -83,7 +102,7 @@ fn reserve_window(server: &Server, name: &str, extra: &[&str]) {
 
 /// Old items (five windows ago, spread over generations) and recent ones (half a window ago),
 /// in one input and so in the same round trips: each run is sent at its own generation's time.
-fn held_and_forgotten(server: &Server, name: &str) {
+fn held_and_forgotten(server: &Target, name: &str) {
     let now = server_now_ms(server);
     let (old, old_lines) = timed("old", 1500, now - 5 * WINDOW_MS);
     let (recent, recent_lines) = timed("recent", 1500, now - WINDOW_MS / 2);
@@ -105,6 +124,7 @@ fn held_and_forgotten(server: &Server, name: &str) {
 #[test]
 fn timestamped_items_are_held_inside_their_window_and_forgotten_after() {
     let server = Server::start();
+    let server = Target::server(&server);
     reserve_window(&server, "seen", &[]);
     held_and_forgotten(&server, "seen");
     reserve_window(&server, "seen-parts", &["--partitions", "4"]);
@@ -112,8 +132,22 @@ fn timestamped_items_are_held_inside_their_window_and_forgotten_after() {
 }
 
 #[test]
+fn timestamped_load_on_a_cluster() {
+    let cluster = Cluster::start(3, 0);
+    let node = cluster.addr(1);
+    let port = node.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+    let target = Target {
+        url: cluster.url(1),
+        port,
+    };
+    reserve_window(&target, "seen", &["--partitions", "6"]);
+    held_and_forgotten(&target, "seen");
+}
+
+#[test]
 fn timestamped_load_refuses_bad_lines_by_number() {
     let server = Server::start();
+    let server = Target::server(&server);
     reserve_window(&server, "seen", &[]);
     let now = server_now_ms(&server);
     let good = format!("{now}\tfirst\n{}\tsecond\n", now - 1);
