@@ -129,7 +129,7 @@ run_one() { # server name
   echo "$head" > "$csv"
   echo 0 > "$progress"
   local t0=$SECONDS start_ns; start_ns=$(date +%s%N)
-  ( "$GEN" $N --progress "$progress" \
+  ( set +e; "$GEN" $N --progress "$progress" \
       | "$BF" --url redis://127.0.0.1:$PORT0 load clicks - --wait 1 >"$DIR/load.out" 2>"$DIR/load.err"
     echo "${PIPESTATUS[1]}" > "$DIR/load.rc" ) &
   LOADPID=$!

@@ -135,7 +135,11 @@ fn timestamped_items_are_held_inside_their_window_and_forgotten_after() {
 fn timestamped_load_on_a_cluster() {
     let cluster = Cluster::start(3, 0);
     let node = cluster.addr(1);
-    let port = node.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+    let port = node
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
     let target = Target {
         url: cluster.url(1),
         port,

@@ -38,7 +38,16 @@ fn load_goes_on_when_the_node_of_its_url_dies() {
     let (victim, other) = (masters[0], masters[1]);
     let (url, other_url) = (cl.url(victim), cl.url(other));
     let reserve = Command::new(BFCTL)
-        .args(["--url", &url, "reserve", "events", "0.001", "20000", "--partitions", "6"])
+        .args([
+            "--url",
+            &url,
+            "reserve",
+            "events",
+            "0.001",
+            "20000",
+            "--partitions",
+            "6",
+        ])
         .output()
         .expect("run bfctl");
     assert!(reserve.status.success(), "{reserve:?}");
@@ -46,7 +55,16 @@ fn load_goes_on_when_the_node_of_its_url_dies() {
     let (first, second) = all.split_at(10_000);
 
     let mut child = Command::new(BFCTL)
-        .args(["--url", &url, "load", "events", "--batch", "100", "--pipeline", "1"])
+        .args([
+            "--url",
+            &url,
+            "load",
+            "events",
+            "--batch",
+            "100",
+            "--pipeline",
+            "1",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Cmd, ConnectionLike, RedisResult, Value};
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
 
 use crate::error::{explain, server_error_text, server_text, Error, Result};
 
@@ -26,6 +26,45 @@ pub struct Client {
 enum Kind {
     Single(redis::Client),
     Cluster(ClusterClient),
+}
+
+/// Where a cluster connection looks for the slot map: the URL's node first, then every node
+/// `CLUSTER SLOTS` names, with the URL's settings (credentials, database). A reconnect after the
+/// URL's own node died (a failover of that master) then asks another node instead of failing
+/// until that node is back.
+fn cluster_seeds(single: &redis::Client, conn: &mut redis::Connection) -> Vec<ConnectionInfo> {
+    let first = single.get_connection_info().clone();
+    let mut seeds = vec![first.clone()];
+    let ConnectionAddr::Tcp(..) = first.addr() else {
+        return seeds;
+    };
+    let Ok(Value::Array(ranges)) = conn.req_command(&redis::cmd("CLUSTER").arg("SLOTS")) else {
+        return seeds;
+    };
+    for range in &ranges {
+        let Value::Array(fields) = range else {
+            continue;
+        };
+        for node in fields.iter().skip(2) {
+            let Value::Array(node) = node else { continue };
+            let host = match node.first() {
+                Some(Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
+                Some(Value::SimpleString(h)) => h.clone(),
+                _ => continue,
+            };
+            let Some(Value::Int(port)) = node.get(1) else {
+                continue;
+            };
+            let (Ok(port), false) = (u16::try_from(*port), host.is_empty() || host == "?") else {
+                continue;
+            };
+            let addr = ConnectionAddr::Tcp(host, port);
+            if seeds.iter().all(|s| *s.addr() != addr) {
+                seeds.push(first.clone().set_addr(addr));
+            }
+        }
+    }
+    seeds
 }
 
 impl Client {
@@ -56,7 +95,7 @@ impl Client {
         };
         let clustered = info.lines().any(|l| l.trim() == "cluster_enabled:1");
         let kind = if clustered {
-            let cluster = ClusterClient::builder(vec![url])
+            let cluster = ClusterClient::builder(cluster_seeds(&single, &mut c))
                 .connection_timeout(CONNECT_TIMEOUT)
                 .response_timeout(RESPONSE_TIMEOUT)
                 .build()
