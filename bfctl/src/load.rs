@@ -58,7 +58,7 @@ pub struct LoadArgs {
     pub key: String,
     /// File with one item per line; `-` or nothing reads stdin.
     pub file: Option<PathBuf>,
-    /// Items per BF.INSERT.
+    /// Items per BF.INSERT (BF.ADDAT with --timestamped).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Commands in flight per round trip.

@@ -38,7 +38,7 @@ fn cluster_seeds(single: &redis::Client, conn: &mut redis::Connection) -> Vec<Co
     let ConnectionAddr::Tcp(..) = first.addr() else {
         return seeds;
     };
-    let Ok(Value::Array(ranges)) = conn.req_command(&redis::cmd("CLUSTER").arg("SLOTS")) else {
+    let Ok(Value::Array(ranges)) = conn.req_command(redis::cmd("CLUSTER").arg("SLOTS")) else {
         return seeds;
     };
     for range in &ranges {
