@@ -22,6 +22,7 @@
 # Usage: bash bench/seed_day.sh    env: SEED_ITEMS (1000000000) SEED_SERVERS ("redis valkey")
 #   SEED_SAMPLE_SECS (10) SEED_CHECK (10000000) SEED_FP (10000000) SEED_KILL_SPAN (2000000)
 #   SEED_RESTART_AFTER (20) SEED_PORT (7711: uses 6 ports and each +10000) SEED_OUT (target/bench/seed)
+#   SEED_BFCTL, SEED_CLICKS, RUSTBLOOM_MODULE (the builds under target/release by default)
 # Memory: the filter takes ~5.7 bytes per item per copy (5.3 GiB per copy at 10^9, twice with the
 # replicas, plus a fork's copy-on-write during BGSAVE).
 set -euo pipefail
