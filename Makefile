@@ -162,6 +162,15 @@ bench-big: build redisbloom
 	@mkdir -p target/bench
 	bash bench/bigfilter.sh | tee target/bench/bigfilter.md
 
+## bench-seed: the seeds' day (bench/seed_day.sh, not in CI): SEED_ITEMS click ids (default
+## 10^9: ~11 GiB of filters with the replicas) at 1e-9 into 16 partitions on a 3+3 cluster of
+## redis-server, then of valkey-server 9.1.2, with a master killed halfway; CSV, log and chart
+## under target/bench/seed/. Installs matplotlib into a venv under target/.
+.PHONY: bench-seed
+bench-seed: build test-servers
+	cargo build --release -p bfctl --example clicks
+	bash bench/seed_day.sh
+
 fmt:
 	cargo fmt --all
 

@@ -188,3 +188,51 @@ impl LineBlocks {
             .collect())
     }
 }
+
+/// A timestamped line, `unix_ms<TAB>item`: its time and its item (everything after the first
+/// tab, tabs included), or why the line is not one.
+pub fn timestamped(line: &[u8]) -> std::result::Result<(u64, &[u8]), String> {
+    let Some(tab) = memchr::memchr(b'\t', line) else {
+        return Err("no tab: a timestamped line is unix_ms<TAB>item".into());
+    };
+    let (time, item) = (&line[..tab], &line[tab + 1..]);
+    let ms = std::str::from_utf8(time)
+        .ok()
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|t| t.parse::<u64>().ok())
+        .ok_or_else(|| {
+            format!(
+                "bad timestamp {:?}: expected Unix milliseconds (digits only) before the tab",
+                String::from_utf8_lossy(&time[..time.len().min(40)])
+            )
+        })?;
+    Ok((ms, item))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timestamped;
+
+    #[test]
+    fn timestamped_lines() {
+        assert_eq!(
+            timestamped(b"1700000000000\tclick:1"),
+            Ok((1_700_000_000_000, &b"click:1"[..]))
+        );
+        assert_eq!(timestamped(b"5\ta\tb"), Ok((5, &b"a\tb"[..])));
+        assert_eq!(timestamped(b"5\t"), Ok((5, &b""[..])));
+        assert!(timestamped(b"click:1").unwrap_err().contains("no tab"));
+        for bad in [
+            &b"\tx"[..],
+            b"-5\tx",
+            b"+5\tx",
+            b"1.5\tx",
+            b"99999999999999999999\tx",
+        ] {
+            assert!(
+                timestamped(bad).unwrap_err().contains("bad timestamp"),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use rustbloom_client::{Client, Connection, Error, Filter, ReserveOptions, WriteOptions};
+use rustbloom_client::{Client, Connection, Error, Filter, KeyInfo, ReserveOptions, WriteOptions};
 
-use crate::input::LineBlocks;
+use crate::input::{timestamped, Line, LineBlocks};
 use crate::reserve::Shape;
 use crate::{bar, rate};
 
@@ -35,6 +35,22 @@ use crate::{bar, rate};
 /// number of items acknowledged before, instead of a new empty filter. A round trip whose reply
 /// is lost is sent again (it can only add to the filter that is there); its items that the lost
 /// attempt had added are then counted as "already present", not "new".
+///
+/// With --timestamped, each line is `unix_ms<TAB>item` (the item is everything after the first
+/// tab) and is added to a window filter at that time with BF.ADDAT NAME unix_ms item …. One
+/// BF.ADDAT carries one timestamp for all its items, and a window filter holds and forgets
+/// items by generation (⌈window/3⌉ ms, BF.INFO's "Generation (ms)"): an item is held from its
+/// generation for the window, whatever its millisecond within it. So a batch is cut wherever
+/// the generation changes and is sent at its largest timestamp: every item lands in its own
+/// generation, exactly as if it were sent alone — never a later one, which would hold it up to
+/// a generation past its window, nor an earlier one, which would forget it early. Lines must
+/// come in time order at that grain: a line whose time falls in an earlier generation than a
+/// line before it is refused with its line number (the filter's time never goes back, so it
+/// would be recorded in the later generation), while within a generation the order is free.
+/// A filter already written later than the input's times records those items at its last
+/// write, as the server does for any BF.ADDAT. The server refuses a time more than one window
+/// ahead of its clock, and answers reads as of its clock: items whose window has passed by
+/// the time they are loaded answer 0.
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct LoadArgs {
@@ -42,7 +58,7 @@ pub struct LoadArgs {
     pub key: String,
     /// File with one item per line; `-` or nothing reads stdin.
     pub file: Option<PathBuf>,
-    /// Items per BF.INSERT.
+    /// Items per BF.INSERT (BF.ADDAT with --timestamped).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Commands in flight per round trip.
@@ -52,6 +68,9 @@ pub struct LoadArgs {
     /// fewer send the round trip again.
     #[arg(long, value_name = "R")]
     pub wait: Option<u32>,
+    /// Lines are `unix_ms<TAB>item`, added at that time to a window filter (see above).
+    #[arg(long)]
+    pub timestamped: bool,
     #[command(flatten)]
     pub reserve: ReserveIfMissing,
 }
@@ -183,9 +202,137 @@ fn add_round(
     Ok(answers)
 }
 
+/// Where a timestamped load stands: the window filter's generation length, and the latest
+/// generation a line was in (with that line's number and time).
+struct EventClock {
+    generation_ms: u64,
+    latest: Option<(u64, u64, u64)>,
+}
+
+impl EventClock {
+    /// The clock of the window filter `filter` (its first partition's, when partitioned).
+    fn open(conn: &mut Connection, filter: &Filter) -> Result<EventClock> {
+        let key = match filter.partitioning() {
+            Some(p) => p.keys.first().map(Vec::as_slice).unwrap_or(filter.name()),
+            None => filter.name(),
+        };
+        let info = KeyInfo::read(conn, key)
+            .with_context(|| format!("BF.INFO {}", String::from_utf8_lossy(key)))?;
+        let generation_ms = info.generation_ms.filter(|&g| g > 0).ok_or_else(|| {
+            anyhow!(
+                "{} is not a window filter: --timestamped sends BF.ADDAT, which applies to \
+                 window filters only (reserve one with --window MS)",
+                String::from_utf8_lossy(filter.name())
+            )
+        })?;
+        Ok(EventClock {
+            generation_ms,
+            latest: None,
+        })
+    }
+
+    /// The generation of line `number` at `ms`, or why it is refused: its generation is
+    /// earlier than a line's before it.
+    fn place(&mut self, number: u64, ms: u64) -> Result<u64> {
+        let generation = ms / self.generation_ms;
+        match self.latest {
+            Some((latest, line, at)) if generation < latest => Err(anyhow!(
+                "line {number}: timestamp {ms} is a generation ({} ms) earlier than line \
+                 {line}'s {at}: the filter's time never goes back, so it would be recorded \
+                 later than its time and held past its window; sort the input by time",
+                self.generation_ms
+            )),
+            Some((latest, ..)) if generation == latest => Ok(generation),
+            _ => {
+                self.latest = Some((generation, number, ms));
+                Ok(generation)
+            }
+        }
+    }
+}
+
+/// Why a round stopped short.
+enum Stop {
+    /// The server or the connection.
+    Client(Error),
+    /// A line of the input.
+    Input(anyhow::Error),
+}
+
+/// Adds the timestamped `lines` (the first is line `first_line` of the input) in runs of one
+/// generation, each at its largest timestamp: the answers of the lines sent, and why it
+/// stopped before the end, if it did (a bad line stops it after the runs before it).
+fn add_timestamped(
+    conn: &mut Connection,
+    filter: &Filter,
+    clock: &mut EventClock,
+    lines: &[Line<'_>],
+    first_line: u64,
+    opts: &WriteOptions,
+) -> (Vec<bool>, Option<Stop>) {
+    let mut answers = Vec::with_capacity(lines.len());
+    let mut run: Vec<&[u8]> = Vec::new();
+    let mut run_at: Option<(u64, u64)> = None;
+    let mut stop = None;
+    for (number, line) in (first_line..).zip(lines) {
+        let placed = timestamped(line.item)
+            .map_err(|why| anyhow!("line {number}: {why}"))
+            .and_then(|(ms, item)| Ok((clock.place(number, ms)?, ms, item)));
+        let (generation, ms, item) = match placed {
+            Ok(p) => p,
+            Err(e) => {
+                stop = Some(Stop::Input(e));
+                break;
+            }
+        };
+        match run_at {
+            Some((g, latest)) if g == generation => run_at = Some((g, latest.max(ms))),
+            Some((_, latest)) => {
+                if let Err(e) = send_run(conn, filter, latest, &run, opts, &mut answers) {
+                    return (answers, Some(Stop::Client(e)));
+                }
+                run.clear();
+                run_at = Some((generation, ms));
+            }
+            None => run_at = Some((generation, ms)),
+        }
+        run.push(item);
+    }
+    if let Some((_, latest)) = run_at {
+        if let Err(e) = send_run(conn, filter, latest, &run, opts, &mut answers) {
+            return (answers, Some(Stop::Client(e)));
+        }
+    }
+    (answers, stop)
+}
+
+/// Adds one generation's run of items at `at_ms`, appending their answers.
+fn send_run(
+    conn: &mut Connection,
+    filter: &Filter,
+    at_ms: u64,
+    run: &[&[u8]],
+    opts: &WriteOptions,
+    answers: &mut Vec<bool>,
+) -> rustbloom_client::Result<()> {
+    answers.extend(filter.add_at(conn, at_ms, run, opts)?);
+    Ok(())
+}
+
 pub fn run(url: &str, args: &LoadArgs, show: bool) -> Result<()> {
     let mut conn = Client::open(url)?.connect()?;
     let mut filter = args.reserve.open(&mut conn, &args.key)?;
+    let mut clock = match (&filter, args.timestamped) {
+        (Some(f), true) => Some(EventClock::open(&mut conn, f)?),
+        (None, true) => {
+            return Err(anyhow!(
+                "{} does not exist: --timestamped adds to a window filter; reserve it first \
+                 (--capacity and --window, or `bfctl reserve … --window MS`)",
+                args.key
+            ))
+        }
+        (_, false) => None,
+    };
     let total = match args.file.as_deref() {
         Some(p) if p != std::path::Path::new("-") => std::fs::metadata(p).ok().map(|m| m.len()),
         _ => None,
@@ -212,6 +359,7 @@ pub fn run(url: &str, args: &LoadArgs, show: bool) -> Result<()> {
     };
     let start = Instant::now();
     let (mut new, mut present, mut read_bytes) = (0u64, 0u64, 0u64);
+    let mut lines_read = 0u64;
     let mut outcome = Ok(());
     loop {
         let lines = input.round(round, false).context("read input")?;
@@ -219,19 +367,35 @@ pub fn run(url: &str, args: &LoadArgs, show: bool) -> Result<()> {
             break;
         }
         read_bytes += lines.iter().map(|l| l.len() as u64).sum::<u64>();
-        let items: Vec<&[u8]> = lines.iter().map(|l| l.item).collect();
-        match add_round(&mut conn, &mut filter, &args.key, &items, &opts) {
-            Ok(answers) => {
-                let n = answers.iter().filter(|&&a| a).count() as u64;
-                new += n;
-                present += answers.len() as u64 - n;
+        let first_line = lines_read + 1;
+        lines_read += lines.len() as u64;
+        let (answers, stop) = match (&mut clock, &filter) {
+            (Some(clock), Some(f)) => {
+                add_timestamped(&mut conn, f, clock, &lines, first_line, &opts)
             }
-            Err(e) => {
+            _ => {
+                let items: Vec<&[u8]> = lines.iter().map(|l| l.item).collect();
+                match add_round(&mut conn, &mut filter, &args.key, &items, &opts) {
+                    Ok(answers) => (answers, None),
+                    Err(e) => (Vec::new(), Some(Stop::Client(e))),
+                }
+            }
+        };
+        let n = answers.iter().filter(|&&a| a).count() as u64;
+        new += n;
+        present += answers.len() as u64 - n;
+        match stop {
+            None => {}
+            Some(Stop::Client(e)) => {
                 pb.finish_and_clear();
                 if let Some(gone) = vanished(&e, new + present, "items") {
                     return Err(gone);
                 }
                 outcome = Err(anyhow::Error::new(e));
+                break;
+            }
+            Some(Stop::Input(e)) => {
+                outcome = Err(e);
                 break;
             }
         }

@@ -31,11 +31,12 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
 
 use crate::connection::{
-    checked, cluster_enabled, cluster_info_cmd, errors_in_place, parse_cluster_slots, parse_url,
-    single_master, unreachable_server, Kind, Master, CONNECT_TIMEOUT, RESPONSE_TIMEOUT,
+    checked, cluster_enabled, cluster_info_cmd, cluster_slots_cmd, errors_in_place,
+    parse_cluster_slots, parse_url, single_master, unreachable_server, Kind, Master,
+    CONNECT_TIMEOUT, RESPONSE_TIMEOUT,
 };
 use crate::error::{Error, Result};
-use crate::filter::{Filter, FilterInfo, ReserveOptions, WriteOptions};
+use crate::filter::{AddCommand, Filter, FilterInfo, ReserveOptions, WriteOptions};
 use crate::routing::key_slot;
 use crate::transport::Transport;
 use crate::Client;
@@ -55,7 +56,12 @@ impl Client {
             .await
             .map_err(|e| unreachable_server(url, &e))?;
         let clustered = cluster_enabled(url, c.req_packed_command(&cluster_info_cmd()).await)?;
-        Client::new(url, single, clustered)
+        let slots = if clustered {
+            Some(c.req_packed_command(&cluster_slots_cmd()).await)
+        } else {
+            None
+        };
+        Client::new(url, single, slots)
     }
 
     /// A new async connection (for a cluster: to its masters, with a fresh slot map).
@@ -268,7 +274,7 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
-        self.add_on(conn, items, opts).await
+        self.add_on(conn, items, opts, AddCommand::Insert).await
     }
 
     /// [`Filter::create_with_defaults`], async.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Cmd, ConnectionLike, RedisResult, Value};
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
 
 use crate::error::{explain, server_error_text, server_text, Error, Result};
 use crate::transport::Transport;
@@ -52,9 +52,16 @@ pub(crate) fn unreachable_server(url: &str, e: &redis::RedisError) -> Error {
     ))
 }
 
-/// The cluster client of the cluster `url` is a node of.
-pub(crate) fn cluster_client(url: &str) -> Result<ClusterClient> {
-    ClusterClient::builder(vec![url])
+/// `CLUSTER SLOTS`, whose nodes seed a cluster client beside the URL's own.
+pub(crate) fn cluster_slots_cmd() -> Cmd {
+    let mut cmd = redis::cmd("CLUSTER");
+    cmd.arg("SLOTS");
+    cmd
+}
+
+/// The cluster client of the cluster `url` is a node of, seeded by `seeds`.
+pub(crate) fn cluster_client(url: &str, seeds: Vec<ConnectionInfo>) -> Result<ClusterClient> {
+    ClusterClient::builder(seeds)
         .connection_timeout(CONNECT_TIMEOUT)
         .response_timeout(RESPONSE_TIMEOUT)
         .build()
@@ -117,6 +124,45 @@ pub(crate) enum Kind {
     Cluster(Box<ClusterClient>),
 }
 
+/// Where a cluster connection looks for the slot map: the URL's node first, then every node
+/// `CLUSTER SLOTS` names, with the URL's settings (credentials, database). A reconnect after the
+/// URL's own node died (a failover of that master) then asks another node instead of failing
+/// until that node is back.
+fn cluster_seeds(single: &redis::Client, slots: RedisResult<Value>) -> Vec<ConnectionInfo> {
+    let first = single.get_connection_info().clone();
+    let mut seeds = vec![first.clone()];
+    let ConnectionAddr::Tcp(..) = first.addr() else {
+        return seeds;
+    };
+    let Ok(Value::Array(ranges)) = slots else {
+        return seeds;
+    };
+    for range in &ranges {
+        let Value::Array(fields) = range else {
+            continue;
+        };
+        for node in fields.iter().skip(2) {
+            let Value::Array(node) = node else { continue };
+            let host = match node.first() {
+                Some(Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
+                Some(Value::SimpleString(h)) => h.clone(),
+                _ => continue,
+            };
+            let Some(Value::Int(port)) = node.get(1) else {
+                continue;
+            };
+            let (Ok(port), false) = (u16::try_from(*port), host.is_empty() || host == "?") else {
+                continue;
+            };
+            let addr = ConnectionAddr::Tcp(host, port);
+            if seeds.iter().all(|s| *s.addr() != addr) {
+                seeds.push(first.clone().set_addr(addr));
+            }
+        }
+    }
+    seeds
+}
+
 impl Client {
     /// Opens `url` (`redis://[user:password@]host:port[/db]`, `redis+unix:///path`): asks the
     /// server whether it is a cluster node (`INFO cluster`) and, if so, connects to the whole
@@ -127,13 +173,22 @@ impl Client {
             .get_connection_with_timeout(CONNECT_TIMEOUT)
             .map_err(|e| unreachable_server(url, &e))?;
         let clustered = cluster_enabled(url, c.req_command(&cluster_info_cmd()))?;
-        Client::new(url, single, clustered)
+        let slots = clustered.then(|| c.req_command(&cluster_slots_cmd()));
+        Client::new(url, single, slots)
     }
 
-    /// The client of `url` (`single`), for its whole cluster when `clustered`.
-    pub(crate) fn new(url: &str, single: redis::Client, clustered: bool) -> Result<Client> {
-        let kind = if clustered {
-            Kind::Cluster(Box::new(cluster_client(url)?))
+    /// The client of `url` (`single`), for its whole cluster when it answered `CLUSTER SLOTS`
+    /// (`cluster_slots`: that answer, for a cluster node).
+    pub(crate) fn new(
+        url: &str,
+        single: redis::Client,
+        cluster_slots: Option<RedisResult<Value>>,
+    ) -> Result<Client> {
+        let kind = if let Some(slots) = cluster_slots {
+            Kind::Cluster(Box::new(cluster_client(
+                url,
+                cluster_seeds(&single, slots),
+            )?))
         } else {
             Kind::Single(single)
         };

@@ -35,6 +35,14 @@ pub struct ReserveOptions {
     pub partitions: Option<u32>,
 }
 
+/// The command an add sends: `BF.INSERT key NOCREATE ITEMS …`, or for a window filter at a given
+/// time `BF.ADDAT key at_ms …` (which never creates a filter either).
+#[derive(Clone, Copy)]
+pub(crate) enum AddCommand {
+    Insert,
+    At(u64),
+}
+
 /// How adds are sent.
 #[derive(Clone, Debug)]
 pub struct WriteOptions {
@@ -91,6 +99,8 @@ pub struct KeyInfo {
     pub expansion: Option<u64>,
     /// A window filter's window, in milliseconds.
     pub window_ms: Option<u64>,
+    /// A window filter's generation (the unit in which it forgets), in milliseconds.
+    pub generation_ms: Option<u64>,
     /// On a partition key: (index, partitions, routing seed).
     pub partition: Option<(u32, u32, u64)>,
 }
@@ -486,7 +496,21 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
-        block(self.add_on(conn, items, opts))
+        block(self.add_on(conn, items, opts, AddCommand::Insert))
+    }
+
+    /// Adds `items` to a window filter at the time `at_ms` (Unix ms), as [`Filter::add`] does,
+    /// in `BF.ADDAT key at_ms …` commands: the item is held for the window from `at_ms`'s
+    /// generation on. BF.ADDAT never creates a filter, so a key that no longer exists is
+    /// [`Error::Vanished`] and a resend can only add to the filter it was meant for.
+    pub fn add_at(
+        &self,
+        conn: &mut Connection,
+        at_ms: u64,
+        items: &[&[u8]],
+        opts: &WriteOptions,
+    ) -> Result<Vec<bool>> {
+        block(self.add_on(conn, items, opts, AddCommand::At(at_ms)))
     }
 
     pub(crate) async fn add_on(
@@ -494,22 +518,29 @@ impl Filter {
         conn: &mut impl Transport,
         items: &[&[u8]],
         opts: &WriteOptions,
+        command: AddCommand,
     ) -> Result<Vec<bool>> {
-        let (cmds, placed) = self.add_commands(items, opts);
+        let (cmds, placed) = self.add_commands(items, opts, command);
         let slots = self.write_slots(&placed);
         let replies = send_until_answered(conn, &cmds, Some(&slots), opts).await?;
         self.add_answers(&replies, &placed, items.len())
     }
 
-    /// The BF.INSERT … NOCREATE commands of [`Filter::add`] and where their items are.
+    /// The add commands of [`Filter::add`] / [`Filter::add_at`] and where their items are.
     #[allow(clippy::type_complexity)]
     fn add_commands(
         &self,
         items: &[&[u8]],
         opts: &WriteOptions,
+        command: AddCommand,
     ) -> (Vec<Cmd>, Vec<(Option<u32>, Vec<usize>)>) {
-        self.commands(items, opts.batch.max(1), |cmd, key, _| {
-            cmd.arg("BF.INSERT").arg(key).arg("NOCREATE").arg("ITEMS");
+        self.commands(items, opts.batch.max(1), |cmd, key, _| match command {
+            AddCommand::Insert => {
+                cmd.arg("BF.INSERT").arg(key).arg("NOCREATE").arg("ITEMS");
+            }
+            AddCommand::At(at_ms) => {
+                cmd.arg("BF.ADDAT").arg(key).arg(at_ms);
+            }
         })
     }
 
@@ -1010,6 +1041,7 @@ fn key_info(pairs: &[(Value, Value)]) -> KeyInfo {
         items: n("Number of items inserted").unwrap_or(0),
         expansion: n("Expansion rate"),
         window_ms: n("Window (ms)"),
+        generation_ms: n("Generation (ms)"),
         partition,
     }
 }

@@ -36,9 +36,9 @@
 //! size takes on the process's allocator exactly, pieces, tail, table and alignment included:
 //! what a budget is charged and MEMORY USAGE counts.
 
+use crate::budget::LimitError;
 use crate::budget::{allocator, usable_size, Allocator};
 use crate::encoding::RDB_PIECE_BYTES;
-use crate::budget::LimitError;
 
 /// Most bytes, as a fraction of the bits, that the allocator may add to a store of 8 KiB and
 /// more (smaller ones pay a table and a tail of a few dozen bytes, within 10% from 1 KB): one

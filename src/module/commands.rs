@@ -28,8 +28,8 @@ use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::{add_effects, Creation, Effect};
 use rustbloom_core::scalable::{AddOutcome, CreateError, PushError};
 use rustbloom_core::transfer::{decode_load_header, load_chunk};
-use rustbloom_core::ChunkError;
 use rustbloom_core::window::WindowError;
+use rustbloom_core::ChunkError;
 use rustbloom_core::{
     BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, LayerSize, Outcome,
     SizingError, StoredFilter, StoredValue, WindowFilter, WindowParams,

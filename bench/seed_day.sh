@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The seeds' day (not run in CI): N distinct click ids at 1e-9 through a 3-master + 3-replica
+# cluster on loopback, measured end to end, once per server in SEED_SERVERS.
+#
+#  1. 6 nodes (--cluster-node-timeout 2000, no persistence during the load), `redis-cli --cluster
+#     create … --cluster-replicas 1`; `bfctl reserve clicks 1e-9 N --partitions 16 --nonscaling`.
+#  2. clicks N (bfctl/examples/clicks.rs) | bfctl load clicks - --wait 1 (a pipe, never a file); every
+#     SEED_SAMPLE_SECS a CSV row: items/s (lines the generator handed the pipe), each node's
+#     used_memory, RSS and CPU seconds (/proc/PID/stat), bfctl's CPU seconds.
+#  3. Once half the items are sent: kill -9 the master of partition 0's slot; its replica takes
+#     over and the load goes on by itself (bfctl resends what was not acknowledged). With --wait 1
+#     the promoted master has no replica until the killed node comes back, so after
+#     SEED_RESTART_AFTER seconds the killed node is started again (a supervisor's restart; it
+#     rejoins as a replica); SEED_RESTART_AFTER=never leaves it down.
+#  4. After the load: every id of a strided sample of SEED_CHECK ids, and every id sent within
+#     SEED_KILL_SPAN ids of the kill, answers 1; false positives over SEED_FP never-added ids;
+#     BGSAVE on each master in turn (latest_fork_usec, peak RSS growth, rdb_last_cow_size, RDB
+#     size, seconds); SHUTDOWN SAVE of all six nodes, start again, time until `bfctl info
+#     clicks` reports all 16 partitions, then the sample check again.
+#  5. A PNG of the CSV (matplotlib in a venv under target/, installed here), with date and commit.
+#
+# Usage: bash bench/seed_day.sh    env: SEED_ITEMS (1000000000) SEED_SERVERS ("redis valkey")
+#   SEED_SAMPLE_SECS (10) SEED_CHECK (10000000) SEED_FP (10000000) SEED_KILL_SPAN (2000000)
+#   SEED_RESTART_AFTER (20) SEED_PORT (7711: uses 6 ports and each +10000) SEED_OUT (target/bench/seed)
+#   SEED_BFCTL, SEED_CLICKS, RUSTBLOOM_MODULE (the builds under target/release by default)
+# Memory: the filter takes ~5.7 bytes per item per copy (5.3 GiB per copy at 10^9, twice with the
+# replicas, plus a fork's copy-on-write during BGSAVE).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MOD="${RUSTBLOOM_MODULE:-$ROOT/target/release/librustbloom.so}"
+BF="${SEED_BFCTL:-$ROOT/target/release/bfctl}"
+GEN="${SEED_CLICKS:-$ROOT/target/release/examples/clicks}"
+N=${SEED_ITEMS:-1000000000}
+SERVERS=${SEED_SERVERS:-redis valkey}
+EVERY=${SEED_SAMPLE_SECS:-10}
+CHECK=${SEED_CHECK:-10000000}
+FP=${SEED_FP:-10000000}
+KILL_SPAN=${SEED_KILL_SPAN:-2000000}
+RESTART_AFTER=${SEED_RESTART_AFTER:-20}
+PORT0=${SEED_PORT:-7711}
+OUT=${SEED_OUT:-$ROOT/target/bench/seed}
+VENV="$ROOT/target/bench-seed/venv"
+PORTS=($(seq $PORT0 $((PORT0 + 5))))
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+mkdir -p "$OUT"
+
+[ -x "$BF" ] && [ -x "$GEN" ] && [ -f "$MOD" ] || { echo "build first: make build and cargo build --release -p bfctl --example clicks" >&2; exit 1; }
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
+  python3 -m venv "$VENV" && "$VENV/bin/pip" install -q --disable-pip-version-check matplotlib
+fi
+
+server_bin() {
+  case $1 in
+    redis) command -v redis-server ;;
+    valkey) find "$ROOT/target/test-servers" -name valkey-server -type f | head -n 1 ;;
+  esac
+}
+
+DIR=""; LOADPID=""
+cleanup() {
+  [ -n "$LOADPID" ] && kill "$LOADPID" 2>/dev/null || true
+  for p in "${PORTS[@]}"; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done
+  [ -z "$DIR" ] || rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+start_node() { # port
+  mkdir -p "$DIR/$1"
+  "$SERVER" --port $1 --bind 127.0.0.1 --dir "$DIR/$1" --daemonize yes --pidfile "$DIR/$1/pid" \
+    --logfile "$DIR/$1/log" --cluster-enabled yes --cluster-config-file nodes.conf \
+    --cluster-node-timeout 2000 --save '' --appendonly no --dbfilename dump.rdb \
+    --loadmodule "$MOD" >/dev/null
+  for _ in $(seq 200); do redis-cli -p $1 ping 2>/dev/null | grep -q PONG && return; sleep 0.05; done
+  echo "node $1 did not start" >&2; tail "$DIR/$1/log" >&2; exit 1
+}
+pid_of() { cat "$DIR/$1/pid" 2>/dev/null || true; }
+cpu_s() { [ -n "${1:-}" ] && [ -r /proc/$1/stat ] && awk -v t=$(getconf CLK_TCK) '{printf "%.2f", ($14+$15)/t}' /proc/$1/stat || echo ""; }
+rss_b() { [ -n "${1:-}" ] && [ -r /proc/$1/status ] && awk '/^VmRSS/{print $2*1024}' /proc/$1/status || echo ""; }
+info_field() { { redis-cli -p $1 info $2 2>/dev/null || true; } | tr -d '\r' | awk -F: -v f=$3 '$1==f{print $2}'; }
+role() { info_field $1 replication role; }
+cluster_ok() {
+  for p in "$@"; do
+    redis-cli -p $p cluster info 2>/dev/null | grep -q 'cluster_state:ok' || return 1
+  done
+}
+wait_until() { # seconds cmd...
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
+}
+masters() { for p in "${PORTS[@]}"; do [ "$(role $p)" = master ] && echo $p; done; true; }
+live_port() { for p in "${PORTS[@]}"; do redis-cli -p $p ping 2>/dev/null | grep -q PONG && { echo $p; return; }; done; }
+present() { # generator args...: "ones total" of bfctl exists over those ids
+  "$GEN" "$@" | "$BF" --url redis://127.0.0.1:$(live_port) exists clicks - \
+    | awk '{s+=$1; n++} END{print s+0, n+0}'
+}
+all_replicas_synced() { # every master has a replica past its initial sync (state=online)
+  for p in $(masters); do
+    info_field $p replication slave0 | grep -q 'state=online' || return 1
+  done
+}
+
+run_one() { # server name
+  local name=$1
+  SERVER=$(server_bin $name)
+  [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
+  DIR="$(mktemp -d /tmp/rustbloom-seed.XXXXXX)"
+  local tag="$name-$N" csv="$OUT/seed-$name.csv" log="$OUT/seed-$name.log"
+  local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
+  : > "$log"
+  say() { echo "$*" | tee -a "$log"; }
+  say "== $version, N=$N, commit $COMMIT, $(date -u +%FT%TZ)"
+  for p in "${PORTS[@]}"; do start_node $p; done
+  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${PORTS[@]}") --cluster-replicas 1 \
+    --cluster-yes >/dev/null
+  wait_until 60 cluster_ok "${PORTS[@]}" || { say "cluster not ok"; return 1; }
+  wait_until 60 all_replicas_synced || { say "replicas not attached"; return 1; }
+  sleep 1
+  "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $N --partitions 16 --nonscaling >>"$log"
+
+  # The master of partition 0 is the one killed.
+  local key0 slot0 victim victim_replica=""
+  key0=$(redis-cli -p $PORT0 bf.info clicks | sed -n '/Partition keys/{n;p}')
+  slot0=$(redis-cli -p $PORT0 cluster keyslot "$key0")
+  victim=$(redis-cli -p $PORT0 cluster nodes | awk -v s=$slot0 '$3 ~ /master/ {
+    for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
+      if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }')
+
+  local progress="$DIR/progress" head="t_s,phase,items_sent,items_per_s,bfctl_cpu_s"
+  for p in "${PORTS[@]}"; do head="$head,used_memory_$p,rss_$p,cpu_s_$p,role_$p"; done
+  echo "$head" > "$csv"
+  echo 0 > "$progress"
+  local t0=$SECONDS start_ns; start_ns=$(date +%s%N)
+  ( set +e; "$GEN" $N --progress "$progress" \
+      | "$BF" --url redis://127.0.0.1:$PORT0 load clicks - --wait 1 >"$DIR/load.out" 2>"$DIR/load.err"
+    echo "${PIPESTATUS[1]}" > "$DIR/load.rc" ) &
+  LOADPID=$!
+  sleep 0.5
+  local bfpid; bfpid=$(pgrep -n -P $LOADPID -f "$BF" || true)
+  [ -n "$bfpid" ] || bfpid=$(pgrep -n -f "$BF --url redis://127.0.0.1:$PORT0 load clicks" || true)
+  local last_sent=0 last_t; last_t=$(date +%s%N) phase=load killed_at="" kill_sent="" restarted=""
+  local next=$(( $(date +%s) + EVERY ))
+  while kill -0 $LOADPID 2>/dev/null; do
+    sleep 0.5
+    local sent; sent=$(cat "$progress" 2>/dev/null || echo $last_sent)
+    if [ -z "$killed_at" ] && [ "$sent" -ge $((N / 2)) ]; then
+      kill -9 "$(pid_of $victim)"; rm -f "$DIR/$victim/pid"; killed_at=$(date +%s); kill_sent=$sent; phase=failover
+      say "kill -9 master $victim (partition 0's slot $slot0) at $((SECONDS - t0)) s, $sent items sent"
+    fi
+    if [ -n "$killed_at" ] && [ -z "$restarted" ] && [ "$RESTART_AFTER" != never ] \
+       && [ $(( $(date +%s) - killed_at )) -ge "$RESTART_AFTER" ]; then
+      start_node $victim; restarted=1; phase=rejoin
+      say "killed node $victim started again at $((SECONDS - t0)) s"
+    fi
+    [ "$(date +%s)" -ge $next ] || continue
+    next=$((next + EVERY))
+    local now; now=$(date +%s%N)
+    local rate; rate=$(awk -v a=$sent -v b=$last_sent -v t=$now -v u=$last_t 'BEGIN{printf "%.0f", (a-b)/((t-u)/1e9)}')
+    local row="$(awk -v t=$now -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}'),$phase,$sent,$rate,$(cpu_s $bfpid)"
+    for p in "${PORTS[@]}"; do
+      local pid; pid=$(pid_of $p)
+      kill -0 "$pid" 2>/dev/null || pid=""
+      row="$row,$(info_field $p memory used_memory),$(rss_b $pid),$(cpu_s $pid),$(role $p)"
+    done
+    echo "$row" >> "$csv"
+    last_sent=$sent; last_t=$now
+  done
+  wait $LOADPID || true; LOADPID=""
+  local secs; secs=$(awk -v t=$(date +%s%N) -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}')
+  say "load exit $(cat "$DIR/load.rc"): $(cat "$DIR/load.out") $(tail -c 600 "$DIR/load.err")"
+  say "load wall ${secs} s, $(awk -v n=$N -v s=$secs 'BEGIN{printf "%.0f", n/s}') items/s over the whole run"
+  if [ -n "$killed_at" ] && [ -z "$restarted" ] && [ "$RESTART_AFTER" != never ]; then
+    start_node $victim
+  fi
+  wait_until 120 cluster_ok $(for p in "${PORTS[@]}"; do kill -0 "$(pid_of $p)" 2>/dev/null && echo $p; done) || say "cluster not ok after the load"
+  wait_until 120 all_replicas_synced || say "a master is without a replica after the load"
+  say "masters after the load: $(masters | tr '\n' ' ')"
+  for p in "${PORTS[@]}"; do
+    say "node $p $(role $p): used_memory $(info_field $p memory used_memory) rss $(rss_b $(pid_of $p)) cpu_s $(cpu_s $(pid_of $p))"
+  done
+
+  # Acknowledged items: a strided sample, and every item sent around the kill.
+  local stride=$(( N > CHECK ? N / CHECK : 1 ))
+  say "sample (every ${stride}th id): $(present $N --stride $stride) (present total)"
+  if [ -n "$kill_sent" ]; then
+    local lo=$(( kill_sent > KILL_SPAN ? kill_sent - KILL_SPAN : 0 )) hi=$(( kill_sent + KILL_SPAN ))
+    [ $hi -le $N ] || hi=$N
+    say "around the kill (ids $lo..$hi): $(present $N --from $lo --to $hi) (present total)"
+  fi
+  say "false positives over $FP never-added ids: $(present $N --from $N --to $((N + FP)) | awk '{print $1}')"
+
+  # BGSAVE on each master in turn.
+  for p in $(masters); do
+    local pid rss0 peak=0 t1 rdb
+    pid=$(pid_of $p); rss0=$(rss_b $pid)
+    t1=$(date +%s%N)
+    redis-cli -p $p bgsave >/dev/null
+    while [ "$(info_field $p persistence rdb_bgsave_in_progress)" != 0 ]; do
+      local r; r=$(rss_b $pid); [ "${r:-0}" -gt $peak ] && peak=$r
+      for c in $(pgrep -P $pid 2>/dev/null); do r=$(rss_b $c); [ "${r:-0}" -gt 0 ] && echo "$r" > "$DIR/child.$p"; done
+      sleep 0.1
+    done
+    rdb=$(stat -c %s "$DIR/$p/dump.rdb" 2>/dev/null || echo 0)
+    say "BGSAVE $p: $(awk -v t=$(date +%s%N) -v s=$t1 'BEGIN{printf "%.1f", (t-s)/1e9}') s, latest_fork_usec $(info_field $p stats latest_fork_usec), rss before $rss0, peak parent rss growth $(( peak > rss0 ? peak - rss0 : 0 )), child rss $(cat "$DIR/child.$p" 2>/dev/null || echo ?), rdb_last_cow_size $(info_field $p persistence rdb_last_cow_size), rdb $rdb bytes, status $(info_field $p persistence rdb_last_bgsave_status)"
+  done
+
+  # Whole-cluster restart.
+  for p in "${PORTS[@]}"; do redis-cli -p $p shutdown save >/dev/null 2>&1 || true; done
+  for p in "${PORTS[@]}"; do wait_until 60 bash -c "! kill -0 $(pid_of $p) 2>/dev/null" || true; done
+  local r0; r0=$(date +%s%N)
+  for p in "${PORTS[@]}"; do start_node $p; done
+  until "$BF" --url redis://127.0.0.1:$(live_port) info clicks 2>/dev/null | grep -q "all 16 partitions exist"; do
+    [ $(( ($(date +%s%N) - r0) / 1000000000 )) -lt 300 ] || { say "no full info after 300 s"; break; }
+    sleep 0.2
+  done
+  say "restart: $(awk -v t=$(date +%s%N) -v s=$r0 'BEGIN{printf "%.1f", (t-s)/1e9}') s until bfctl info clicks reports all 16 partitions"
+  say "after the restart, sample: $(present $N --stride $stride) (present total)"
+  "$BF" --url redis://127.0.0.1:$(live_port) info clicks | tail -n 3 >> "$log"
+
+  "$VENV/bin/python" "$ROOT/bench/plot_seed.py" "$csv" "$OUT/seed-$name.png" \
+    "$version, N=$N, 3+3 cluster, --wait 1 — $(date -u +%F) commit $COMMIT"
+  say "csv $csv, chart $OUT/seed-$name.png"
+  for p in "${PORTS[@]}"; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done
+  rm -rf "$DIR"; DIR=""
+}
+
+for s in $SERVERS; do run_one $s; done

@@ -1,0 +1,112 @@
+//! Click ids for the seeds' day (bench/seed_day.sh), written to stdout, never to a file.
+//!
+//! `clicks N [--from A] [--to B] [--stride S] [--progress FILE] [--timestamped]`
+//!
+//! Line n is `click:<user>:<ts>:<n>`: a user among ~10 million, a Unix-ms time spread over one
+//! day in order, and n itself, so every line is distinct and line n is the same in every run.
+//! Lines [A, B) are written (B defaults to N), every S-th; N sets the day's spread. Ids with
+//! n >= N were never added by a load of lines [0, N): the false-positive probes. With
+//! --progress, the number of lines written so far is rewritten into FILE (through a rename)
+//! every 2^18 lines and at the end. With --timestamped, each line is `ts<TAB>id`, the input of
+//! `bfctl load --timestamped`.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+const DAY_MS: u64 = 86_400_000;
+const DAY_START_MS: u64 = 1_795_000_000_000;
+const USERS: u64 = 10_000_019;
+const PROGRESS_EVERY: u64 = 1 << 18;
+
+struct Args {
+    n: u64,
+    from: u64,
+    to: Option<u64>,
+    stride: u64,
+    progress: Option<String>,
+    timestamped: bool,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut args = std::env::args().skip(1);
+    let number = |v: Option<String>, what: &str| -> Result<u64, String> {
+        v.and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{what} needs a whole number"))
+    };
+    let mut out = Args {
+        n: number(args.next(), "N")?,
+        from: 0,
+        to: None,
+        stride: 1,
+        progress: None,
+        timestamped: false,
+    };
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--from" => out.from = number(args.next(), "--from")?,
+            "--to" => out.to = Some(number(args.next(), "--to")?),
+            "--stride" => out.stride = number(args.next(), "--stride")?.max(1),
+            "--progress" => out.progress = args.next(),
+            "--timestamped" => out.timestamped = true,
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if out.n == 0 {
+        return Err("N must be at least 1".into());
+    }
+    Ok(out)
+}
+
+fn note_progress(path: &str, written: u64) -> io::Result<()> {
+    let tmp = format!("{path}.tmp");
+    std::fs::write(&tmp, written.to_string())?;
+    std::fs::rename(tmp, path)
+}
+
+fn write_lines(a: &Args) -> io::Result<()> {
+    let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout().lock());
+    let mut written = 0u64;
+    let mut n = a.from;
+    let to = a.to.unwrap_or(a.n);
+    while n < to {
+        let user = n.wrapping_mul(2_654_435_761) % USERS;
+        let ts = DAY_START_MS + (u128::from(n) * u128::from(DAY_MS) / u128::from(a.n)) as u64;
+        if a.timestamped {
+            writeln!(out, "{ts}\tclick:{user}:{ts}:{n}")?;
+        } else {
+            writeln!(out, "click:{user}:{ts}:{n}")?;
+        }
+        written += 1;
+        if written.is_multiple_of(PROGRESS_EVERY) {
+            if let Some(p) = &a.progress {
+                out.flush()?;
+                note_progress(p, written)?;
+            }
+        }
+        n = n.saturating_add(a.stride);
+    }
+    out.flush()?;
+    if let Some(p) = &a.progress {
+        note_progress(p, written)?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("clicks: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match write_lines(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (head, a failed load) closed the pipe.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("clicks: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
