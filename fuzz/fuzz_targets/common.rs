@@ -2,10 +2,10 @@
 //! the decoder inputs with a correct checksum, so the fuzzer explores the field checks behind it.
 #![allow(dead_code)]
 
-use rustbloom_core::redisbloom::shape::{LinkShape, FORCE64, NOROUND, NO_SCALING};
-use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::partition::{Descriptor, Partition, PartitionGrowth, MAX_PARTITIONS};
 use rustbloom_core::redisbloom::scandump;
+use rustbloom_core::redisbloom::shape::{LinkShape, FORCE64, NOROUND, NO_SCALING};
+use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::transfer::scandump_step;
 use rustbloom_core::window::{WindowFilter, WindowParams};
 use rustbloom_core::{

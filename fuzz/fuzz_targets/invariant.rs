@@ -284,7 +284,11 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     let counted = filter.counted_items();
     for again in encodings(&stored) {
-        assert_eq!(again.partition(), stored.partition(), "an encoding lost its identity");
+        assert_eq!(
+            again.partition(),
+            stored.partition(),
+            "an encoding lost its identity"
+        );
         let again = again.ready().expect("complete");
         let replies: Vec<bool> = sample
             .iter()
