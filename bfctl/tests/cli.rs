@@ -13,7 +13,9 @@ fn server_binary() -> PathBuf {
         _ => PathBuf::from("/usr/bin/redis-server"),
     }
 }
-const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
+mod common;
+
+use common::{bfctl_at, ok, BFCTL};
 
 fn module_path() -> PathBuf {
     let p = match std::env::var_os("RUSTBLOOM_MODULE") {
@@ -130,37 +132,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn bfctl_at(url: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BFCTL)
-        .arg("--url")
-        .arg(url)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run bfctl");
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    out
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "bfctl failed: {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn fails(out: &Output) -> String {

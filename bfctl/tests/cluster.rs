@@ -5,49 +5,14 @@
 //! and a master's failover, and partitions that keep their identity through DUMP/RESTORE,
 //! SCANDUMP/LOADCHUNK and a restart of the whole cluster.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-
 use redis::Value;
 use rustbloom_client::routing::{key_slot, partition_of};
 use rustbloom_client::{Client, Filter};
+mod common;
+
+use common::{bfctl_at, ok};
 use rustbloom_testkit::cluster::Cluster;
 use rustbloom_testkit::*;
-
-const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
-
-fn bfctl(url: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BFCTL)
-        .args(args)
-        .env("BFCTL_URL", url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run bfctl");
-    // Written from a thread: bfctl answers as it reads, so a big input written before reading
-    // its output would fill both pipes and stop both processes.
-    let mut input = child.stdin.take().expect("stdin");
-    let stdin = stdin.to_vec();
-    // A command that stops reading early (or reads nothing) closes the pipe: its exit status
-    // and output tell what happened, not the write.
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let output = child.wait_with_output().expect("bfctl output");
-    writer.join().expect("stdin writer");
-    output
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "bfctl failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn items(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
@@ -61,7 +26,7 @@ fn lines(items: &[String]) -> String {
 
 /// `bfctl exists` over `items`: how many answered 1, checking one answer per line.
 fn count_present(url: &str, name: &str, items: &[String]) -> usize {
-    let out = ok(&bfctl(url, &["exists", name], lines(items).as_bytes()));
+    let out = ok(&bfctl_at(url, &["exists", name], lines(items).as_bytes()));
     let answers: Vec<&str> = out.lines().collect();
     assert_eq!(answers.len(), items.len(), "one answer per line");
     assert!(answers.iter().all(|a| *a == "0" || *a == "1"));
@@ -73,12 +38,12 @@ fn plain_filters_work_through_any_node() {
     let cl = Cluster::start(3, 1);
     let want = items("plain", 3000);
     // Loaded through one node, asked through another: the key lives on its slot's master.
-    ok(&bfctl(
+    ok(&bfctl_at(
         &cl.url(0),
         &["reserve", "plainf", "0.01", "5000"],
         b"",
     ));
-    let out = ok(&bfctl(
+    let out = ok(&bfctl_at(
         &cl.url(1),
         &["load", "plainf"],
         lines(&want).as_bytes(),
@@ -95,7 +60,7 @@ fn plain_filters_work_through_any_node() {
     let asked: Vec<&[u8]> = vec![want[0].as_bytes(), b"never-added-x", want[1].as_bytes()];
     let got = f.exists(&mut conn, &asked, 100).unwrap();
     assert_eq!((got[0], got[2]), (true, true));
-    let out = ok(&bfctl(&cl.url(5), &["drop", "plainf"], b""));
+    let out = ok(&bfctl_at(&cl.url(5), &["drop", "plainf"], b""));
     assert!(out.contains("deleted 1 keys"), "{out}");
     assert!(Filter::discover(&mut conn, b"plainf").unwrap().is_none());
 }
@@ -107,7 +72,7 @@ fn partitioned_filter_spreads_over_masters_and_keeps_its_identity() {
     let p = 12u32;
     let n = 60_000usize;
     let eps = 0.01;
-    ok(&bfctl(
+    ok(&bfctl_at(
         &url,
         &["reserve", "clicks", "0.01", "60000", "--partitions", "12"],
         b"",
@@ -133,7 +98,7 @@ fn partitioned_filter_spreads_over_masters_and_keeps_its_identity() {
     }
 
     let members = items("member", n);
-    let out = ok(&bfctl(
+    let out = ok(&bfctl_at(
         &url,
         &["load", "clicks", "--batch", "500"],
         lines(&members).as_bytes(),
@@ -234,7 +199,7 @@ fn partitioned_filter_spreads_over_masters_and_keeps_its_identity() {
         .arg(key.as_slice())
         .query(&mut cl.nodes[owner].conn())
         .unwrap();
-    let out = bfctl(
+    let out = bfctl_at(
         &cl.url(1),
         &["exists", "clicks"],
         lines(&members).as_bytes(),
@@ -247,7 +212,7 @@ fn partitioned_filter_spreads_over_masters_and_keeps_its_identity() {
 fn partitioned_window_filters_load_and_forget() {
     let cl = Cluster::start(3, 1);
     let url = cl.url(0);
-    ok(&bfctl(
+    ok(&bfctl_at(
         &url,
         &[
             "reserve",
@@ -262,7 +227,11 @@ fn partitioned_window_filters_load_and_forget() {
         b"",
     ));
     let first = items("first", 3000);
-    ok(&bfctl(&url, &["load", "recent"], lines(&first).as_bytes()));
+    ok(&bfctl_at(
+        &url,
+        &["load", "recent"],
+        lines(&first).as_bytes(),
+    ));
     assert_eq!(count_present(&url, "recent", &first), 3000);
     // Two windows later, with fresh items coming in, the first ones are forgotten.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -270,7 +239,7 @@ fn partitioned_window_filters_load_and_forget() {
     let mut round = 0;
     while left > 100 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(500));
-        ok(&bfctl(
+        ok(&bfctl_at(
             &url,
             &["load", "recent"],
             lines(&items(&format!("later{round}"), 500)).as_bytes(),
@@ -285,7 +254,7 @@ fn partitioned_window_filters_load_and_forget() {
 fn load_goes_on_through_a_reshard_and_a_failover() {
     let mut cl = Cluster::start(3, 1);
     let url = cl.url(0);
-    ok(&bfctl(
+    ok(&bfctl_at(
         &url,
         &["reserve", "events", "0.01", "40000", "--partitions", "12"],
         b"",
@@ -301,7 +270,7 @@ fn load_goes_on_through_a_reshard_and_a_failover() {
         let url = url.clone();
         let input = lines(first);
         std::thread::spawn(move || {
-            bfctl(
+            bfctl_at(
                 &url,
                 &["load", "events", "--batch", "200", "--pipeline", "2"],
                 input.as_bytes(),
@@ -318,7 +287,7 @@ fn load_goes_on_through_a_reshard_and_a_failover() {
         let url = cl.url(dst);
         let input = lines(second);
         std::thread::spawn(move || {
-            bfctl(
+            bfctl_at(
                 &url,
                 &[
                     "load",
@@ -343,7 +312,7 @@ fn load_goes_on_through_a_reshard_and_a_failover() {
 /// `bfctl info NAME` of a partitioned filter: the numbers of its "total" row (partitions,
 /// capacity, items).
 fn info_totals(url: &str, name: &str) -> (u64, u64, u64) {
-    let out = ok(&bfctl(url, &["info", name], b""));
+    let out = ok(&bfctl_at(url, &["info", name], b""));
     let row = out
         .lines()
         .find(|l| l.starts_with("total "))
@@ -366,13 +335,13 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
     let cl = Cluster::start(3, 0);
     let url = cl.url(1);
     // ε low enough that no new line of this test is a false positive.
-    ok(&bfctl(
+    ok(&bfctl_at(
         &url,
         &["reserve", "clicks", "1e-9", "6000", "--partitions", "6"],
         b"",
     ));
     let members = items("member", 3000);
-    ok(&bfctl(
+    ok(&bfctl_at(
         &url,
         &["load", "clicks"],
         lines(&members).as_bytes(),
@@ -381,7 +350,7 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
     // info: one row per partition, per master, totals, and the check.
     let (parts, capacity, held) = info_totals(&cl.url(0), "clicks");
     assert_eq!((parts, capacity, held), (6, 6000, 3000));
-    let out = ok(&bfctl(&url, &["info", "clicks"], b""));
+    let out = ok(&bfctl_at(&url, &["info", "clicks"], b""));
     assert!(out.contains("error rate:        0.000000001\n"), "{out}");
     let owners = cl.slot_owners(0);
     for m in Cluster::masters(&owners) {
@@ -402,20 +371,24 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
         input.push(f.clone());
         input.push(f.clone());
     }
-    let out = ok(&bfctl(
+    let out = ok(&bfctl_at(
         &url,
         &["dedup", "clicks", "--batch", "50", "--pipeline", "3"],
         lines(&input).as_bytes(),
     ));
     assert_eq!(out, lines(&fresh));
     assert_eq!(
-        ok(&bfctl(&url, &["dedup", "clicks"], lines(&input).as_bytes())),
+        ok(&bfctl_at(
+            &url,
+            &["dedup", "clicks"],
+            lines(&input).as_bytes()
+        )),
         ""
     );
     // A plain filter on the cluster too; a missing one needs --capacity.
-    let out = bfctl(&url, &["dedup", "plainf"], b"a\n");
+    let out = bfctl_at(&url, &["dedup", "plainf"], b"a\n");
     assert!(!out.status.success());
-    let out = ok(&bfctl(
+    let out = ok(&bfctl_at(
         &url,
         &["dedup", "plainf", "--capacity", "1000", "--error", "1e-9"],
         b"a\nb\na\n",
@@ -426,20 +399,20 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("clicks.dump");
     let file = file.to_str().unwrap();
-    ok(&bfctl(&url, &["dump", "clicks", file], b""));
-    ok(&bfctl(&cl.url(2), &["restore", "copy", file], b""));
+    ok(&bfctl_at(&url, &["dump", "clicks", file], b""));
+    ok(&bfctl_at(&cl.url(2), &["restore", "copy", file], b""));
     assert_eq!(info_totals(&url, "copy"), (6, 6000, 3500));
     assert_eq!(count_present(&url, "copy", &members), 3000);
     assert_eq!(count_present(&url, "copy", &fresh), 500);
-    let out = bfctl(&url, &["restore", "copy", file], b"");
+    let out = bfctl_at(&url, &["restore", "copy", file], b"");
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
-    ok(&bfctl(&url, &["restore", "copy", file, "--force"], b""));
+    ok(&bfctl_at(&url, &["restore", "copy", file, "--force"], b""));
     assert_eq!(info_totals(&url, "copy"), (6, 6000, 3500));
 
     // migrate to another cluster: a named partitioned filter brings its partitions, then its
     // descriptor; with no names, every filter of every master.
     let other = Cluster::start(3, 0);
-    let out = bfctl(
+    let out = bfctl_at(
         &url,
         &["migrate", "--from", &url, "--to", &other.url(0), "clicks"],
         b"",
@@ -451,7 +424,7 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
     );
     assert_eq!(info_totals(&other.url(1), "clicks"), (6, 6000, 3500));
     assert_eq!(count_present(&other.url(2), "clicks", &members), 3000);
-    let out = bfctl(
+    let out = bfctl_at(
         &url,
         &["migrate", "--from", &url, "--to", &other.url(0)],
         b"",
@@ -459,7 +432,7 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
     // clicks is there already: nothing copied without --replace.
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--replace"));
-    let out = bfctl(
+    let out = bfctl_at(
         &url,
         &[
             "migrate",
@@ -478,7 +451,7 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
     );
     assert_eq!(info_totals(&other.url(1), "copy"), (6, 6000, 3500));
     assert_eq!(
-        ok(&bfctl(&other.url(2), &["dedup", "plainf"], b"a\nb\nc\n")),
+        ok(&bfctl_at(&other.url(2), &["dedup", "plainf"], b"a\nb\nc\n")),
         "c\n"
     );
 
@@ -487,7 +460,7 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
     let f = Filter::discover(&mut conn, b"copy").unwrap().unwrap();
     let gone = f.partitioning().unwrap().keys[3].clone();
     conn.query(redis::cmd("DEL").arg(gone.as_slice())).unwrap();
-    let out = bfctl(&other.url(0), &["info", "copy"], b"");
+    let out = bfctl_at(&other.url(0), &["info", "copy"], b"");
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -5,13 +5,14 @@
 //! generation are refused with their line number. On a cluster too, partitions spread over the
 //! masters.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+mod common;
+
+use common::{bfctl_at, ok};
 use rustbloom_testkit::cluster::Cluster;
 use rustbloom_testkit::*;
 
-const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
 const WINDOW_MS: u64 = 3_600_000;
 
 /// Where bfctl is pointed: a server, or a cluster through one of its nodes.
@@ -27,35 +28,6 @@ impl Target {
             port: server.port(),
         }
     }
-}
-
-fn bfctl(server: &Target, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BFCTL)
-        .args(args)
-        .env("BFCTL_URL", &server.url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run bfctl");
-    let mut input = child.stdin.take().expect("stdin");
-    let stdin = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let output = child.wait_with_output().expect("bfctl output");
-    writer.join().expect("stdin writer");
-    output
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "bfctl failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn failed(out: &Output) -> String {
@@ -78,7 +50,7 @@ fn server_now_ms(server: &Target) -> u64 {
 /// How many of `items` the filter answers 1 for.
 fn present(server: &Target, name: &str, items: &[String]) -> usize {
     let input = items.join("\n") + "\n";
-    let out = ok(&bfctl(server, &["exists", name], input.as_bytes()));
+    let out = ok(&bfctl_at(&server.url, &["exists", name], input.as_bytes()));
     out.lines().filter(|l| *l == "1").count()
 }
 
@@ -97,7 +69,7 @@ fn reserve_window(server: &Target, name: &str, extra: &[&str]) {
     let window = WINDOW_MS.to_string();
     let mut args = vec!["reserve", name, "1e-9", "10000", "--window", &window];
     args.extend_from_slice(extra);
-    ok(&bfctl(server, &args, b""));
+    ok(&bfctl_at(&server.url, &args, b""));
 }
 
 /// Old items (five windows ago, spread over generations) and recent ones (half a window ago),
@@ -107,8 +79,8 @@ fn held_and_forgotten(server: &Target, name: &str) {
     let (old, old_lines) = timed("old", 1500, now - 5 * WINDOW_MS);
     let (recent, recent_lines) = timed("recent", 1500, now - WINDOW_MS / 2);
     let input = old_lines + &recent_lines;
-    let out = ok(&bfctl(
-        server,
+    let out = ok(&bfctl_at(
+        &server.url,
         &["load", name, "--timestamped"],
         input.as_bytes(),
     ));
@@ -161,8 +133,8 @@ fn timestamped_load_refuses_bad_lines_by_number() {
         ("\titem\n".to_string(), "line 3: bad timestamp"),
         (format!("{}\titem\n", now - WINDOW_MS), "line 3: timestamp"),
     ] {
-        let err = failed(&bfctl(
-            &server,
+        let err = failed(&bfctl_at(
+            &server.url,
             &["load", "seen", "--timestamped"],
             (good.clone() + &bad).as_bytes(),
         ));
@@ -173,23 +145,27 @@ fn timestamped_load_refuses_bad_lines_by_number() {
             2
         );
     }
-    let err = failed(&bfctl(
-        &server,
+    let err = failed(&bfctl_at(
+        &server.url,
         &["load", "seen", "--timestamped"],
         format!("{now}\ta\n{}\tb\n", now - WINDOW_MS).as_bytes(),
     ));
     assert!(err.contains("earlier than line 1's"), "{err}");
     assert_eq!(present(&server, "seen", &["b".into()]), 0);
 
-    ok(&bfctl(&server, &["reserve", "plain", "0.01", "100"], b""));
-    let err = failed(&bfctl(
-        &server,
+    ok(&bfctl_at(
+        &server.url,
+        &["reserve", "plain", "0.01", "100"],
+        b"",
+    ));
+    let err = failed(&bfctl_at(
+        &server.url,
         &["load", "plain", "--timestamped"],
         format!("{now}\ta\n").as_bytes(),
     ));
     assert!(err.contains("plain is not a window filter"), "{err}");
-    let err = failed(&bfctl(
-        &server,
+    let err = failed(&bfctl_at(
+        &server.url,
         &["load", "missing", "--timestamped"],
         format!("{now}\ta\n").as_bytes(),
     ));
