@@ -94,6 +94,39 @@ unsafe impl Send for BitStore {}
 // SAFETY: shared access only reads the words; writes need `&mut BitStore`.
 unsafe impl Sync for BitStore {}
 
+/// A block of bytes a store may take over as one of its own blocks instead of copying it
+/// ([`BitStore::adopt`]): a buffer Redis loaded a piece of an RDB value into. Taken by value
+/// through the layers that route it to its store; a store that takes it frees it when dropped,
+/// one that does not leaves the bytes with their owner (dropping this value frees nothing).
+#[derive(Debug)]
+pub struct AdoptableBlock {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+impl AdoptableBlock {
+    /// The `len` bytes at `ptr`, offered to a store.
+    ///
+    /// # Safety
+    /// `ptr` points to `len` initialised bytes that the caller owns and neither reads, writes nor
+    /// frees once a store has taken them (an adopting call returned true); the global
+    /// allocator's `dealloc` frees them whatever layout of at most 64-byte alignment and at
+    /// most `len` bytes it is given (a block of the underlying allocator that `dealloc` frees by
+    /// its address alone).
+    pub unsafe fn new(ptr: std::ptr::NonNull<u8>, len: usize) -> AdoptableBlock {
+        AdoptableBlock { ptr, len }
+    }
+
+    /// Bytes offered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// Bytes the allocator of this process hands out for a store of `bytes` bytes of bits (rounded
 /// up to whole words): its blocks, its table, their size classes and alignment.
 ///
@@ -366,23 +399,13 @@ impl BitStore {
         Ok(copy)
     }
 
-    /// Takes `block` as the store's block holding bytes `offset .. offset + len` of the
+    /// Takes `block` as the store's block holding bytes `offset .. offset + block.len()` of the
     /// little-endian encoding, in place of the block there (freed), when those bytes are exactly
     /// one of its blocks and `block` is aligned as that block's layout asks. Returns false
-    /// otherwise (and on big-endian targets, where the bytes are not the words), leaving `block`
-    /// with the caller.
-    ///
-    /// # Safety
-    /// `block` points to `len` initialised bytes the caller owns and does not use after `true`;
-    /// the global allocator's `dealloc` frees it whatever layout of at most 64-byte alignment
-    /// and at most `len` bytes it is given (a block of the underlying allocator that dealloc
-    /// frees by its address alone).
-    pub(crate) unsafe fn adopt(
-        &mut self,
-        offset: usize,
-        block: std::ptr::NonNull<u8>,
-        len: usize,
-    ) -> bool {
+    /// otherwise (and on big-endian targets, where the bytes are not the words), leaving the
+    /// bytes with the owner that made `block`.
+    pub(crate) fn adopt(&mut self, offset: usize, block: AdoptableBlock) -> bool {
+        let AdoptableBlock { ptr: block, len } = block;
         if cfg!(target_endian = "big") || len == 0 || !offset.is_multiple_of(8) {
             return false;
         }
@@ -452,10 +475,24 @@ impl BitStore {
 
     /// Where word `index` is. Panics past the end, as slice indexing does.
     #[inline]
-    pub(crate) fn word_ptr(&self, index: usize) -> *mut u64 {
+    fn word_ptr(&self, index: usize) -> *mut u64 {
         assert!(index < self.len, "word {index} of {}", self.len);
         // SAFETY: index < len, just checked.
         unsafe { self.word_ptr_within(index) }
+    }
+
+    /// Starts loading word `index` into the CPU's caches, a hint that never faults. Panics past
+    /// the end, as slice indexing does.
+    #[inline]
+    pub(crate) fn prefetch(&self, index: usize) {
+        let word = self.word_ptr(index);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetching is a hint on an address inside the store; it never faults.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(word.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = word;
     }
 
     /// [`word_ptr`](Self::word_ptr) of an index the caller has checked.
@@ -527,15 +564,6 @@ impl BitStore {
         blocks
             .into_iter()
             .map(|(block, len)| unsafe { std::slice::from_raw_parts_mut(block.as_ptr(), len) })
-    }
-
-    /// All words as one slice, when they are one block (or none).
-    pub(crate) fn as_slice(&self) -> Option<&[u64]> {
-        match self.block_count() {
-            0 => Some(&[]),
-            1 => self.blocks().next(),
-            _ => None,
-        }
     }
 
     /// Zeroes words `start..end`. Panics past the end.
@@ -880,7 +908,6 @@ mod tests {
             }
             let last = store.len() / 8 - 1;
             assert_eq!(store.line(last)[7], store.word(last * 8 + 7));
-            assert_eq!(store.as_slice().is_some(), !pieced);
         }
     }
 
@@ -988,10 +1015,10 @@ mod tests {
 
         let second = filled_block(piece, 0xa5);
         // SAFETY: a block of the global allocator with the layout the store frees it with.
-        assert!(unsafe { store.adopt(piece, second, piece) });
+        assert!(store.adopt(piece, unsafe { AdoptableBlock::new(second, piece) }));
         let tail = filled_block(4096, 0x3c);
         // SAFETY: as above.
-        assert!(unsafe { store.adopt(8 * piece, tail, 4096) });
+        assert!(store.adopt(8 * piece, unsafe { AdoptableBlock::new(tail, 4096) }));
         let mut edge = [0u8; 16];
         store.read_bytes(piece - 8, &mut edge);
         assert_eq!(edge, [[0u8; 8], [0xa5; 8]].concat()[..]);
@@ -1010,7 +1037,7 @@ mod tests {
         let spare = filled_block(piece, 1);
         for (offset, len) in [(piece / 2, piece), (piece, piece - 64), (8 * piece, piece)] {
             // SAFETY: as above; refused, so the block stays ours.
-            let adopted = unsafe { store.adopt(offset, spare, len) };
+            let adopted = store.adopt(offset, unsafe { AdoptableBlock::new(spare, len) });
             assert!(!adopted, "{offset}+{len}");
         }
         // SAFETY: allocated by filled_block with this layout, and never adopted.
@@ -1020,7 +1047,7 @@ mod tests {
         // SAFETY: 8 bytes into a block of 4160 bytes.
         let shifted = unsafe { spare.add(8) };
         // SAFETY: as above; refused, so the block stays ours.
-        assert!(!unsafe { store.adopt(8 * piece, shifted, 4096) });
+        assert!(!store.adopt(8 * piece, unsafe { AdoptableBlock::new(shifted, 4096) }));
         // SAFETY: allocated by filled_block with this layout, and never adopted.
         unsafe { std::alloc::dealloc(spare.as_ptr(), BitStore::layout(520).unwrap()) };
 
@@ -1029,7 +1056,7 @@ mod tests {
         assert!(!small.in_pieces());
         let block = filled_block(1024, 0xff);
         // SAFETY: as above.
-        assert!(unsafe { small.adopt(0, block, 1024) });
+        assert!(small.adopt(0, unsafe { AdoptableBlock::new(block, 1024) }));
         assert!(small.blocks().flatten().all(|&word| word == u64::MAX));
         // Dropping both frees the adopted blocks as their own.
     }
@@ -1047,7 +1074,7 @@ mod tests {
         assert!(!store.table_in_tail);
         let tail = filled_block(4000, 0x3c);
         // SAFETY: a block of the global allocator with the layout the store frees it with.
-        assert!(unsafe { store.adopt(8 * piece, tail, 4000) });
+        assert!(store.adopt(8 * piece, unsafe { AdoptableBlock::new(tail, 4000) }));
         assert_eq!(store.word(bytes / 8 - 1), 0x3c3c_3c3c_3c3c_3c3c);
         assert_eq!(store.bytes_in_one_block(piece, 8), Some(&[0u8; 8][..]));
     }

@@ -11,6 +11,7 @@
 //! [`Filter`], and what an add must replicate is computed from its [`Outcome`] by
 //! [`crate::replication`].
 
+use crate::bits::AdoptableBlock;
 use crate::budget::LimitError;
 use crate::budget::MemoryBudget;
 use crate::redisbloom::{Hashing, RbAddOutcome, RbFilter};
@@ -368,20 +369,11 @@ impl Filter {
         }
     }
 
-    /// Keeps `block` as bytes `offset .. offset + len` of the encoded bits when they are one
-    /// block of a store (layers of our scalable filters only); false leaves it with the caller.
-    ///
-    /// # Safety
-    /// As [`crate::stored::StoredValue::adopt_bits`].
-    pub(crate) unsafe fn adopt_bits(
-        &mut self,
-        offset: u64,
-        block: std::ptr::NonNull<u8>,
-        len: usize,
-    ) -> bool {
+    /// Keeps `block` as bytes `offset .. offset + block.len()` of the encoded bits when they are
+    /// one block of a store (layers of our scalable filters only); false leaves it with its owner.
+    pub(crate) fn adopt_bits(&mut self, offset: u64, block: AdoptableBlock) -> bool {
         match self {
-            // SAFETY: the caller's contract.
-            Filter::Scalable(filter) => unsafe { filter.adopt_bits(offset, block, len) },
+            Filter::Scalable(filter) => filter.adopt_bits(offset, block),
             Filter::Window(_) | Filter::RedisBloom(_) => false,
         }
     }

@@ -1,6 +1,6 @@
 //! One fixed-size Bloom filter layer.
 
-use super::bits::{self, BitStore};
+use super::bits::{self, AdoptableBlock, BitStore};
 use super::budget::LimitError;
 use super::hash::ItemHash;
 use super::sizing::{LayerSize, Layout};
@@ -133,13 +133,8 @@ impl Layer {
     fn prefetch_lines(&self, hash: &ItemHash, lines: std::ops::Range<usize>) {
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let words = &self.bits;
-            let fetch = |word: u64| {
-                let word = words.word_ptr(word as usize);
-                // SAFETY: prefetching is a hint on an address inside the bits; it never faults.
-                unsafe { _mm_prefetch(word.cast::<i8>(), _MM_HINT_T0) };
-            };
+            let fetch = |word: u64| words.prefetch(word as usize);
             match self.layout {
                 Layout::Classic => hash
                     .positions(self.bits.len() as u64 * 64, self.num_hashes)
@@ -240,22 +235,10 @@ impl Layer {
             .bytes_in_one_block(usize::try_from(offset).ok()?, len)
     }
 
-    /// Keeps `block` as bytes `offset .. offset + len` of the bits when they are one block of
-    /// the store ([`BitStore::adopt`]); false leaves it with the caller.
-    ///
-    /// # Safety
-    /// As [`crate::stored::StoredValue::adopt_bits`].
-    pub(crate) unsafe fn adopt_bytes(
-        &mut self,
-        offset: u64,
-        block: std::ptr::NonNull<u8>,
-        len: usize,
-    ) -> bool {
-        let Ok(offset) = usize::try_from(offset) else {
-            return false;
-        };
-        // SAFETY: the caller's contract.
-        unsafe { self.bits.adopt(offset, block, len) }
+    /// Keeps `block` as bytes `offset .. offset + block.len()` of the bits when they are one
+    /// block of the store ([`BitStore::adopt`]); false leaves it with its owner.
+    pub(crate) fn adopt_bytes(&mut self, offset: u64, block: AdoptableBlock) -> bool {
+        usize::try_from(offset).is_ok_and(|offset| self.bits.adopt(offset, block))
     }
 }
 

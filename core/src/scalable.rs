@@ -2,9 +2,9 @@
 
 pub mod encoding;
 
-use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 
+use super::bits::AdoptableBlock;
 /// The budget's refusal, which a filter's errors carry.
 pub use super::budget::LimitError;
 use super::budget::{allocation_size, MemoryBudget};
@@ -50,22 +50,20 @@ pub(crate) fn for_each_group<'a>(
     seed: u64,
     mut each: impl FnMut(&[ItemHash]) -> ControlFlow<()>,
 ) {
-    let mut group = [MaybeUninit::<ItemHash>::uninit(); BATCH];
+    let mut group = [ItemHash::default(); BATCH];
     let mut items = items.into_iter();
     loop {
         let mut len = 0;
         for (slot, item) in group.iter_mut().zip(&mut items) {
             #[cfg(feature = "test-hooks")]
             test_hooks::panic_on(item);
-            slot.write(ItemHash::new(item, seed));
+            *slot = ItemHash::new(item, seed);
             len += 1;
         }
         if len == 0 {
             return;
         }
-        // SAFETY: the first `len` slots were written just above (ItemHash is Copy: no drops).
-        let hashes = unsafe { std::slice::from_raw_parts(group.as_ptr().cast::<ItemHash>(), len) };
-        if each(hashes).is_break() || len < BATCH {
+        if each(&group[..len]).is_break() || len < BATCH {
             return;
         }
     }
@@ -686,21 +684,12 @@ impl BloomFilter {
         None
     }
 
-    /// Keeps `block` as bytes `offset .. offset + len` of the encoded bits when they are one
-    /// block of one layer's store; false leaves it with the caller.
-    ///
-    /// # Safety
-    /// As [`crate::stored::StoredValue::adopt_bits`].
-    pub(crate) unsafe fn adopt_bits(
-        &mut self,
-        mut offset: u64,
-        block: std::ptr::NonNull<u8>,
-        len: usize,
-    ) -> bool {
+    /// Keeps `block` as bytes `offset .. offset + block.len()` of the encoded bits when they are
+    /// one block of one layer's store; false leaves it with its owner.
+    pub(crate) fn adopt_bits(&mut self, mut offset: u64, block: AdoptableBlock) -> bool {
         for layer in &mut self.layers {
             if offset < layer.bytes() {
-                // SAFETY: the caller's contract.
-                return unsafe { layer.adopt_bytes(offset, block, len) };
+                return layer.adopt_bytes(offset, block);
             }
             offset -= layer.bytes();
         }

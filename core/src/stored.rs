@@ -9,6 +9,7 @@
 //! [`Filter::pieces`]. Every header records how many bytes of bits are valid, so that a key
 //! saved in the middle of a BF.LOADCHUNK load is restored in the middle of it.
 
+use crate::bits::AdoptableBlock;
 use crate::budget::{allocation_size, MemoryBudget};
 use crate::encoding::DecodeError;
 use crate::filter::Filter;
@@ -129,28 +130,15 @@ impl StoredValue {
         }
     }
 
-    /// As [`write_bits`](Self::write_bits) with the `len` bytes at `block`, but keeping `block`
-    /// itself as those bits, not a copy, when they are exactly one block of a store (a layer
-    /// of a big filter loaded from RDB: Redis read each piece into a buffer of its own). Returns
-    /// false when they are not, leaving `block` with the caller, who writes the bits instead.
-    ///
-    /// # Safety
-    /// `block` points to `len` initialised bytes the caller owns and does not use after `true`;
-    /// the global allocator's `dealloc` frees it whatever layout of at most 64-byte alignment
-    /// and at most `len` bytes it is given (a block of the underlying allocator that `dealloc`
-    /// frees by its address alone).
-    pub unsafe fn adopt_bits(
-        &mut self,
-        offset: u64,
-        block: std::ptr::NonNull<u8>,
-        len: usize,
-    ) -> bool {
+    /// As [`write_bits`](Self::write_bits) with the bytes of `block`, but keeping the block
+    /// itself as those bits, not a copy, when they are exactly one block of a store (a layer of
+    /// a big filter loaded from RDB: Redis read each piece into a buffer of its own). Returns
+    /// false when they are not, leaving the bytes with their owner, who writes the bits instead.
+    pub fn adopt_bits(&mut self, offset: u64, block: AdoptableBlock) -> bool {
         match self {
             // Only complete filters of kinds without bookkeeping derived from their bits.
             StoredValue::Filter(stored) if stored.loading().is_none() => {
-                let filter = &mut stored.filter;
-                // SAFETY: the caller's contract.
-                unsafe { filter.adopt_bits(offset, block, len) }
+                stored.filter.adopt_bits(offset, block)
             }
             _ => false,
         }

@@ -851,12 +851,7 @@ impl WindowFilter {
     fn prefetch(&self, probe: &Probe, newest: usize) {
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let fetch = |word: usize| {
-                let word: *const u64 = self.words.word_ptr(word);
-                // SAFETY: prefetching is a hint on an address inside the slice; it never faults.
-                unsafe { _mm_prefetch(word.cast::<i8>(), _MM_HINT_T0) };
-            };
+            let fetch = |word: usize| self.words.prefetch(word);
             match probe {
                 Probe::Classic(hash) => {
                     let LayerSize {

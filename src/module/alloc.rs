@@ -8,6 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use redis_module::raw;
+use rustbloom_core::bits::AdoptableBlock;
 use rustbloom_core::StoredValue;
 
 use super::ffi::RedisBuffer;
@@ -119,7 +120,8 @@ pub fn keep_loaded_bits(
     // (RM_LoadStringBuffer) and they are ours; with size classes chosen, the global allocator
     // frees every block of at most 64-byte alignment with RedisModule_Free on its address,
     // which is how a buffer of Redis' is freed. On true the buffer is forgotten, not freed.
-    if unsafe { stored.adopt_bits(offset, block, len) } {
+    let block = unsafe { AdoptableBlock::new(block, len) };
+    if stored.adopt_bits(offset, block) {
         std::mem::forget(buffer);
         Ok(())
     } else {

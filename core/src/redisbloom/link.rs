@@ -69,14 +69,8 @@ impl Link {
     /// RedisBloom's own RDB value, which tools write, needs the array in one string).
     pub fn array(&self) -> Cow<'_, [u8]> {
         let len = self.shape.bytes as usize;
-        #[cfg(target_endian = "little")]
-        if let Some(words) = self.words.as_slice() {
-            // SAFETY: the words own at least `len` initialised bytes (⌈len / 8⌉ words); u8 has
-            // alignment 1 and every bit pattern is a valid u8; the borrow of `self` keeps the
-            // words alive and unchanged for the slice's lifetime.
-            return Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(words.as_ptr().cast(), len)
-            });
+        if let Some(bytes) = self.words.bytes_in_one_block(0, len) {
+            return Cow::Borrowed(bytes);
         }
         let mut out = vec![0; len];
         self.read_bytes(0, &mut out);
