@@ -95,7 +95,8 @@ unsafe impl Send for BitStore {}
 unsafe impl Sync for BitStore {}
 
 /// A block of bytes a store may take over as one of its own blocks instead of copying it
-/// ([`BitStore::adopt`]): a buffer Redis loaded a piece of an RDB value into. Taken by value
+/// ([`StoredValue::adopt_bits`](crate::StoredValue::adopt_bits)): a buffer Redis loaded a piece
+/// of an RDB value into. Taken by value
 /// through the layers that route it to its store; a store that takes it frees it when dropped,
 /// one that does not leaves the bytes with their owner (dropping this value frees nothing).
 #[derive(Debug)]

@@ -218,8 +218,11 @@
 //!   hash, sizing, math   an item's probe positions; a layer's bits and hashes for (n, ε)
 //!   bits, layer          a layer's words in memory (one block or pieces); one layer
 //!   scalable             the scalable filter; scalable/encoding.rs its header ("RBLM")
-//!   window               the sliding-window ring; window/params.rs its parameters and shape,
-//!                        window/encoding.rs its header ("RBLW")
+//!   window               the sliding-window ring and its record; window/regions.rs the lazy
+//!                        clearing by region, window/probes.rs an item's probes (test, set,
+//!                        prefetch), window/bytes.rs the bits as encoded bytes,
+//!                        window/params.rs its parameters and shape, window/encoding.rs its
+//!                        header ("RBLW")
 //!   redisbloom           filters migrated from RedisBloom: links, hashes, RDB, SCANDUMP, envelope
 //!   filter               the three kinds behind one interface (Filter, Outcome)
 //!   partition            partitioned filters: routing, identity ("RBLP"), descriptor ("RBLD")

@@ -6,11 +6,12 @@ use rand_chacha::ChaCha8Rng;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::encoding::{decode, decode_header, encode, encode_header, parse_header, HEADER_BYTES};
+use super::regions::{region_count, ALL_SLOTS};
 use super::*;
 use crate::budget::{Budget, Unlimited};
 use crate::encoding::{pieces, DecodeError};
 use crate::scalable::MAX_CAPACITY;
-use crate::sizing::{classic_size, LINES_MAX_COST};
+use crate::sizing::{classic_size, Layout, LINES_MAX_COST};
 
 /// Far from the epoch, like real Unix milliseconds (2026).
 const T0: u64 = 1_780_000_000_000;
