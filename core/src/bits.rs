@@ -9,13 +9,13 @@
 //! pieces: only the tail and the table are rounded up. The table lives in the tail's block,
 //! after its words, when the tail's size class has room for it (a 1,232-byte store: a
 //! 1,024-byte piece and a 224-byte tail holding 208 bytes of bits and the 16-byte table),
-//! else in a block of its own. The piece size is chosen per store, the
-//! largest up to 1 MiB whose total stays within [`MAX_SLACK`] (the tail is at most a piece, so its rounding
-//! at most a quarter piece), so big stores keep big pieces and few table entries. Stores of
-//! [`RDB_PIECES_FROM`] RDB pieces (512 MiB) and more are cut at the RDB's 64 MiB pieces instead,
-//! so that a load keeps the buffers Redis read them into as the store's blocks
-//! ([`BitStore::adopt`]) and a save hands Redis the blocks themselves. Nothing of the bits' order
-//! changes: the pieces only say where word w lives.
+//! else in a block of its own. The piece size is chosen per store, the largest up to 1 MiB
+//! whose total stays within [`MAX_SLACK`] (the tail is at most a piece, so its rounding at most a
+//! quarter piece), so big stores keep big pieces and few table entries. Stores of 8 RDB pieces
+//! (512 MiB) and more are cut at the RDB's 64 MiB pieces instead, so that a load keeps the
+//! buffers Redis read them into as the store's blocks ([`AdoptableBlock`]) and a save hands
+//! Redis the blocks themselves. Nothing of the bits' order changes: the pieces only say where
+//! word w lives.
 //!
 //! ```text
 //!   word index:  0 ............................................................ len-1
@@ -34,46 +34,20 @@
 //! With the C library's malloc a block is its request rounded to 16 bytes (64 more when aligned
 //! to 64), so a store there is always one block. [`allocated_bytes`] predicts what a store of a
 //! size takes on the process's allocator exactly, pieces, tail, table and alignment included:
-//! what a budget is charged and MEMORY USAGE counts.
+//! what a budget is charged and MEMORY USAGE counts. Those rules are in `bits/cut.rs`; this file
+//! is the store, the one place in the crate that handles raw memory: its API is safe, and the
+//! one unsafe promise a caller makes is [`AdoptableBlock::new`]'s.
 
-use crate::budget::LimitError;
-use crate::budget::{allocator, usable_size, Allocator};
-use crate::encoding::RDB_PIECE_BYTES;
+mod cut;
 
-/// Most bytes, as a fraction of the bits, that the allocator may add to a store of 8 KiB and
-/// more (smaller ones pay a table and a tail of a few dozen bytes, within 10% from 1 KB): one
-/// block that wastes more is cut into pieces.
-pub const MAX_SLACK: f64 = 1.0 / 32.0;
+pub use cut::{allocated_bytes, allocated_bytes_by, MAX_SLACK};
 
-/// Bytes a block of bits of this size and more is aligned to: one cache line, so that each
-/// 512-bit line of a layout in lines is exactly one cache line (one miss, one prefetch) whatever
-/// the allocator. Redis' jemalloc aligns such blocks anyway; glibc's malloc (tools, benches,
-/// tests) returns big blocks 16 bytes past a page, which split every line over two cache lines:
-/// measured on a 46 MB layer (3 lines per item, 4M lookups after a prefetch of 32 items), ~2× the
-/// time per item. Smaller blocks keep u64's alignment, so that no allocator adds a header to
-/// them.
-const LINE_ALIGN_FROM: usize = 4096;
-const LINE_ALIGN: usize = 64;
-
-/// The smallest piece: one line of 8 words, so that no line spans two pieces.
-const MIN_PIECE_SHIFT: u32 = 3;
-/// The largest piece chosen for the slack, 1 MiB: a big store's waste is then at most a quarter
-/// of a tail below 1 MiB (a sliver of a big filter), and its pieces are blocks the module's
-/// allocator may refuse without aborting. (Stores from [`RDB_PIECES_FROM`] RDB pieces up are
-/// cut at those instead.)
-const MAX_PIECE_SHIFT: u32 = 17;
+use crate::budget::{allocator, LimitError};
+use cut::{allocated_piece_len, allocation, block_layout, piece_len, piece_shift, table_in_tail};
 
 /// Stores of this many bytes and more are copied with a helper thread making pages resident
 /// ([`BitStore::try_clone`]); below, starting the thread costs more than it saves.
 const HELPED_COPY_FROM: usize = 64 << 20;
-
-/// A piece of the RDB encoding ([`RDB_PIECE_BYTES`]) in words, as a piece shift.
-const RDB_PIECE_SHIFT: u32 = (RDB_PIECE_BYTES / 8).trailing_zeros();
-/// Stores of this many RDB pieces and more are cut at the RDB's pieces, so that a load keeps
-/// each piece Redis read as a block of the store ([`BitStore::adopt`]) instead of copying it
-/// into a second one. Their waste stays within [`MAX_SLACK`]: jemalloc rounds only the tail (at
-/// most a piece, four classes per doubling), by less than 8 MiB in 512 MiB and more.
-const RDB_PIECES_FROM: u64 = 8;
 
 /// 64-bit words, zeroed at allocation, in one block or in pieces (see the module's picture).
 /// Three words, the size of a `Vec<u64>`, so that a layer's record (counted in MEMORY USAGE)
@@ -128,125 +102,7 @@ impl AdoptableBlock {
     }
 }
 
-/// Bytes the allocator of this process hands out for a store of `bytes` bytes of bits (rounded
-/// up to whole words): its blocks, its table, their size classes and alignment.
-///
-/// ```
-/// use rustbloom_core::bits::{allocated_bytes, MAX_SLACK};
-/// use rustbloom_core::budget::allocation_size;
-/// // 132 KB: one block would take the 160 KiB class; in pieces it takes 1.03× at most.
-/// assert_eq!(allocation_size(132_000), 160 << 10);
-/// assert!(allocated_bytes(132_000) as f64 <= 132_000.0 * (1.0 + MAX_SLACK));
-/// // A size class already: one block.
-/// assert_eq!(allocated_bytes(1 << 20), 1 << 20);
-/// ```
-pub fn allocated_bytes(bytes: u64) -> u64 {
-    allocated_bytes_by(allocator(), bytes)
-}
-
-/// [`allocated_bytes`] on a given allocator (a test or tool predicting a server's figures).
-pub fn allocated_bytes_by(allocator: Allocator, bytes: u64) -> u64 {
-    let words = bytes.div_ceil(8);
-    allocation(allocator, words, piece_shift(allocator, words))
-}
-
-/// What `allocator` hands out for one block of `bytes` bytes of bits, as the global allocator
-/// asks for it (see [`LINE_ALIGN`]): the module's allocator makes a block aligned to 64 from
-/// jemalloc by rounding its size to 64, from the C library's malloc with 64 bytes more.
-fn block_allocation(allocator: Allocator, bytes: u64) -> u64 {
-    if bytes < LINE_ALIGN_FROM as u64 {
-        return usable_size(allocator, bytes);
-    }
-    match allocator {
-        Allocator::Jemalloc => usable_size(allocator, bytes.next_multiple_of(LINE_ALIGN as u64)),
-        Allocator::Libc => usable_size(allocator, bytes.saturating_add(LINE_ALIGN as u64)),
-    }
-}
-
-/// What `allocator` hands out for a store of `words` words cut at `shift` (0: one block).
-fn allocation(allocator: Allocator, words: u64, shift: u32) -> u64 {
-    if words == 0 {
-        return 0;
-    }
-    let bytes = words.saturating_mul(8);
-    if shift == 0 {
-        return block_allocation(allocator, bytes);
-    }
-    let piece = 8u64 << shift;
-    let (whole, tail) = (bytes / piece, bytes % piece);
-    let pieces = whole + u64::from(tail > 0);
-    let tail = if tail > 0 {
-        block_allocation(allocator, tail)
-    } else {
-        0
-    };
-    let table = if table_in_tail(allocator, words, shift) {
-        0
-    } else {
-        usable_size(allocator, pieces * 8)
-    };
-    whole
-        .saturating_mul(block_allocation(allocator, piece))
-        .saturating_add(tail)
-        .saturating_add(table)
-}
-
-/// True when a store of `words` words cut at `shift` (non-zero) keeps its table at the end of
-/// its tail's block: there is a tail, and its size class holds the table too. Never for a store
-/// cut at RDB pieces: a load keeps the buffer Redis read its tail into as the tail's block
-/// ([`BitStore::adopt`]), which has no room for the table (a few hundred bytes against a block
-/// of megabytes).
-fn table_in_tail(allocator: Allocator, words: u64, shift: u32) -> bool {
-    if shift == RDB_PIECE_SHIFT {
-        return false;
-    }
-    let tail = words % (1 << shift);
-    let pieces = words.div_ceil(1 << shift);
-    tail > 0
-        && block_allocation(allocator, (tail + pieces) * 8) == block_allocation(allocator, tail * 8)
-}
-
-/// How a store of `words` words is cut on `allocator`: a store of [`RDB_PIECES_FROM`] RDB pieces
-/// and more in RDB pieces; else 0 (one block) when that block is within [`MAX_SLACK`] of the
-/// bits, else the largest piece that keeps the whole store within it, else whichever cut takes
-/// least.
-fn piece_shift(allocator: Allocator, words: u64) -> u32 {
-    let bytes = words.saturating_mul(8);
-    let within = |allocated: u64| (allocated - bytes) as f64 <= bytes as f64 * MAX_SLACK;
-    if allocator == Allocator::Libc || words <= 1 << MIN_PIECE_SHIFT {
-        return 0;
-    }
-    if bytes >= RDB_PIECES_FROM * RDB_PIECE_BYTES {
-        return RDB_PIECE_SHIFT;
-    }
-    let mut best = (allocation(allocator, words, 0), 0);
-    if within(best.0) {
-        return 0;
-    }
-    // Pieces shorter than the store, largest first.
-    let largest = (63 - (words - 1).leading_zeros()).min(MAX_PIECE_SHIFT);
-    for shift in (MIN_PIECE_SHIFT..=largest).rev() {
-        let allocated = allocation(allocator, words, shift);
-        if within(allocated) {
-            return shift;
-        }
-        best = best.min((allocated, shift));
-    }
-    best.1
-}
-
 impl BitStore {
-    /// The layout of a block of `len` words (see [`LINE_ALIGN`]).
-    fn layout(len: usize) -> Option<std::alloc::Layout> {
-        let bytes = len.checked_mul(8)?;
-        let align = if bytes >= LINE_ALIGN_FROM {
-            LINE_ALIGN
-        } else {
-            8
-        };
-        std::alloc::Layout::from_size_align(bytes, align).ok()
-    }
-
     fn in_pieces(&self) -> bool {
         self.piece_shift != 0
     }
@@ -303,7 +159,7 @@ impl BitStore {
             needed: words.saturating_mul(8),
         };
         let len = usize::try_from(words).map_err(|_| refused)?;
-        Self::layout(len).ok_or(refused)?;
+        block_layout(len).ok_or(refused)?;
         if len == 0 {
             return Ok(BitStore {
                 ptr: std::ptr::NonNull::dangling(),
@@ -314,7 +170,7 @@ impl BitStore {
         }
         let piece_shift = piece_shift(allocator(), words);
         if piece_shift == 0 {
-            let block = Self::layout(len).and_then(zeroed_block).ok_or(refused)?;
+            let block = block_layout(len).and_then(zeroed_block).ok_or(refused)?;
             return Ok(BitStore {
                 ptr: block,
                 len,
@@ -328,7 +184,7 @@ impl BitStore {
         let mut table: Vec<std::ptr::NonNull<u64>> = Vec::new();
         table.try_reserve_exact(pieces).map_err(|_| refused)?;
         for index in 0..pieces {
-            match Self::layout(allocated_len(index)).and_then(zeroed_block) {
+            match block_layout(allocated_len(index)).and_then(zeroed_block) {
                 Some(block) => table.push(block),
                 None => {
                     for (index, block) in table.iter().enumerate() {
@@ -420,7 +276,7 @@ impl BitStore {
         if self.allocated_len(index) != self.block_len(index) {
             return false;
         }
-        let aligned = Self::layout(self.block_len(index))
+        let aligned = block_layout(self.block_len(index))
             .is_some_and(|layout| (block.as_ptr() as usize).is_multiple_of(layout.align()));
         if !aligned {
             return false;
@@ -738,33 +594,15 @@ unsafe fn populate_range(start: usize, bytes: usize) {
     let _ = (start, bytes);
 }
 
-/// Words of piece `index` of a store of `len` words in pieces of 2^`shift`: whole pieces, then
-/// the tail.
-fn piece_len(len: usize, shift: u32, index: usize) -> usize {
-    (len - (index << shift)).min(1 << shift)
-}
-
-/// Words block `index` of a store of `len` words in pieces of 2^`shift` was allocated with: its
-/// own, and the table's after the tail's when [`table_in_tail`].
-fn allocated_piece_len(len: usize, shift: u32, table_in_tail: bool, index: usize) -> usize {
-    let pieces = len.div_ceil(1 << shift);
-    let table = if table_in_tail && index + 1 == pieces {
-        pieces
-    } else {
-        0
-    };
-    piece_len(len, shift, index) + table
-}
-
 /// A zeroed block of `layout` (non-zero size) from the global allocator, None when refused.
 fn zeroed_block(layout: std::alloc::Layout) -> Option<std::ptr::NonNull<u64>> {
     // SAFETY: callers pass a layout of non-zero size.
     std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>())
 }
 
-/// Frees a block of `len` words that [`zeroed_block`] allocated with `BitStore::layout(len)`.
+/// Frees a block of `len` words that [`zeroed_block`] allocated with `block_layout(len)`.
 fn free_block(block: std::ptr::NonNull<u64>, len: usize) {
-    let layout = BitStore::layout(len).expect("the layout it was allocated with");
+    let layout = block_layout(len).expect("the layout it was allocated with");
     // SAFETY: allocated by `zeroed_block` with exactly this layout.
     unsafe { std::alloc::dealloc(block.as_ptr().cast(), layout) };
 }
@@ -808,73 +646,10 @@ impl PartialEq for BitStore {
 
 #[cfg(test)]
 mod tests {
+    use super::cut::{LINE_ALIGN, LINE_ALIGN_FROM};
     use super::*;
-    use crate::budget::allocation_size;
-
-    /// jemalloc's allocation of `bytes` in one block and as cut here.
-    fn jemalloc(bytes: u64) -> (u64, u64) {
-        let words = bytes / 8;
-        let shift = piece_shift(Allocator::Jemalloc, words);
-        (
-            block_allocation(Allocator::Jemalloc, bytes),
-            allocation(Allocator::Jemalloc, words, shift),
-        )
-    }
-
-    #[test]
-    fn no_store_from_a_kilobyte_up_wastes_more_than_its_slack() {
-        // Every size class boundary's neighbours and a spread of sizes, 1 KB to 2 GB.
-        let mut sizes: Vec<u64> = (10..31u32)
-            .flat_map(|lg| (4..8u64).map(move |q| q << (lg - 2)))
-            .flat_map(|class| [class - 8, class, class + 8])
-            .collect();
-        sizes.extend((0..400u64).map(|i| 1024 + i * i * i * 37 / 8 * 8));
-        for bytes in sizes.into_iter().filter(|&b| b >= 1024) {
-            let (one, cut) = jemalloc(bytes);
-            // Stores cut at RDB pieces pay a table of a few words even when one block would
-            // have been its size class.
-            let table = if bytes >= RDB_PIECES_FROM * RDB_PIECE_BYTES {
-                1024
-            } else {
-                0
-            };
-            assert!(cut <= one + table, "{bytes}: {cut} over one block's {one}");
-            // Small stores pay a table and a tail of a few dozen bytes.
-            let slack = if bytes >= 8192 { MAX_SLACK } else { 0.1 };
-            assert!(cut as f64 <= bytes as f64 * (1.0 + slack), "{bytes}: {cut}");
-        }
-        // Below, the cut never takes more than one block.
-        for bytes in (8..1024u64).step_by(8) {
-            let (one, cut) = jemalloc(bytes);
-            assert!(cut <= one, "{bytes}");
-        }
-        // The C library's malloc: one block, 64 bytes more when aligned to a line.
-        assert_eq!(piece_shift(Allocator::Libc, 20_000), 0);
-        assert_eq!(allocation(Allocator::Libc, 20_000, 0), 160_064);
-        assert_eq!(allocation(Allocator::Libc, 100, 0), 800);
-    }
-
-    #[test]
-    fn big_stores_keep_big_pieces_and_classes_stay_one_block() {
-        // 12.68 MB and 143.8 MB: pieces of 1 MiB, so the tail's rounding is a sliver.
-        for bytes in [12_680_000u64, 143_807_968] {
-            assert_eq!(piece_shift(Allocator::Jemalloc, bytes / 8), MAX_PIECE_SHIFT);
-            assert!(jemalloc(bytes).1 - bytes < 1 << 18, "{bytes}");
-        }
-        // Sizes that are a size class already are one block.
-        for bytes in [1u64 << 20, 5 << 18, 3 << 26, 1024, 1280] {
-            assert_eq!(piece_shift(Allocator::Jemalloc, bytes / 8), 0, "{bytes}");
-        }
-        // The store's own figure is the prediction, and jemalloc's is what this process's
-        // allocator is told it is (the default).
-        for bytes in [132_000u64, 12_680_000, 1_048_576 + 64] {
-            let store = BitStore::zeroed(bytes / 8).unwrap();
-            assert_eq!(store.allocated_bytes(), allocated_bytes(bytes));
-            assert_eq!(allocated_bytes(bytes), jemalloc(bytes).1);
-        }
-        assert_eq!(allocated_bytes(0), 0);
-        assert_eq!(allocated_bytes(100), allocation_size(104));
-    }
+    use crate::budget::Allocator;
+    use crate::encoding::RDB_PIECE_BYTES;
 
     /// A store of `words` words with word w = w · an odd constant, written word by word.
     fn numbered(words: u64) -> BitStore {
@@ -916,11 +691,14 @@ mod tests {
     fn a_table_with_room_in_the_tails_size_class_takes_no_block_of_its_own() {
         // 1,232 bytes (1,000 items at 0.9%): a 1,024-byte piece and a 208-byte tail, in the
         // 224-byte class with the 16-byte table after it.
-        assert_eq!(jemalloc(1232).1, 1024 + 224);
+        assert_eq!(allocated_bytes_by(Allocator::Jemalloc, 1232), 1024 + 224);
         // 1,384 bytes: the 360-byte tail and the table in the 384-byte class.
-        assert_eq!(jemalloc(1384).1, 1024 + 384);
+        assert_eq!(allocated_bytes_by(Allocator::Jemalloc, 1384), 1024 + 384);
         // 2,304 bytes: a 256-byte tail fills its class; the table takes a block of 16.
-        assert_eq!(jemalloc(2304).1, 2048 + 256 + 16);
+        assert_eq!(
+            allocated_bytes_by(Allocator::Jemalloc, 2304),
+            2048 + 256 + 16
+        );
         for (words, in_tail) in [(154u64, true), (173, true), (288, false)] {
             let store = numbered(words);
             assert!(store.in_pieces());
@@ -967,37 +745,9 @@ mod tests {
         assert!(store.word(start - 1) != 0 && store.word(end) != 0);
     }
 
-    #[test]
-    fn stores_of_many_rdb_pieces_are_cut_at_them_within_the_slack() {
-        let piece = RDB_PIECE_BYTES;
-        // From 8 RDB pieces up: the RDB's pieces, whatever the tail, and only the tail rounded.
-        for bytes in [
-            8 * piece,
-            8 * piece + 8,
-            1_128_474_816,
-            12 * piece - 8,
-            5_600_000_000,
-        ] {
-            assert_eq!(
-                piece_shift(Allocator::Jemalloc, bytes / 8),
-                RDB_PIECE_SHIFT,
-                "{bytes}"
-            );
-            let (_, cut) = jemalloc(bytes);
-            assert!(
-                cut as f64 <= bytes as f64 * (1.0 + MAX_SLACK),
-                "{bytes}: {cut}"
-            );
-            assert!(cut - bytes < 8 << 20, "{bytes}: {cut}");
-        }
-        // Below, as before; the C library's malloc keeps one block.
-        assert_eq!(piece_shift(Allocator::Jemalloc, 7 * piece / 8), 0);
-        assert_eq!(piece_shift(Allocator::Libc, 8 * piece / 8), 0);
-    }
-
     /// A block of `bytes` bytes as a store's block of that size is allocated, every byte `fill`.
     fn filled_block(bytes: usize, fill: u8) -> std::ptr::NonNull<u8> {
-        let layout = BitStore::layout(bytes / 8).unwrap();
+        let layout = block_layout(bytes / 8).unwrap();
         // SAFETY: a layout of non-zero size.
         let block = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) }).unwrap();
         // SAFETY: the block holds `bytes` bytes.
@@ -1042,7 +792,7 @@ mod tests {
             assert!(!adopted, "{offset}+{len}");
         }
         // SAFETY: allocated by filled_block with this layout, and never adopted.
-        unsafe { std::alloc::dealloc(spare.as_ptr(), BitStore::layout(piece / 8).unwrap()) };
+        unsafe { std::alloc::dealloc(spare.as_ptr(), block_layout(piece / 8).unwrap()) };
         // The tail's bytes, 8 bytes past a line: refused (a line would span two cache lines).
         let spare = filled_block(4096 + 64, 2);
         // SAFETY: 8 bytes into a block of 4160 bytes.
@@ -1050,7 +800,7 @@ mod tests {
         // SAFETY: as above; refused, so the block stays ours.
         assert!(!store.adopt(8 * piece, unsafe { AdoptableBlock::new(shifted, 4096) }));
         // SAFETY: allocated by filled_block with this layout, and never adopted.
-        unsafe { std::alloc::dealloc(spare.as_ptr(), BitStore::layout(520).unwrap()) };
+        unsafe { std::alloc::dealloc(spare.as_ptr(), block_layout(520).unwrap()) };
 
         // A store in one block takes a block of its whole size.
         let mut small = BitStore::zeroed(128).unwrap();

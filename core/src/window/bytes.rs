@@ -7,8 +7,9 @@ use super::{OutOfRange, WindowFilter, SLOTS};
 impl WindowFilter {
     /// Copies `out.len()` bytes of the encoded bits (words as little-endian bytes, in memory
     /// order) starting at byte `offset`. A region's slot whose generation has left the window
-    /// (not cleared yet, see [`REGION_SLOT_WORDS`](super::REGION_SLOT_WORDS)) reads as zero, as it would once cleared: the
-    /// encoding is of what the filter holds, whichever writes came since.
+    /// (not cleared yet, see [`REGION_SLOT_WORDS`](super::REGION_SLOT_WORDS)) reads as zero, as
+    /// it would once cleared: the encoding is of what the filter holds, whichever writes came
+    /// since.
     pub fn read_bits(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfRange> {
         let mut at = self.byte_range(offset, out.len())?;
         let live = Live::at(self.generation);
@@ -36,8 +37,9 @@ impl WindowFilter {
     }
 
     /// Overwrites bytes of the encoded bits starting at byte `offset` (after
-    /// [`decode_header`](super::encoding::decode_header)). The regions written are brought to the ring's generation
-    /// first and their slots marked as holding bits, so that what is written reads back.
+    /// [`decode_header`](super::encoding::decode_header)). The regions written are brought to
+    /// the ring's generation first and their slots marked as holding bits, so that what is
+    /// written reads back.
     pub fn write_bits(&mut self, offset: u64, data: &[u8]) -> Result<(), OutOfRange> {
         let mut at = self.byte_range(offset, data.len())?;
         let mut rest = data;
