@@ -216,8 +216,11 @@
 //!
 //! ```text
 //!   hash, sizing, math   an item's probe positions; a layer's bits and hashes for (n, ε)
-//!   bits, layer          a layer's words in memory (one block or pieces); one layer
-//!   scalable             the scalable filter; scalable/encoding.rs its header ("RBLM")
+//!   bits, layer          a layer's words in memory (one block or pieces; bits/cut.rs how a
+//!                        store is cut and what it takes), the crate's only unsafe code; one layer
+//!   scalable             the scalable filter; scalable/params.rs its parameters and growth
+//!                        rule, scalable/outcome.rs what its operations report,
+//!                        scalable/encoding.rs its header ("RBLM")
 //!   window               the sliding-window ring and its record; window/regions.rs the lazy
 //!                        clearing by region, window/probes.rs an item's probes (test, set,
 //!                        prefetch), window/bytes.rs the bits as encoded bytes,

@@ -247,7 +247,9 @@ pub fn partition_names_fit(name_len: usize, partitions: u32) -> bool {
     (name_len as u64).saturating_mul(u64::from(partitions)) <= MAX_PARTITION_NAME_BYTES
 }
 
-/// How every partition of a descriptor grows: as a scalable filter, not at all, or as a window.
+/// What every partition of a descriptor is: a scalable filter that grows by `expansion`, a
+/// non-scaling one, or a sliding window. Wider than a scalable filter's own
+/// [`Growth`](crate::Growth), which [`growth`](Self::growth) gives for the first two.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PartitionGrowth {
     Scaling { expansion: u32 },

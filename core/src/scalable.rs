@@ -1,39 +1,22 @@
 //! The scalable filter: a stack of layers that grows by RedisBloom's rule.
 
 pub mod encoding;
+mod outcome;
+mod params;
+
+pub use outcome::{AddOutcome, CreateError, GrownLayer, InsertError, PushError};
+pub use params::{
+    FilterParams, Growth, MAX_CAPACITY, MAX_EXPANSION, MAX_LAYERS, NON_SCALING_MARGIN,
+    TIGHTENING_RATIO,
+};
 
 use std::ops::ControlFlow;
 
 use super::bits::AdoptableBlock;
-/// The budget's refusal, which a filter's errors carry.
-pub use super::budget::LimitError;
-use super::budget::{allocation_size, MemoryBudget};
+use super::budget::{allocation_size, LimitError, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::{layer_allocation_size, Layer};
-use super::math;
-use super::sizing::{self, layer_size, LayerSize, SizingError};
-
-/// Each new layer gets this fraction of the previous layer's error rate, so the rates of all
-/// layers sum to less than the requested one (Almeida et al.'s tightening ratio, as RedisBloom).
-pub const TIGHTENING_RATIO: f64 = 0.5;
-
-/// A non-scaling filter is sized for this fraction of the requested rate. Its one layer carries the
-/// whole error budget, so the margin absorbs the double-hashing correlation and sampling noise and
-/// the rate users measure at full capacity stays under what they asked for. Scaling filters need
-/// no margin: their first layer gets half the budget and the series leaves the rest unused until
-/// the filter grows.
-pub const NON_SCALING_MARGIN: f64 = 0.9;
-
-/// The largest capacity of a filter's first layer (RedisBloom's bound on a reservation).
-pub const MAX_CAPACITY: u64 = 1 << 30;
-
-/// The largest expansion a filter may have: RedisBloom's bound, which its own filters kept here
-/// ([`crate::redisbloom`]) are held to as well.
-pub const MAX_EXPANSION: u32 = 32768;
-
-/// A filter never has more layers than this. With expansion 2 that is 2^64 × the initial capacity;
-/// the cap exists for expansion 1, where every layer costs lookups on every later command.
-pub const MAX_LAYERS: usize = 64;
+use super::sizing::LayerSize;
 
 /// Items hashed and prefetched together by the batch operations: enough misses in flight to keep
 /// the memory system busy, few enough that the lines are still cached when the items are
@@ -91,129 +74,6 @@ pub(crate) mod test_hooks {
             bits: size.bits + unit,
             ..size
         }
-    }
-}
-
-/// How a filter grows once its newest layer is full.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Growth {
-    /// Push a layer `expansion` times the newest one's capacity.
-    Scaling { expansion: u32 },
-    /// Refuse new items once full.
-    NonScaling,
-}
-
-/// The parameters a filter was created with; everything needed to recreate it identically.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FilterParams {
-    /// Capacity of the first layer.
-    pub capacity: u64,
-    /// The requested overall false-positive rate.
-    pub error_rate: f64,
-    pub growth: Growth,
-    /// Seed of the item hash.
-    pub seed: u64,
-}
-
-impl FilterParams {
-    /// The error rate layer `index` is sized for.
-    pub fn layer_error_rate(&self, index: usize) -> f64 {
-        match self.growth {
-            Growth::NonScaling => self.error_rate * NON_SCALING_MARGIN,
-            Growth::Scaling { .. } => {
-                self.error_rate * math::powi(TIGHTENING_RATIO, index as u32 + 1)
-            }
-        }
-    }
-
-    /// The capacity of layer `index`, or None when it would overflow.
-    pub fn layer_capacity(&self, index: usize) -> Option<u64> {
-        match self.growth {
-            Growth::NonScaling => (index == 0).then_some(self.capacity),
-            Growth::Scaling { expansion } => u64::from(expansion)
-                .checked_pow(u32::try_from(index).ok()?)
-                .and_then(|factor| factor.checked_mul(self.capacity)),
-        }
-    }
-
-    /// The shape of layer `index`.
-    pub fn layer_size(&self, index: usize) -> Result<LayerSize, SizingError> {
-        let capacity = self.layer_capacity(index).ok_or(SizingError::Capacity)?;
-        let size = layer_size(capacity, self.layer_error_rate(index))?;
-        #[cfg(feature = "test-hooks")]
-        let size = test_hooks::skewed(size);
-        Ok(size)
-    }
-
-    /// Ok when `size` is a shape layer `index` of this filter could have, whoever sized it: enough
-    /// bits for its capacity at its error rate, and a hash count that rate implies. What a decoder
-    /// and an explicit growth (BF.GROW) check before trusting a shape.
-    pub fn check_layer(&self, index: usize, size: LayerSize) -> Result<(), &'static str> {
-        let capacity = self.layer_capacity(index).ok_or("capacity")?;
-        sizing::check_shape(size, capacity, self.layer_error_rate(index))
-    }
-}
-
-/// Why a filter cannot be created.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CreateError {
-    Sizing(SizingError),
-    /// An explicit first-layer shape that does not fit the parameters.
-    Shape(&'static str),
-    Limit(LimitError),
-}
-
-/// Why an explicit layer (BF.GROW) could not be pushed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PushError {
-    /// The shape or the index does not fit this filter.
-    Shape(&'static str),
-    /// A memory limit refused it.
-    Limit(LimitError),
-}
-
-/// Why an item could not be added.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InsertError {
-    /// The filter already reports the item (not an error to users: the add answers 0).
-    Present,
-    /// A non-scaling filter holds its capacity.
-    NonScalingFull,
-    /// Growing would need a layer past [`MAX_LAYERS`] or a size that cannot be represented.
-    CannotGrow,
-    /// Growing would break a memory limit.
-    Limit(LimitError),
-}
-
-/// Layers an operation pushed: the one that grew at `index`, with its exact shape, first used by
-/// the item at position `first_item` of the operation's batch. This is what replication and the
-/// AOF carry, so that replicas never size layers themselves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GrownLayer {
-    pub index: usize,
-    pub size: LayerSize,
-    pub first_item: usize,
-}
-
-/// What one add operation did, item by item; filled as the operation goes, so that a caller
-/// that catches a panic half-way still knows exactly what changed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AddOutcome {
-    /// One entry per processed item, in order: true when it was new (and counted).
-    pub added: Vec<bool>,
-    /// What stopped the operation at item `added.len()`, if anything did.
-    pub error: Option<InsertError>,
-    /// Layers pushed, in order.
-    pub grown: Vec<GrownLayer>,
-}
-
-impl AddOutcome {
-    /// Positions (in the batch) of the items that changed the filter.
-    pub fn added_positions(&self) -> impl Iterator<Item = usize> + '_ {
-        self.added
-            .iter()
-            .enumerate()
-            .filter_map(|(position, &new)| new.then_some(position))
     }
 }
 
