@@ -249,7 +249,7 @@ pub fn partition_names_fit(name_len: usize, partitions: u32) -> bool {
 
 /// What every partition of a descriptor is: a scalable filter that grows by `expansion`, a
 /// non-scaling one, or a sliding window. Wider than a scalable filter's own
-/// [`Growth`](crate::Growth), which [`growth`](Self::growth) gives for the first two.
+/// [`Growth`], which [`growth`](Self::growth) gives for the first two.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PartitionGrowth {
     Scaling { expansion: u32 },
