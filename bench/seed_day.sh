@@ -18,11 +18,20 @@
 #     size, seconds); SHUTDOWN SAVE of all six nodes, start again, time until `bfctl info
 #     clicks` reports all 16 partitions, then the sample check again.
 #  5. A PNG of the CSV (matplotlib in a venv under target/, installed here), with date and commit.
+#  6. The window day (SEED_MODE=window, see run_window): a fresh cluster, `bfctl reserve clicks
+#     1e-9 C --window W --partitions 16` with C = 7 per 1000 clicks of the day (7 million at 10^9),
+#     the same N clicks as `unix_ms<TAB>id` lines at their event times (144 windows, in order)
+#     through `bfctl load clicks - --timestamped --wait 1` in SEED_PROBES segments, the fullest
+#     window slot against its capacity after each; memory per node sampled as in 2 (its max/min
+#     after the first window); at the end, every id inside the window answers 1, ids of an hour
+#     earlier and never-added ids answer 0 but for false positives. CSV and chart seed-window-*.
 #
 # Usage: bash bench/seed_day.sh    env: SEED_ITEMS (1000000000) SEED_SERVERS ("redis valkey")
 #   SEED_SAMPLE_SECS (10) SEED_CHECK (10000000) SEED_FP (10000000) SEED_KILL_SPAN (2000000)
 #   SEED_RESTART_AFTER (20) SEED_PORT (7711: uses 6 ports and each +10000) SEED_OUT (target/bench/seed)
 #   SEED_BFCTL, SEED_CLICKS, RUSTBLOOM_MODULE (the builds under target/release by default)
+#   SEED_MODE ("day window": which of the two days, in that order) SEED_WINDOW_MS (600000)
+#   SEED_WINDOW_CAPACITY (7·N/1000) SEED_PROBES (4)
 # Memory: the filter takes ~5.7 bytes per item per copy (5.3 GiB per copy at 10^9, twice with the
 # replicas, plus a fork's copy-on-write during BGSAVE).
 set -euo pipefail
@@ -39,6 +48,15 @@ KILL_SPAN=${SEED_KILL_SPAN:-2000000}
 RESTART_AFTER=${SEED_RESTART_AFTER:-20}
 PORT0=${SEED_PORT:-7711}
 OUT=${SEED_OUT:-$ROOT/target/bench/seed}
+MODES=${SEED_MODE:-day window}
+for mode in $MODES; do
+  case $mode in day | window) ;; *) echo "SEED_MODE lists day and/or window, not $mode" >&2; exit 2 ;; esac
+done
+WINDOW_MS=${SEED_WINDOW_MS:-600000}
+# 7 million clicks per 10 minutes at 10^9 a day: the capacity scales with N, so each window is
+# loaded as much as at full scale (N/144 clicks against capacity N·7/1000).
+WINDOW_CAP=${SEED_WINDOW_CAPACITY:-$(( (N * 7 + 999) / 1000 ))}
+PROBES=${SEED_PROBES:-4}
 VENV="$ROOT/target/bench-seed/venv"
 PORTS=($(seq $PORT0 $((PORT0 + 5))))
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -99,6 +117,34 @@ all_replicas_synced() { # every master has a replica past its initial sync (stat
   done
 }
 
+master_of_slot() { # slot: the port of the master serving it
+  redis-cli -p $(live_port) cluster nodes | awk -v s=$1 '$3 ~ /master/ {
+    for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
+      if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
+}
+start_cluster() { # 3 masters + 3 replicas on PORTS, every replica in sync
+  for p in "${PORTS[@]}"; do start_node $p; done
+  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${PORTS[@]}") --cluster-replicas 1 \
+    --cluster-yes >/dev/null
+  wait_until 60 cluster_ok "${PORTS[@]}" || { say "cluster not ok"; return 1; }
+  wait_until 60 all_replicas_synced || { say "replicas not attached"; return 1; }
+  sleep 1
+}
+csv_header() { # the CSV's first line
+  local head="t_s,phase,items_sent,items_per_s,bfctl_cpu_s"
+  for p in "${PORTS[@]}"; do head="$head,used_memory_$p,rss_$p,cpu_s_$p,role_$p"; done
+  echo "$head"
+}
+csv_row() { # t_s phase sent rate bfctl_pid: one CSV line of every node's memory, RSS, CPU and role
+  local row="$1,$2,$3,$4,$(cpu_s $5)"
+  for p in "${PORTS[@]}"; do
+    local pid; pid=$(pid_of $p)
+    kill -0 "$pid" 2>/dev/null || pid=""
+    row="$row,$(info_field $p memory used_memory),$(rss_b $pid),$(cpu_s $pid),$(role $p)"
+  done
+  echo "$row"
+}
+
 run_one() { # server name
   local name=$1
   SERVER=$(server_bin $name)
@@ -109,25 +155,17 @@ run_one() { # server name
   : > "$log"
   say() { echo "$*" | tee -a "$log"; }
   say "== $version, N=$N, commit $COMMIT, $(date -u +%FT%TZ)"
-  for p in "${PORTS[@]}"; do start_node $p; done
-  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${PORTS[@]}") --cluster-replicas 1 \
-    --cluster-yes >/dev/null
-  wait_until 60 cluster_ok "${PORTS[@]}" || { say "cluster not ok"; return 1; }
-  wait_until 60 all_replicas_synced || { say "replicas not attached"; return 1; }
-  sleep 1
+  start_cluster || return 1
   "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $N --partitions 16 --nonscaling >>"$log"
 
   # The master of partition 0 is the one killed.
   local key0 slot0 victim victim_replica=""
   key0=$(redis-cli -p $PORT0 bf.info clicks | sed -n '/Partition keys/{n;p}')
   slot0=$(redis-cli -p $PORT0 cluster keyslot "$key0")
-  victim=$(redis-cli -p $PORT0 cluster nodes | awk -v s=$slot0 '$3 ~ /master/ {
-    for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
-      if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }')
+  victim=$(master_of_slot $slot0)
 
-  local progress="$DIR/progress" head="t_s,phase,items_sent,items_per_s,bfctl_cpu_s"
-  for p in "${PORTS[@]}"; do head="$head,used_memory_$p,rss_$p,cpu_s_$p,role_$p"; done
-  echo "$head" > "$csv"
+  local progress="$DIR/progress"
+  csv_header > "$csv"
   echo 0 > "$progress"
   local t0=$SECONDS start_ns; start_ns=$(date +%s%N)
   ( set +e; "$GEN" $N --progress "$progress" \
@@ -155,13 +193,7 @@ run_one() { # server name
     next=$((next + EVERY))
     local now; now=$(date +%s%N)
     local rate; rate=$(awk -v a=$sent -v b=$last_sent -v t=$now -v u=$last_t 'BEGIN{printf "%.0f", (a-b)/((t-u)/1e9)}')
-    local row="$(awk -v t=$now -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}'),$phase,$sent,$rate,$(cpu_s $bfpid)"
-    for p in "${PORTS[@]}"; do
-      local pid; pid=$(pid_of $p)
-      kill -0 "$pid" 2>/dev/null || pid=""
-      row="$row,$(info_field $p memory used_memory),$(rss_b $pid),$(cpu_s $pid),$(role $p)"
-    done
-    echo "$row" >> "$csv"
+    csv_row "$(awk -v t=$now -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}')" $phase $sent $rate "$bfpid" >> "$csv"
     last_sent=$sent; last_t=$now
   done
   wait $LOADPID || true; LOADPID=""
@@ -223,4 +255,116 @@ run_one() { # server name
   rm -rf "$DIR"; DIR=""
 }
 
-for s in $SERVERS; do run_one $s; done
+# The window day (SEED_MODE=window): the same N clicks replayed at their event times into a
+# partitioned window filter, one day of 144 windows of W ms ending W - 5 s after the start (a window
+# filter reads by the server's clock and refuses writes more than W ahead of it, so only a day that
+# ends near the clock can be read at its end).
+day_line() { # unix_ms: the first line of the day at or after that time (clicks: ts = S + n·DAY/N)
+  awk -v t=$1 -v s=$DAY_START -v n=$N 'BEGIN{x = (t - s) * n / 86400000; if (x < 0) x = 0;
+    if (x > n) x = n; printf "%.0f", x}'
+}
+server_ms() { redis-cli -p $(live_port) time | awk 'NR==1{s=$1} NR==2{printf "%d%03d", s, $1/1000}'; }
+slot_loads() { # "max slot items / slot capacity" over every partition's four slots (BF.DEBUG)
+  local keys k port worst=0
+  keys=$(redis-cli -c -p $PORT0 bf.info clicks | sed -n '/Partition keys/,$p' | tail -n +2)
+  for k in $keys; do
+    port=$(master_of_slot $(redis-cli -p $PORT0 cluster keyslot "$k"))
+    worst=$(redis-cli -p $port bf.debug "$k" | awk -v w=$worst -F'[: ]' '/capacity:/{
+      for (i = 1; i < NF; i++) { if ($i == "capacity") c = $(i+1); if ($i == "size") z = $(i+1) }
+      if (c > 0 && z / c > w) w = z / c } END{printf "%.3f", w}')
+  done
+  echo "$worst"
+}
+
+run_window() { # server name
+  local name=$1
+  SERVER=$(server_bin $name)
+  [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
+  DIR="$(mktemp -d /tmp/rustbloom-seed.XXXXXX)"
+  local csv="$OUT/seed-window-$name.csv" log="$OUT/seed-window-$name.log"
+  local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
+  : > "$log"
+  say() { echo "$*" | tee -a "$log"; }
+  say "== window day: $version, N=$N, $WINDOW_CAP clicks per ${WINDOW_MS} ms window at 1e-9, commit $COMMIT, $(date -u +%FT%TZ)"
+  start_cluster || return 1
+  "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $WINDOW_CAP --window $WINDOW_MS --partitions 16 >>"$log"
+  DAY_START=$(( $(server_ms) + WINDOW_MS - 5000 - 86400000 ))
+  say "day: ts = $DAY_START + n * 86400000 / $N, $PROBES segments with a slot-load probe after each"
+
+  local progress="$DIR/progress" base="$DIR/base"
+  csv_header > "$csv"
+  echo 0 > "$progress"; echo 0 > "$base"; echo load > "$DIR/phase"
+  local start_ns; start_ns=$(date +%s%N)
+  ( set +e
+    for i in $(seq 1 $PROBES); do
+      local a=$(( N * (i - 1) / PROBES )) b=$(( N * i / PROBES ))
+      echo 0 > "$progress"; echo $a > "$base"; echo load > "$DIR/phase"
+      "$GEN" $N --from $a --to $b --timestamped --day-start $DAY_START --progress "$progress" \
+        | "$BF" --url redis://127.0.0.1:$PORT0 load clicks - --timestamped --wait 1 >>"$DIR/load.out" 2>>"$DIR/load.err"
+      local rc=${PIPESTATUS[1]}
+      echo "$rc" > "$DIR/load.rc"
+      [ "$rc" = 0 ] || exit
+      echo probe > "$DIR/phase"
+      echo "probe after line $b (hour $(awk -v b=$b -v n=$N 'BEGIN{printf "%.1f", 24 * b / n}') of the day): fullest slot holds $(slot_loads)x its capacity" >> "$DIR/probes"
+    done ) &
+  LOADPID=$!
+  local last_sent=0 last_t; last_t=$(date +%s%N)
+  local next=$(( $(date +%s) + EVERY ))
+  while kill -0 $LOADPID 2>/dev/null; do
+    sleep 0.5
+    [ "$(date +%s)" -ge $next ] || continue
+    next=$((next + EVERY))
+    local sent now rate bfpid
+    sent=$(( $(cat "$base" 2>/dev/null || echo 0) + $(cat "$progress" 2>/dev/null || echo 0) ))
+    now=$(date +%s%N)
+    rate=$(awk -v a=$sent -v b=$last_sent -v t=$now -v u=$last_t 'BEGIN{printf "%.0f", (a-b)/((t-u)/1e9)}')
+    bfpid=$(pgrep -n -f "$BF --url redis://127.0.0.1:$PORT0 load clicks" || true)
+    csv_row "$(awk -v t=$now -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}')" "$(cat "$DIR/phase")" $sent $rate "$bfpid" >> "$csv"
+    last_sent=$sent; last_t=$now
+  done
+  wait $LOADPID || true; LOADPID=""
+  local secs; secs=$(awk -v t=$(date +%s%N) -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}')
+  say "load exit $(cat "$DIR/load.rc" 2>/dev/null): $(tr '\n' ' ' < "$DIR/load.out") $(tail -c 600 "$DIR/load.err")"
+  say "load wall ${secs} s (with the probes), $(awk -v n=$N -v s=$secs 'BEGIN{printf "%.0f", n/s}') items/s"
+  cat "$DIR/probes" 2>/dev/null | tee -a "$log"
+  # Memory is fixed once the filter exists: the spread of each master's and replica's used_memory
+  # and RSS over the samples taken after the day's first window was sent.
+  say "$(awk -F, -v first=$((N / 144)) 'NR==1{for (i = 1; i <= NF; i++) h[i] = $i; next}
+    $3 >= first { for (i = 6; i <= NF; i++) if (h[i] ~ /^(used_memory|rss)_/ && $i != "") {
+      if (!(i in lo) || $i < lo[i]) lo[i] = $i; if ($i > hi[i]) hi[i] = $i } n++ }
+    END{ printf "memory after the first window (%d samples), max/min:", n;
+      for (i = 6; i <= NF; i++) if (i in lo) printf " %s %.3f (%.1f MiB)", h[i], hi[i] / lo[i], hi[i] / 1048576; }' "$csv")"
+
+  # At the end of the day: reads go by max(clock, the filter's last write).
+  local t last_ts first_recent
+  t=$(server_ms); last_ts=$(( DAY_START + 86400000 - 86400000 / N ))
+  [ $t -ge $last_ts ] || t=$last_ts
+  first_recent=$(day_line $(( t - WINDOW_MS + 10000 )))
+  if [ $first_recent -lt $N ]; then
+    say "inside the window (lines $first_recent..$N, added less than W - 10 s before the read): $(present $N --from $first_recent --day-start $DAY_START) (present total)"
+  else
+    say "inside the window: none (the load ended more than W after the day's last click)"
+  fi
+  local h0 h1
+  h0=$(day_line $(( t - 3600000 - WINDOW_MS ))); h1=$(day_line $(( t - 3600000 )))
+  say "an hour earlier (lines $h0..$h1, past the window's reach of 4 generations): $(present $N --from $h0 --to $h1 --day-start $DAY_START) (present total: false positives)"
+  say "false positives over $FP never-added ids: $(present $N --from $N --to $((N + FP)) | awk '{print $1}')"
+  for p in "${PORTS[@]}"; do
+    say "node $p $(role $p): used_memory $(info_field $p memory used_memory) rss $(rss_b $(pid_of $p)) cpu_s $(cpu_s $(pid_of $p))"
+  done
+
+  "$VENV/bin/python" "$ROOT/bench/plot_seed.py" "$csv" "$OUT/seed-window-$name.png" \
+    "$version, window day, N=$N, $WINDOW_CAP per ${WINDOW_MS} ms at 1e-9, 3+3 cluster, --wait 1 — $(date -u +%F) commit $COMMIT"
+  say "csv $csv, chart $OUT/seed-window-$name.png"
+  for p in "${PORTS[@]}"; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done
+  rm -rf "$DIR"; DIR=""
+}
+
+for mode in $MODES; do
+  for s in $SERVERS; do
+    case $mode in
+      day) run_one $s ;;
+      window) run_window $s ;;
+    esac
+  done
+done
