@@ -7,8 +7,13 @@
 #  2. clicks N (bfctl/examples/clicks.rs) | bfctl load clicks - --wait 1 (a pipe, never a file); every
 #     SEED_SAMPLE_SECS a CSV row: items/s (lines the generator handed the pipe), each node's
 #     used_memory, RSS and CPU seconds (/proc/PID/stat), bfctl's CPU seconds.
-#  3. Once half the items are sent: kill -9 the master of partition 0's slot; its replica takes
-#     over and the load goes on by itself (bfctl resends what was not acknowledged). With --wait 1
+#  3. On a server with CLUSTER MIGRATESLOTS (Valkey 9), once a quarter of the items are sent: move
+#     slots 0-4095 (a quarter of them, 4 of the 16 partitions) from their master to another by
+#     atomic slot migration, timed until CLUSTER GETSLOTMIGRATIONS says success; afterwards every
+#     id sent from SEED_KILL_SPAN before its start to SEED_KILL_SPAN after its end answers 1.
+#     Once half the items are sent (and the migration is over): kill -9 the master of partition
+#     0's slot; its replica takes over and the load goes on by itself (bfctl resends what was not
+#     acknowledged). With --wait 1
 #     the promoted master has no replica until the killed node comes back, so after
 #     SEED_RESTART_AFTER seconds the killed node is started again (a supervisor's restart; it
 #     rejoins as a replica); SEED_RESTART_AFTER=never leaves it down.
@@ -32,8 +37,11 @@
 #   SEED_BFCTL, SEED_CLICKS, RUSTBLOOM_MODULE (the builds under target/release by default)
 #   SEED_MODE ("day window": which of the two days, in that order) SEED_WINDOW_MS (600000)
 #   SEED_WINDOW_CAPACITY (7·N/1000) SEED_PROBES (4)
-# Memory: the filter takes ~5.7 bytes per item per copy (5.3 GiB per copy at 10^9, twice with the
-# replicas, plus a fork's copy-on-write during BGSAVE).
+# Room: the filter takes ~5.7 bytes per item per copy (5.3 GiB per copy at 10^9): the run needs
+# twice that plus a third in memory (replicas, a fork's copy-on-write during BGSAVE or a full sync)
+# and on disk under SEED_OUT (each node's data dir, data.*, with its RDB after SHUTDOWN SAVE), 12.8
+# GiB and 12.5 GiB at 10^9; it says so first and refuses to start when MemAvailable or the free disk
+# falls short (check_room).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MOD="${RUSTBLOOM_MODULE:-$ROOT/target/release/librustbloom.so}"
@@ -63,6 +71,40 @@ COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 mkdir -p "$OUT"
 
 [ -x "$BF" ] && [ -x "$GEN" ] && [ -f "$MOD" ] || { echo "build first: make build and cargo build --release -p bfctl --example clicks" >&2; exit 1; }
+
+# What a run holds at its peak, refused up front rather than killed half-way: in memory, every
+# partition twice (masters and replicas) plus one master's share again (a BGSAVE's or a full
+# sync's fork copying pages on write) and 512 MiB for six servers' own memory and buffers; on disk
+# under OUT, every node's RDB after SHUTDOWN SAVE (the filter twice) plus one master's temporary
+# RDB, and 256 MiB for logs and CSVs.
+filter_bytes() { # mode: the filter's bytes at capacity, from bfctl plan (the module's sizing)
+  case $1 in
+    day) "$BF" plan --items $N --error 1e-9 --nonscaling --partitions 16 ;;
+    window) "$BF" plan --items $WINDOW_CAP --error 1e-9 --window $WINDOW_MS --partitions 16 ;;
+  esac | awk '$1 == "all" {print $3}'
+}
+check_room() {
+  local need=0 mode bytes
+  for mode in $MODES; do
+    bytes=$(filter_bytes $mode)
+    [ -n "$bytes" ] || { echo "bfctl plan gave no size for the $mode day" >&2; exit 1; }
+    [ "$bytes" -le "$need" ] || need=$bytes
+  done
+  local mem=$(( need * 2 + need / 3 + (512 << 20) )) disk=$(( need * 2 + need / 3 + (256 << 20) ))
+  local avail free
+  avail=$(awk '$1 == "MemAvailable:" {printf "%d", $2 * 1024}' /proc/meminfo)
+  free=$(df -B1 --output=avail "$OUT" | tail -n 1 | tr -d ' ')
+  gib() { awk -v b=$1 'BEGIN{printf "%.1f GiB", b / 2^30}'; }
+  echo "N=$N ($MODES): the filter takes $(gib $need) per copy; needs $(gib $mem) of memory (MemAvailable $(gib $avail)) and $(gib $disk) of disk under $OUT (free $(gib $free))"
+  local short=""
+  [ "$avail" -ge $mem ] || short="memory: $(gib $mem) needed, $(gib $avail) available"
+  [ "$free" -ge $disk ] || short="${short:+$short; }disk under $OUT: $(gib $disk) needed, $(gib $free) free"
+  if [ -n "$short" ]; then
+    echo "not starting, this machine lacks room for N=$N ($short): free some, lower SEED_ITEMS, or point SEED_OUT at a bigger disk" >&2
+    exit 1
+  fi
+}
+check_room
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
   python3 -m venv "$VENV" && "$VENV/bin/pip" install -q --disable-pip-version-check matplotlib
 fi
@@ -122,6 +164,13 @@ master_of_slot() { # slot: the port of the master serving it
     for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
       if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
 }
+has_migrateslots() { # Valkey 9's atomic slot migration (COMMAND INFO is empty for an unknown one)
+  redis-cli -p $PORT0 command info 'cluster|migrateslots' | grep -qi migrateslots
+}
+export_state() { # port: the state of the newest export job of CLUSTER GETSLOTMIGRATIONS on it
+  redis-cli -p $1 cluster getslotmigrations | awk '$0 == "operation" {getline; op = $0}
+    $0 == "state" {getline; if (op == "EXPORT" && s == "") s = $0} END{print s}'
+}
 start_cluster() { # 3 masters + 3 replicas on PORTS, every replica in sync
   for p in "${PORTS[@]}"; do start_node $p; done
   redis-cli --cluster create $(printf '127.0.0.1:%s ' "${PORTS[@]}") --cluster-replicas 1 \
@@ -149,7 +198,7 @@ run_one() { # server name
   local name=$1
   SERVER=$(server_bin $name)
   [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
-  DIR="$(mktemp -d /tmp/rustbloom-seed.XXXXXX)"
+  DIR="$(mktemp -d "$OUT/data.XXXXXX")"
   local tag="$name-$N" csv="$OUT/seed-$name.csv" log="$OUT/seed-$name.log"
   local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
   : > "$log"
@@ -158,11 +207,10 @@ run_one() { # server name
   start_cluster || return 1
   "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $N --partitions 16 --nonscaling >>"$log"
 
-  # The master of partition 0 is the one killed.
-  local key0 slot0 victim victim_replica=""
-  key0=$(redis-cli -p $PORT0 bf.info clicks | sed -n '/Partition keys/{n;p}')
+  # The master of partition 0 (when the kill comes: the migration may have moved it) is killed.
+  local key0 slot0 victim
+  key0=$(redis-cli -c -p $PORT0 bf.info clicks | sed -n '/Partition keys/{n;p}')
   slot0=$(redis-cli -p $PORT0 cluster keyslot "$key0")
-  victim=$(master_of_slot $slot0)
 
   local progress="$DIR/progress"
   csv_header > "$csv"
@@ -176,11 +224,27 @@ run_one() { # server name
   local bfpid; bfpid=$(pgrep -n -P $LOADPID -f "$BF" || true)
   [ -n "$bfpid" ] || bfpid=$(pgrep -n -f "$BF --url redis://127.0.0.1:$PORT0 load clicks" || true)
   local last_sent=0 last_t; last_t=$(date +%s%N) phase=load killed_at="" kill_sent="" restarted=""
+  local mig=none mig_from="" mig_to="" mig_t0="" mig_sent0="" mig_sent1=""
+  has_migrateslots && mig=pending
   local next=$(( $(date +%s) + EVERY ))
   while kill -0 $LOADPID 2>/dev/null; do
     sleep 0.5
     local sent; sent=$(cat "$progress" 2>/dev/null || echo $last_sent)
-    if [ -z "$killed_at" ] && [ "$sent" -ge $((N / 2)) ]; then
+    if [ $mig = pending ] && [ "$sent" -ge $((N / 4)) ]; then
+      mig_from=$(master_of_slot 0); mig_to=$(master_of_slot 16383)
+      mig_t0=$(date +%s%N); mig_sent0=$sent; mig=running; phase=migration
+      say "CLUSTER MIGRATESLOTS SLOTSRANGE 0 4095 from $mig_from to $mig_to at $((SECONDS - t0)) s, $sent items sent: $(redis-cli -p $mig_from cluster migrateslots slotsrange 0 4095 node "$(redis-cli -p $mig_to cluster myid)")"
+    fi
+    if [ $mig = running ]; then
+      local state; state=$(export_state $mig_from)
+      case $state in
+        success | failed | cancelled)
+          mig=$state; mig_sent1=$sent; phase=load
+          say "migration $state after $(awk -v t=$(date +%s%N) -v s=$mig_t0 'BEGIN{printf "%.2f", (t-s)/1e9}') s (polled every 0.5 s), $sent items sent; slot 0 now on $(master_of_slot 0)" ;;
+      esac
+    fi
+    if [ -z "$killed_at" ] && [ $mig != running ] && [ "$sent" -ge $((N / 2)) ]; then
+      victim=$(master_of_slot $slot0)
       kill -9 "$(pid_of $victim)"; rm -f "$DIR/$victim/pid"; killed_at=$(date +%s); kill_sent=$sent; phase=failover
       say "kill -9 master $victim (partition 0's slot $slot0) at $((SECONDS - t0)) s, $sent items sent"
     fi
@@ -217,6 +281,11 @@ run_one() { # server name
     local lo=$(( kill_sent > KILL_SPAN ? kill_sent - KILL_SPAN : 0 )) hi=$(( kill_sent + KILL_SPAN ))
     [ $hi -le $N ] || hi=$N
     say "around the kill (ids $lo..$hi): $(present $N --from $lo --to $hi) (present total)"
+  fi
+  if [ -n "$mig_sent1" ]; then
+    local lo=$(( mig_sent0 > KILL_SPAN ? mig_sent0 - KILL_SPAN : 0 )) hi=$(( mig_sent1 + KILL_SPAN ))
+    [ $hi -le $N ] || hi=$N
+    say "around the migration (ids $lo..$hi): $(present $N --from $lo --to $hi) (present total)"
   fi
   say "false positives over $FP never-added ids: $(present $N --from $N --to $((N + FP)) | awk '{print $1}')"
 
@@ -280,7 +349,7 @@ run_window() { # server name
   local name=$1
   SERVER=$(server_bin $name)
   [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
-  DIR="$(mktemp -d /tmp/rustbloom-seed.XXXXXX)"
+  DIR="$(mktemp -d "$OUT/data.XXXXXX")"
   local csv="$OUT/seed-window-$name.csv" log="$OUT/seed-window-$name.log"
   local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
   : > "$log"
