@@ -29,7 +29,7 @@ def main():
     fig, (ax_rate, ax_mem, ax_cpu) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     ax_rate.plot(t, [number(r["items_per_s"]) for r in rows], color="black")
     ax_rate.set_ylabel("items/s")
-    shade = {"failover": "red", "probe": "grey"}
+    shade = {"failover": "red", "migration": "blue", "probe": "grey", "wait": "orange"}
     for r in rows:
         if r["phase"] in shade:
             for ax in (ax_rate, ax_mem, ax_cpu):
@@ -55,7 +55,8 @@ def main():
         ax_cpu.plot(t, cpu_share(f"cpu_s_{p}"), label=f"{p}")
     ax_cpu.plot(t, cpu_share("bfctl_cpu_s"), color="black", label="bfctl")
     ax_cpu.set_ylabel("CPU %")
-    ax_cpu.set_xlabel("seconds (red: a master killed; grey: the load paused for a probe)")
+    ax_cpu.set_xlabel("seconds (red: a master killed; blue: slots migrating; grey: a probe; "
+                      "orange: waiting for the clock)")
     ax_cpu.legend(fontsize=6, ncol=4)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()

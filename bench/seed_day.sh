@@ -36,7 +36,7 @@
 #   SEED_RESTART_AFTER (20) SEED_PORT (7711: uses 6 ports and each +10000) SEED_OUT (target/bench/seed)
 #   SEED_BFCTL, SEED_CLICKS, RUSTBLOOM_MODULE (the builds under target/release by default)
 #   SEED_MODE ("day window": which of the two days, in that order) SEED_WINDOW_MS (600000)
-#   SEED_WINDOW_CAPACITY (7·N/1000) SEED_PROBES (4)
+#   SEED_WINDOW_CAPACITY (7·N/1000) SEED_PROBES (4) SEED_WINDOW_PACE (N/700000 s)
 # Room: the filter takes ~5.7 bytes per item per copy (5.3 GiB per copy at 10^9): the run needs
 # twice that plus a third in memory (replicas, a fork's copy-on-write during BGSAVE or a full sync)
 # and on disk under SEED_OUT (each node's data dir, data.*, with its RDB after SHUTDOWN SAVE), 12.8
@@ -65,6 +65,9 @@ WINDOW_MS=${SEED_WINDOW_MS:-600000}
 # loaded as much as at full scale (N/144 clicks against capacity N·7/1000).
 WINDOW_CAP=${SEED_WINDOW_CAPACITY:-$(( (N * 7 + 999) / 1000 ))}
 PROBES=${SEED_PROBES:-4}
+# The window day ends this many seconds (+ W) after it starts, about the load's duration, so that
+# the end-of-day checks read a clock inside the day's last window (see run_window).
+PACE=${SEED_WINDOW_PACE:-$(( N / 700000 ))}
 VENV="$ROOT/target/bench-seed/venv"
 PORTS=($(seq $PORT0 $((PORT0 + 5))))
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -327,9 +330,10 @@ run_one() { # server name
 }
 
 # The window day (SEED_MODE=window): the same N clicks replayed at their event times into a
-# partitioned window filter, one day of 144 windows of W ms ending W - 5 s after the start (a window
-# filter reads by the server's clock and refuses writes more than W ahead of it, so only a day that
-# ends near the clock can be read at its end).
+# partitioned window filter, one day of 144 windows of W ms ending SEED_WINDOW_PACE s + W - 5 s
+# after the start. A window filter reads by the server's clock and refuses writes more than W ahead
+# of it, so only a day that ends near the clock can be read at its end: with the pace close to the
+# load's duration, the last window is still inside the window when the load ends.
 day_line() { # unix_ms: the first line of the day at or after that time (clicks: ts = S + n·DAY/N)
   awk -v t=$1 -v s=$DAY_START -v n=$N 'BEGIN{x = (t - s) * n / 86400000; if (x < 0) x = 0;
     if (x > n) x = n; printf "%.0f", x}'
@@ -359,8 +363,8 @@ run_window() { # server name
   say "== window day: $version, N=$N, $WINDOW_CAP clicks per ${WINDOW_MS} ms window at 1e-9, commit $COMMIT, $(date -u +%FT%TZ)"
   start_cluster || return 1
   "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $WINDOW_CAP --window $WINDOW_MS --partitions 16 >>"$log"
-  DAY_START=$(( $(server_ms) + WINDOW_MS - 5000 - 86400000 ))
-  say "day: ts = $DAY_START + n * 86400000 / $N, $PROBES segments with a slot-load probe after each"
+  DAY_START=$(( $(server_ms) + PACE * 1000 + WINDOW_MS - 5000 - 86400000 ))
+  say "day: ts = $DAY_START + n * 86400000 / $N (ending ${PACE} s + W - 5 s from now), $PROBES segments with a slot-load probe after each"
 
   local progress="$DIR/progress" base="$DIR/base"
   csv_header > "$csv"
@@ -369,6 +373,11 @@ run_window() { # server name
   ( set +e
     for i in $(seq 1 $PROBES); do
       local a=$(( N * (i - 1) / PROBES )) b=$(( N * i / PROBES ))
+      # No write may be more than W ahead of the clock: a segment starts once its last click is
+      # within W - 5 s of it (only the last waits, when the load runs ahead of SEED_WINDOW_PACE).
+      echo wait > "$DIR/phase"
+      local gate=$(( DAY_START + (b - 1) * 86400000 / N - WINDOW_MS + 5000 ))
+      while [ "$(server_ms)" -lt $gate ]; do sleep 0.2; done
       echo 0 > "$progress"; echo $a > "$base"; echo load > "$DIR/phase"
       "$GEN" $N --from $a --to $b --timestamped --day-start $DAY_START --progress "$progress" \
         | "$BF" --url redis://127.0.0.1:$PORT0 load clicks - --timestamped --wait 1 >>"$DIR/load.out" 2>>"$DIR/load.err"
