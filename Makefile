@@ -164,8 +164,10 @@ bench-big: build redisbloom
 
 ## bench-seed: the seeds' day (bench/seed_day.sh, not in CI): SEED_ITEMS click ids (default
 ## 10^9: ~11 GiB of filters with the replicas) at 1e-9 into 16 partitions on a 3+3 cluster of
-## redis-server, then of valkey-server 9.1.2, with a master killed halfway; CSV, log and chart
-## under target/bench/seed/. Installs matplotlib into a venv under target/.
+## redis-server, then of valkey-server 9.1.2, with a master killed halfway; then the window day
+## (the same clicks at their event times into a partitioned window filter of 7 million per
+## 10 minutes); CSV, log and chart of each under target/bench/seed/. Installs matplotlib into a
+## venv under target/.
 .PHONY: bench-seed
 bench-seed: build test-servers
 	cargo build --release -p bfctl --example clicks

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Draws bench/seed_day.sh's CSV: items/s, memory per node, CPU per node and bfctl's.
+"""Draws bench/seed_day.sh's CSVs (the day and the window day): items/s, memory per node, CPU per
+node and bfctl's.
 
     plot_seed.py CSV PNG TITLE
 """
@@ -28,10 +29,11 @@ def main():
     fig, (ax_rate, ax_mem, ax_cpu) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     ax_rate.plot(t, [number(r["items_per_s"]) for r in rows], color="black")
     ax_rate.set_ylabel("items/s")
+    shade = {"failover": "red", "migration": "blue", "probe": "grey", "wait": "orange"}
     for r in rows:
-        if r["phase"] == "failover":
+        if r["phase"] in shade:
             for ax in (ax_rate, ax_mem, ax_cpu):
-                ax.axvline(float(r["t_s"]), color="red", alpha=0.15, linewidth=6)
+                ax.axvline(float(r["t_s"]), color=shade[r["phase"]], alpha=0.15, linewidth=6)
     for p in ports:
         rss = [number(r[f"rss_{p}"]) for r in rows]
         ax_mem.plot(t, [x / 2**20 if x is not None else None for x in rss], label=f"{p} RSS")
@@ -53,7 +55,8 @@ def main():
         ax_cpu.plot(t, cpu_share(f"cpu_s_{p}"), label=f"{p}")
     ax_cpu.plot(t, cpu_share("bfctl_cpu_s"), color="black", label="bfctl")
     ax_cpu.set_ylabel("CPU %")
-    ax_cpu.set_xlabel("seconds (red: a master killed)")
+    ax_cpu.set_xlabel("seconds (red: a master killed; blue: slots migrating; grey: a probe; "
+                      "orange: waiting for the clock)")
     ax_cpu.legend(fontsize=6, ncol=4)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()

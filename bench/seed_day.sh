@@ -7,8 +7,13 @@
 #  2. clicks N (bfctl/examples/clicks.rs) | bfctl load clicks - --wait 1 (a pipe, never a file); every
 #     SEED_SAMPLE_SECS a CSV row: items/s (lines the generator handed the pipe), each node's
 #     used_memory, RSS and CPU seconds (/proc/PID/stat), bfctl's CPU seconds.
-#  3. Once half the items are sent: kill -9 the master of partition 0's slot; its replica takes
-#     over and the load goes on by itself (bfctl resends what was not acknowledged). With --wait 1
+#  3. On a server with CLUSTER MIGRATESLOTS (Valkey 9), once a quarter of the items are sent: move
+#     slots 0-4095 (a quarter of them, 4 of the 16 partitions) from their master to another by
+#     atomic slot migration, timed until CLUSTER GETSLOTMIGRATIONS says success; afterwards every
+#     id sent from SEED_KILL_SPAN before its start to SEED_KILL_SPAN after its end answers 1.
+#     Once half the items are sent (and the migration is over): kill -9 the master of partition
+#     0's slot; its replica takes over and the load goes on by itself (bfctl resends what was not
+#     acknowledged). With --wait 1
 #     the promoted master has no replica until the killed node comes back, so after
 #     SEED_RESTART_AFTER seconds the killed node is started again (a supervisor's restart; it
 #     rejoins as a replica); SEED_RESTART_AFTER=never leaves it down.
@@ -18,13 +23,25 @@
 #     size, seconds); SHUTDOWN SAVE of all six nodes, start again, time until `bfctl info
 #     clicks` reports all 16 partitions, then the sample check again.
 #  5. A PNG of the CSV (matplotlib in a venv under target/, installed here), with date and commit.
+#  6. The window day (SEED_MODE=window, see run_window): a fresh cluster, `bfctl reserve clicks
+#     1e-9 C --window W --partitions 16` with C = 7 per 1000 clicks of the day (7 million at 10^9),
+#     the same N clicks as `unix_ms<TAB>id` lines at their event times (144 windows, in order)
+#     through `bfctl load clicks - --timestamped --wait 1` in SEED_PROBES segments, the fullest
+#     window slot against its capacity after each; memory per node sampled as in 2 (its max/min
+#     after the first window); at the end, every id inside the window answers 1, ids of an hour
+#     earlier and never-added ids answer 0 but for false positives. CSV and chart seed-window-*.
 #
 # Usage: bash bench/seed_day.sh    env: SEED_ITEMS (1000000000) SEED_SERVERS ("redis valkey")
 #   SEED_SAMPLE_SECS (10) SEED_CHECK (10000000) SEED_FP (10000000) SEED_KILL_SPAN (2000000)
 #   SEED_RESTART_AFTER (20) SEED_PORT (7711: uses 6 ports and each +10000) SEED_OUT (target/bench/seed)
 #   SEED_BFCTL, SEED_CLICKS, RUSTBLOOM_MODULE (the builds under target/release by default)
-# Memory: the filter takes ~5.7 bytes per item per copy (5.3 GiB per copy at 10^9, twice with the
-# replicas, plus a fork's copy-on-write during BGSAVE).
+#   SEED_MODE ("day window": which of the two days, in that order) SEED_WINDOW_MS (600000)
+#   SEED_WINDOW_CAPACITY (7·N/1000) SEED_PROBES (4) SEED_WINDOW_PACE (N/700000 s)
+# Room: the filter takes ~5.7 bytes per item per copy (5.3 GiB per copy at 10^9): the run needs
+# twice that plus a third in memory (replicas, a fork's copy-on-write during BGSAVE or a full sync)
+# and on disk under SEED_OUT (each node's data dir, data.*, with its RDB after SHUTDOWN SAVE), 12.8
+# GiB and 12.5 GiB at 10^9; it says so first and refuses to start when MemAvailable or the free disk
+# falls short (check_room).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MOD="${RUSTBLOOM_MODULE:-$ROOT/target/release/librustbloom.so}"
@@ -39,12 +56,58 @@ KILL_SPAN=${SEED_KILL_SPAN:-2000000}
 RESTART_AFTER=${SEED_RESTART_AFTER:-20}
 PORT0=${SEED_PORT:-7711}
 OUT=${SEED_OUT:-$ROOT/target/bench/seed}
+MODES=${SEED_MODE:-day window}
+for mode in $MODES; do
+  case $mode in day | window) ;; *) echo "SEED_MODE lists day and/or window, not $mode" >&2; exit 2 ;; esac
+done
+WINDOW_MS=${SEED_WINDOW_MS:-600000}
+# 7 million clicks per 10 minutes at 10^9 a day: the capacity scales with N, so each window is
+# loaded as much as at full scale (N/144 clicks against capacity N·7/1000).
+WINDOW_CAP=${SEED_WINDOW_CAPACITY:-$(( (N * 7 + 999) / 1000 ))}
+PROBES=${SEED_PROBES:-4}
+# The window day ends this many seconds (+ W) after it starts, about the load's duration, so that
+# the end-of-day checks read a clock inside the day's last window (see run_window).
+PACE=${SEED_WINDOW_PACE:-$(( N / 700000 ))}
 VENV="$ROOT/target/bench-seed/venv"
 PORTS=($(seq $PORT0 $((PORT0 + 5))))
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 mkdir -p "$OUT"
 
 [ -x "$BF" ] && [ -x "$GEN" ] && [ -f "$MOD" ] || { echo "build first: make build and cargo build --release -p bfctl --example clicks" >&2; exit 1; }
+
+# What a run holds at its peak, refused up front rather than killed half-way: in memory, every
+# partition twice (masters and replicas) plus one master's share again (a BGSAVE's or a full
+# sync's fork copying pages on write) and 512 MiB for six servers' own memory and buffers; on disk
+# under OUT, every node's RDB after SHUTDOWN SAVE (the filter twice) plus one master's temporary
+# RDB, and 256 MiB for logs and CSVs.
+filter_bytes() { # mode: the filter's bytes at capacity, from bfctl plan (the module's sizing)
+  case $1 in
+    day) "$BF" plan --items $N --error 1e-9 --nonscaling --partitions 16 ;;
+    window) "$BF" plan --items $WINDOW_CAP --error 1e-9 --window $WINDOW_MS --partitions 16 ;;
+  esac | awk '$1 == "all" {print $3}'
+}
+check_room() {
+  local need=0 mode bytes
+  for mode in $MODES; do
+    bytes=$(filter_bytes $mode)
+    [ -n "$bytes" ] || { echo "bfctl plan gave no size for the $mode day" >&2; exit 1; }
+    [ "$bytes" -le "$need" ] || need=$bytes
+  done
+  local mem=$(( need * 2 + need / 3 + (512 << 20) )) disk=$(( need * 2 + need / 3 + (256 << 20) ))
+  local avail free
+  avail=$(awk '$1 == "MemAvailable:" {printf "%d", $2 * 1024}' /proc/meminfo)
+  free=$(df -B1 --output=avail "$OUT" | tail -n 1 | tr -d ' ')
+  gib() { awk -v b=$1 'BEGIN{printf "%.1f GiB", b / 2^30}'; }
+  echo "N=$N ($MODES): the filter takes $(gib $need) per copy; needs $(gib $mem) of memory (MemAvailable $(gib $avail)) and $(gib $disk) of disk under $OUT (free $(gib $free))"
+  local short=""
+  [ "$avail" -ge $mem ] || short="memory: $(gib $mem) needed, $(gib $avail) available"
+  [ "$free" -ge $disk ] || short="${short:+$short; }disk under $OUT: $(gib $disk) needed, $(gib $free) free"
+  if [ -n "$short" ]; then
+    echo "not starting, this machine lacks room for N=$N ($short): free some, lower SEED_ITEMS, or point SEED_OUT at a bigger disk" >&2
+    exit 1
+  fi
+}
+check_room
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
   python3 -m venv "$VENV" && "$VENV/bin/pip" install -q --disable-pip-version-check matplotlib
 fi
@@ -99,35 +162,63 @@ all_replicas_synced() { # every master has a replica past its initial sync (stat
   done
 }
 
-run_one() { # server name
-  local name=$1
-  SERVER=$(server_bin $name)
-  [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
-  DIR="$(mktemp -d /tmp/rustbloom-seed.XXXXXX)"
-  local tag="$name-$N" csv="$OUT/seed-$name.csv" log="$OUT/seed-$name.log"
-  local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
-  : > "$log"
-  say() { echo "$*" | tee -a "$log"; }
-  say "== $version, N=$N, commit $COMMIT, $(date -u +%FT%TZ)"
+master_of_slot() { # slot: the port of the master serving it
+  redis-cli -p $(live_port) cluster nodes | awk -v s=$1 '$3 ~ /master/ {
+    for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
+      if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
+}
+has_migrateslots() { # Valkey 9's atomic slot migration (COMMAND INFO is empty for an unknown one)
+  redis-cli -p $PORT0 command info 'cluster|migrateslots' | grep -qi migrateslots
+}
+export_state() { # port: the state of the newest export job of CLUSTER GETSLOTMIGRATIONS on it
+  redis-cli -p $1 cluster getslotmigrations | awk '$0 == "operation" {getline; op = $0}
+    $0 == "state" {getline; if (op == "EXPORT" && s == "") s = $0} END{print s}'
+}
+start_cluster() { # 3 masters + 3 replicas on PORTS, every replica in sync
   for p in "${PORTS[@]}"; do start_node $p; done
   redis-cli --cluster create $(printf '127.0.0.1:%s ' "${PORTS[@]}") --cluster-replicas 1 \
     --cluster-yes >/dev/null
   wait_until 60 cluster_ok "${PORTS[@]}" || { say "cluster not ok"; return 1; }
   wait_until 60 all_replicas_synced || { say "replicas not attached"; return 1; }
   sleep 1
+}
+csv_header() { # the CSV's first line
+  local head="t_s,phase,items_sent,items_per_s,bfctl_cpu_s"
+  for p in "${PORTS[@]}"; do head="$head,used_memory_$p,rss_$p,cpu_s_$p,role_$p,backlog_$p"; done
+  echo "$head"
+}
+csv_row() { # t_s phase sent rate bfctl_pid: one CSV line of every node's memory, RSS, CPU and role
+  local row="$1,$2,$3,$4,$(cpu_s $5)"
+  for p in "${PORTS[@]}"; do
+    local pid; pid=$(pid_of $p)
+    kill -0 "$pid" 2>/dev/null || pid=""
+    local mem; mem=$({ redis-cli -p $p info memory 2>/dev/null || true; } | tr -d '\r')
+    row="$row,$(awk -F: '$1 == "used_memory" {print $2}' <<<"$mem"),$(rss_b $pid),$(cpu_s $pid),$(role $p)"
+    row="$row,$(awk -F: '$1 == "mem_replication_backlog" {print $2}' <<<"$mem")"
+  done
+  echo "$row"
+}
+
+run_one() { # server name
+  local name=$1
+  SERVER=$(server_bin $name)
+  [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
+  DIR="$(mktemp -d "$OUT/data.XXXXXX")"
+  local tag="$name-$N" csv="$OUT/seed-$name.csv" log="$OUT/seed-$name.log"
+  local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
+  : > "$log"
+  say() { echo "$*" | tee -a "$log"; }
+  say "== $version, N=$N, commit $COMMIT, $(date -u +%FT%TZ)"
+  start_cluster || return 1
   "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $N --partitions 16 --nonscaling >>"$log"
 
-  # The master of partition 0 is the one killed.
-  local key0 slot0 victim victim_replica=""
-  key0=$(redis-cli -p $PORT0 bf.info clicks | sed -n '/Partition keys/{n;p}')
+  # The master of partition 0 (when the kill comes: the migration may have moved it) is killed.
+  local key0 slot0 victim
+  key0=$(redis-cli -c -p $PORT0 bf.info clicks | sed -n '/Partition keys/{n;p}')
   slot0=$(redis-cli -p $PORT0 cluster keyslot "$key0")
-  victim=$(redis-cli -p $PORT0 cluster nodes | awk -v s=$slot0 '$3 ~ /master/ {
-    for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
-      if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }')
 
-  local progress="$DIR/progress" head="t_s,phase,items_sent,items_per_s,bfctl_cpu_s"
-  for p in "${PORTS[@]}"; do head="$head,used_memory_$p,rss_$p,cpu_s_$p,role_$p"; done
-  echo "$head" > "$csv"
+  local progress="$DIR/progress"
+  csv_header > "$csv"
   echo 0 > "$progress"
   local t0=$SECONDS start_ns; start_ns=$(date +%s%N)
   ( set +e; "$GEN" $N --progress "$progress" \
@@ -138,11 +229,27 @@ run_one() { # server name
   local bfpid; bfpid=$(pgrep -n -P $LOADPID -f "$BF" || true)
   [ -n "$bfpid" ] || bfpid=$(pgrep -n -f "$BF --url redis://127.0.0.1:$PORT0 load clicks" || true)
   local last_sent=0 last_t; last_t=$(date +%s%N) phase=load killed_at="" kill_sent="" restarted=""
+  local mig=none mig_from="" mig_to="" mig_t0="" mig_sent0="" mig_sent1=""
+  has_migrateslots && mig=pending
   local next=$(( $(date +%s) + EVERY ))
   while kill -0 $LOADPID 2>/dev/null; do
     sleep 0.5
     local sent; sent=$(cat "$progress" 2>/dev/null || echo $last_sent)
-    if [ -z "$killed_at" ] && [ "$sent" -ge $((N / 2)) ]; then
+    if [ $mig = pending ] && [ "$sent" -ge $((N / 4)) ]; then
+      mig_from=$(master_of_slot 0); mig_to=$(master_of_slot 16383)
+      mig_t0=$(date +%s%N); mig_sent0=$sent; mig=running; phase=migration
+      say "CLUSTER MIGRATESLOTS SLOTSRANGE 0 4095 from $mig_from to $mig_to at $((SECONDS - t0)) s, $sent items sent: $(redis-cli -p $mig_from cluster migrateslots slotsrange 0 4095 node "$(redis-cli -p $mig_to cluster myid)")"
+    fi
+    if [ $mig = running ]; then
+      local state; state=$(export_state $mig_from)
+      case $state in
+        success | failed | cancelled)
+          mig=$state; mig_sent1=$sent; phase=load
+          say "migration $state after $(awk -v t=$(date +%s%N) -v s=$mig_t0 'BEGIN{printf "%.2f", (t-s)/1e9}') s (polled every 0.5 s), $sent items sent; slot 0 now on $(master_of_slot 0)" ;;
+      esac
+    fi
+    if [ -z "$killed_at" ] && [ $mig != running ] && [ "$sent" -ge $((N / 2)) ]; then
+      victim=$(master_of_slot $slot0)
       kill -9 "$(pid_of $victim)"; rm -f "$DIR/$victim/pid"; killed_at=$(date +%s); kill_sent=$sent; phase=failover
       say "kill -9 master $victim (partition 0's slot $slot0) at $((SECONDS - t0)) s, $sent items sent"
     fi
@@ -155,13 +262,7 @@ run_one() { # server name
     next=$((next + EVERY))
     local now; now=$(date +%s%N)
     local rate; rate=$(awk -v a=$sent -v b=$last_sent -v t=$now -v u=$last_t 'BEGIN{printf "%.0f", (a-b)/((t-u)/1e9)}')
-    local row="$(awk -v t=$now -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}'),$phase,$sent,$rate,$(cpu_s $bfpid)"
-    for p in "${PORTS[@]}"; do
-      local pid; pid=$(pid_of $p)
-      kill -0 "$pid" 2>/dev/null || pid=""
-      row="$row,$(info_field $p memory used_memory),$(rss_b $pid),$(cpu_s $pid),$(role $p)"
-    done
-    echo "$row" >> "$csv"
+    csv_row "$(awk -v t=$now -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}')" $phase $sent $rate "$bfpid" >> "$csv"
     last_sent=$sent; last_t=$now
   done
   wait $LOADPID || true; LOADPID=""
@@ -185,6 +286,11 @@ run_one() { # server name
     local lo=$(( kill_sent > KILL_SPAN ? kill_sent - KILL_SPAN : 0 )) hi=$(( kill_sent + KILL_SPAN ))
     [ $hi -le $N ] || hi=$N
     say "around the kill (ids $lo..$hi): $(present $N --from $lo --to $hi) (present total)"
+  fi
+  if [ -n "$mig_sent1" ]; then
+    local lo=$(( mig_sent0 > KILL_SPAN ? mig_sent0 - KILL_SPAN : 0 )) hi=$(( mig_sent1 + KILL_SPAN ))
+    [ $hi -le $N ] || hi=$N
+    say "around the migration (ids $lo..$hi): $(present $N --from $lo --to $hi) (present total)"
   fi
   say "false positives over $FP never-added ids: $(present $N --from $N --to $((N + FP)) | awk '{print $1}')"
 
@@ -223,4 +329,129 @@ run_one() { # server name
   rm -rf "$DIR"; DIR=""
 }
 
-for s in $SERVERS; do run_one $s; done
+# The window day (SEED_MODE=window): the same N clicks replayed at their event times into a
+# partitioned window filter, one day of 144 windows of W ms ending SEED_WINDOW_PACE s + W - 5 s
+# after the start. A window filter reads by the server's clock and refuses writes more than W ahead
+# of it, so only a day that ends near the clock can be read at its end: with the pace close to the
+# load's duration, the last window is still inside the window when the load ends.
+day_line() { # unix_ms: the first line of the day at or after that time (clicks: ts = S + n·DAY/N)
+  awk -v t=$1 -v s=$DAY_START -v n=$N 'BEGIN{x = (t - s) * n / 86400000; if (x < 0) x = 0;
+    if (x > n) x = n; printf "%.0f", x}'
+}
+server_ms() { redis-cli -p $(live_port) time | awk 'NR==1{s=$1} NR==2{printf "%d%03d", s, $1/1000}'; }
+slot_loads() { # "max slot items / slot capacity" over every partition's four slots (BF.DEBUG)
+  local keys k port worst=0
+  keys=$(redis-cli -c -p $PORT0 bf.info clicks | sed -n '/Partition keys/,$p' | tail -n +2)
+  for k in $keys; do
+    port=$(master_of_slot $(redis-cli -p $PORT0 cluster keyslot "$k"))
+    worst=$(redis-cli -p $port bf.debug "$k" | awk -v w=$worst -F'[: ]' '/capacity:/{
+      for (i = 1; i < NF; i++) { if ($i == "capacity") c = $(i+1); if ($i == "size") z = $(i+1) }
+      if (c > 0 && z / c > w) w = z / c } END{printf "%.3f", w}')
+  done
+  echo "$worst"
+}
+
+run_window() { # server name
+  local name=$1
+  SERVER=$(server_bin $name)
+  [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
+  DIR="$(mktemp -d "$OUT/data.XXXXXX")"
+  local csv="$OUT/seed-window-$name.csv" log="$OUT/seed-window-$name.log"
+  local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
+  : > "$log"
+  say() { echo "$*" | tee -a "$log"; }
+  say "== window day: $version, N=$N, $WINDOW_CAP clicks per ${WINDOW_MS} ms window at 1e-9, commit $COMMIT, $(date -u +%FT%TZ)"
+  start_cluster || return 1
+  "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $WINDOW_CAP --window $WINDOW_MS --partitions 16 >>"$log"
+  DAY_START=$(( $(server_ms) + PACE * 1000 + WINDOW_MS - 5000 - 86400000 ))
+  say "day: ts = $DAY_START + n * 86400000 / $N (ending ${PACE} s + W - 5 s from now), $PROBES segments with a slot-load probe after each"
+
+  local progress="$DIR/progress" base="$DIR/base"
+  csv_header > "$csv"
+  echo 0 > "$progress"; echo 0 > "$base"; echo load > "$DIR/phase"
+  local start_ns; start_ns=$(date +%s%N)
+  ( set +e
+    for i in $(seq 1 $PROBES); do
+      local a=$(( N * (i - 1) / PROBES )) b=$(( N * i / PROBES ))
+      # No write may be more than W ahead of the clock: a segment starts once its last click is
+      # within W - 5 s of it (only the last waits, when the load runs ahead of SEED_WINDOW_PACE).
+      echo wait > "$DIR/phase"
+      local gate=$(( DAY_START + (b - 1) * 86400000 / N - WINDOW_MS + 5000 ))
+      while [ "$(server_ms)" -lt $gate ]; do sleep 0.2; done
+      echo 0 > "$progress"; echo $a > "$base"; echo load > "$DIR/phase"
+      "$GEN" $N --from $a --to $b --timestamped --day-start $DAY_START --progress "$progress" \
+        | "$BF" --url redis://127.0.0.1:$PORT0 load clicks - --timestamped --wait 1 >>"$DIR/load.out" 2>>"$DIR/load.err"
+      local rc=${PIPESTATUS[1]}
+      echo "$rc" > "$DIR/load.rc"
+      [ "$rc" = 0 ] || exit
+      echo probe > "$DIR/phase"
+      echo "probe after line $b (hour $(awk -v b=$b -v n=$N 'BEGIN{printf "%.1f", 24 * b / n}') of the day): fullest slot holds $(slot_loads)x its capacity" >> "$DIR/probes"
+    done ) &
+  LOADPID=$!
+  local last_sent=0 last_t; last_t=$(date +%s%N)
+  local next=$(( $(date +%s) + EVERY ))
+  while kill -0 $LOADPID 2>/dev/null; do
+    sleep 0.5
+    [ "$(date +%s)" -ge $next ] || continue
+    next=$((next + EVERY))
+    local sent now rate bfpid
+    sent=$(( $(cat "$base" 2>/dev/null || echo 0) + $(cat "$progress" 2>/dev/null || echo 0) ))
+    now=$(date +%s%N)
+    rate=$(awk -v a=$sent -v b=$last_sent -v t=$now -v u=$last_t 'BEGIN{printf "%.0f", (a-b)/((t-u)/1e9)}')
+    bfpid=$(pgrep -n -f "$BF --url redis://127.0.0.1:$PORT0 load clicks" || true)
+    csv_row "$(awk -v t=$now -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}')" "$(cat "$DIR/phase")" $sent $rate "$bfpid" >> "$csv"
+    last_sent=$sent; last_t=$now
+  done
+  wait $LOADPID || true; LOADPID=""
+  local secs; secs=$(awk -v t=$(date +%s%N) -v s=$start_ns 'BEGIN{printf "%.1f", (t-s)/1e9}')
+  say "load exit $(cat "$DIR/load.rc" 2>/dev/null): $(tr '\n' ' ' < "$DIR/load.out") $(tail -c 600 "$DIR/load.err")"
+  say "load wall ${secs} s (with the probes), $(awk -v n=$N -v s=$secs 'BEGIN{printf "%.0f", n/s}') items/s"
+  cat "$DIR/probes" 2>/dev/null | tee -a "$log"
+  # Memory is fixed once the filter exists: the spread of each master's and replica's used_memory,
+  # RSS, and used_memory less the replication backlog (which fills up to repl-backlog-size as the
+  # writes stream by: 1 MB on Redis 7.0, 10 MB on Valkey 9) over the samples taken after the day's
+  # first window was sent.
+  say "$(awk -F, -v first=$((N / 144)) 'NR==1{for (i = 1; i <= NF; i++) h[i] = $i; next}
+    $3 >= first { for (i = 6; i <= NF; i++) if (h[i] ~ /^(used_memory|rss)_/ && $i != "") {
+        v[h[i]] = $i; if (h[i] ~ /^used/) v["less_backlog_" substr(h[i], 13)] = $i - $(i + 4) }
+      for (k in v) { if (!(k in lo) || v[k] < lo[k]) lo[k] = v[k]; if (v[k] > hi[k]) hi[k] = v[k] }
+      n++ }
+    END{ printf "memory after the first window (%d samples), max/min and max:", n;
+      for (i = 6; i <= NF; i++) if (h[i] ~ /^used_memory_/) { p = substr(h[i], 13);
+        printf "\n  node %s: used_memory %.3f (%.1f MiB), less the backlog %.3f (%.1f MiB), rss %.3f (%.1f MiB)", p,
+          hi[h[i]] / lo[h[i]], hi[h[i]] / 2^20, hi["less_backlog_" p] / lo["less_backlog_" p],
+          hi["less_backlog_" p] / 2^20, hi["rss_" p] / lo["rss_" p], hi["rss_" p] / 2^20 } }' "$csv")"
+
+  # At the end of the day: reads go by max(clock, the filter's last write).
+  local t last_ts first_recent
+  t=$(server_ms); last_ts=$(( DAY_START + 86400000 - 86400000 / N ))
+  [ $t -ge $last_ts ] || t=$last_ts
+  first_recent=$(day_line $(( t - WINDOW_MS + 10000 )))
+  if [ $first_recent -lt $N ]; then
+    say "inside the window (lines $first_recent..$N, added less than W - 10 s before the read): $(present $N --from $first_recent --day-start $DAY_START) (present total)"
+  else
+    say "inside the window: none (the load ended more than W after the day's last click)"
+  fi
+  local h0 h1
+  h0=$(day_line $(( t - 3600000 - WINDOW_MS ))); h1=$(day_line $(( t - 3600000 )))
+  say "an hour earlier (lines $h0..$h1, past the window's reach of 4 generations): $(present $N --from $h0 --to $h1 --day-start $DAY_START) (present total: false positives)"
+  say "false positives over $FP never-added ids: $(present $N --from $N --to $((N + FP)) | awk '{print $1}')"
+  for p in "${PORTS[@]}"; do
+    say "node $p $(role $p): used_memory $(info_field $p memory used_memory) rss $(rss_b $(pid_of $p)) cpu_s $(cpu_s $(pid_of $p))"
+  done
+
+  "$VENV/bin/python" "$ROOT/bench/plot_seed.py" "$csv" "$OUT/seed-window-$name.png" \
+    "$version, window day, N=$N, $WINDOW_CAP per ${WINDOW_MS} ms at 1e-9, 3+3 cluster, --wait 1 — $(date -u +%F) commit $COMMIT"
+  say "csv $csv, chart $OUT/seed-window-$name.png"
+  for p in "${PORTS[@]}"; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done
+  rm -rf "$DIR"; DIR=""
+}
+
+for mode in $MODES; do
+  for s in $SERVERS; do
+    case $mode in
+      day) run_one $s ;;
+      window) run_window $s ;;
+    esac
+  done
+done

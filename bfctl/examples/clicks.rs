@@ -1,9 +1,11 @@
 //! Click ids for the seeds' day (bench/seed_day.sh), written to stdout, never to a file.
 //!
-//! `clicks N [--from A] [--to B] [--stride S] [--progress FILE] [--timestamped]`
+//! `clicks N [--from A] [--to B] [--stride S] [--progress FILE] [--timestamped] [--day-start MS]`
 //!
 //! Line n is `click:<user>:<ts>:<n>`: a user among ~10 million, a Unix-ms time spread over one
-//! day in order, and n itself, so every line is distinct and line n is the same in every run.
+//! day in order (ts = MS + n·86,400,000/N, MS 1,795,000,000,000 unless --day-start says; a window
+//! filter's reads go by the server's clock, so the window day ends near the clock), and n itself,
+//! so every line is distinct and line n is the same in every run with the same MS.
 //! Lines [A, B) are written (B defaults to N), every S-th; N sets the day's spread. Ids with
 //! n >= N were never added by a load of lines [0, N): the false-positive probes. With
 //! --progress, the number of lines written so far is rewritten into FILE (through a rename)
@@ -25,6 +27,7 @@ struct Args {
     stride: u64,
     progress: Option<String>,
     timestamped: bool,
+    day_start_ms: u64,
 }
 
 fn parse() -> Result<Args, String> {
@@ -40,6 +43,7 @@ fn parse() -> Result<Args, String> {
         stride: 1,
         progress: None,
         timestamped: false,
+        day_start_ms: DAY_START_MS,
     };
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -48,6 +52,7 @@ fn parse() -> Result<Args, String> {
             "--stride" => out.stride = number(args.next(), "--stride")?.max(1),
             "--progress" => out.progress = args.next(),
             "--timestamped" => out.timestamped = true,
+            "--day-start" => out.day_start_ms = number(args.next(), "--day-start")?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -70,7 +75,7 @@ fn write_lines(a: &Args) -> io::Result<()> {
     let to = a.to.unwrap_or(a.n);
     while n < to {
         let user = n.wrapping_mul(2_654_435_761) % USERS;
-        let ts = DAY_START_MS + (u128::from(n) * u128::from(DAY_MS) / u128::from(a.n)) as u64;
+        let ts = a.day_start_ms + (u128::from(n) * u128::from(DAY_MS) / u128::from(a.n)) as u64;
         if a.timestamped {
             writeln!(out, "{ts}\tclick:{user}:{ts}:{n}")?;
         } else {
