@@ -65,6 +65,23 @@ pub const LINES_MAX_COST: f64 = 1.05;
 /// the classic sizing of releases before (replicas of those size new layers themselves).
 pub const LINES_MIN_BYTES: u64 = 512 << 10;
 
+/// The false-positive floor of a classic layer times its bits, measured: double hashing's
+/// probes `h1 + i·h2` are all reduced by the same multiply-shift, so for about one item in m/c
+/// the step h2·m/2^64 lies near 0 or near a multiple of m/c for a small c, and the item's k
+/// probes fall on a handful of bits; such items read as present far more often than ε, and
+/// their share, about this constant / m, is a floor whatever ε. Measured with never-added
+/// random items against classic layers at their capacity ((rate − ε) × m, 10⁷ items): 0.09–0.10
+/// at 1e-9 (k = 30) for 100 to 1,000 items, 0.09–0.21 at 1e-6 (k = 20), 0.24–0.27 at 1e-4
+/// (k = 13) and 0.24–0.27 at 1e-3 (k = 10); rounded up. Layouts in lines place an item's probes
+/// with a separate multiplier each and show no such floor (their rate stayed within ε at every
+/// size measured, down to one line).
+pub const CLASSIC_FLOOR: f64 = 0.3;
+
+/// The share of ε the classic floor may take before a layer goes in lines instead: classic
+/// needs m ≥ [`CLASSIC_FLOOR`] / (this × ε) bits, 3/ε (300 bits at 1e-2, 30,000 at 1e-4,
+/// 3·10⁹ at 1e-9).
+pub const CLASSIC_FLOOR_SHARE: f64 = 0.1;
+
 /// A layer's bits per item are searched to this relative width: the exact bits of the model for
 /// any layer below 10¹² bits, the same ones the 50-step bisection on [1, 200] of releases before
 /// found for the one-line layout (so those layers stay bit-identical), always on the safe side.
@@ -176,7 +193,9 @@ pub enum SizingError {
 /// Sizes a layer so that `capacity` items give a false-positive rate of at most `error_rate`:
 /// in the fewest cache lines per item (1 to [`MAX_LINES`]) that cost at most [`LINES_MAX_COST`]
 /// in bits over the classic layout, or classic when the layer is small (see [`LINES_MIN_BYTES`])
-/// or no number of lines is cheap enough.
+/// or no number of lines is cheap enough; but never classic where double hashing's floor would
+/// take more than its share of ε (see [`CLASSIC_FLOOR`]): there the layout in lines with the
+/// fewest bits, whatever it costs over classic.
 ///
 /// ```
 /// use rustbloom_core::sizing::{layer_size, Layout};
@@ -190,20 +209,45 @@ pub enum SizingError {
 /// // The classic optimum is ln(1/ε)/ln²2 = 43.13 bits per item.
 /// let bits_per_item = tight.bits as f64 / 1e7;
 /// assert!(bits_per_item > 43.13 && bits_per_item < 43.13 * 1.05, "{bits_per_item}");
+/// // 300 items at 1e-9 in 13,056 classic bits would see about 10⁻⁵ false positives.
+/// assert_eq!(layer_size(300, 1e-9).unwrap().layout, Layout::Lines(4));
 /// ```
 pub fn layer_size(capacity: u64, error_rate: f64) -> Result<LayerSize, SizingError> {
-    let (num_hashes, classic) = classic_bits_per_item(error_rate)?;
-    let classic_size = LayerSize {
-        bits: round_up(capacity, classic, 64)?,
-        num_hashes,
-        layout: Layout::Classic,
-    };
-    if classic_size.bytes() < LINES_MIN_BYTES {
-        return Ok(classic_size);
+    let classic_size = classic_size(capacity, error_rate)?;
+    if classic_size.bytes() >= LINES_MIN_BYTES {
+        let (_, classic) = classic_bits_per_item(error_rate)?;
+        let cheap = (1..=MAX_LINES)
+            .find_map(|lines| in_lines(capacity, error_rate, lines, classic * LINES_MAX_COST));
+        if let Some(size) = cheap {
+            return Ok(size);
+        }
     }
-    Ok((1..=MAX_LINES)
-        .find_map(|lines| in_lines(capacity, error_rate, lines, classic * LINES_MAX_COST))
+    Ok(past_classic_floor(classic_size, error_rate)
+        .then(|| fewest_bits_in_lines(capacity, error_rate, |_| true))
+        .flatten()
         .unwrap_or(classic_size))
+}
+
+/// Whether a classic layer of this shape would fall short of `error_rate`: whether the floor of
+/// double hashing, about [`CLASSIC_FLOOR`] / bits, exceeds [`CLASSIC_FLOOR_SHARE`] of it.
+pub fn past_classic_floor(size: LayerSize, error_rate: f64) -> bool {
+    CLASSIC_FLOOR > CLASSIC_FLOOR_SHARE * error_rate * size.bits as f64
+}
+
+/// The layout in lines (1 to [`MAX_LINES`]) with the fewest bits among those `fits` accepts, the
+/// fewer lines on a tie; None when none reaches ε within 2× the classic bits.
+fn fewest_bits_in_lines(
+    capacity: u64,
+    error_rate: f64,
+    fits: impl Fn(&LayerSize) -> bool,
+) -> Option<LayerSize> {
+    (1..=MAX_LINES)
+        .filter_map(|lines| lines_size(capacity, error_rate, lines))
+        .filter(|size| fits(size))
+        .fold(None, |best: Option<LayerSize>, size| match best {
+            Some(best) if best.bits <= size.bits => Some(best),
+            _ => Some(size),
+        })
 }
 
 /// The classic layout: solve (1 − e^(−k·n/m))^k ≤ ε for the smallest m, over the integers k
@@ -231,7 +275,9 @@ pub fn lines_size(capacity: u64, error_rate: f64, lines: u32) -> Option<LayerSiz
 /// (the blocked layout) while it stays within `max_bits` and at most `blocked_max_cost` × a
 /// classic slot; else, by a layer's rule ([`layer_size`]), for a classic slot of
 /// [`LINES_MIN_BYTES`] or more the fewest lines within [`LINES_MAX_COST`] of it and `max_bits`;
-/// else classic. Low rates thus cost h lines per slot, not k words scattered over it.
+/// else classic, unless past double hashing's floor ([`past_classic_floor`]), where the layout
+/// in lines with the fewest bits within `max_bits` is taken. Low rates thus cost h lines per
+/// slot, not k words scattered over it.
 pub fn slot_size(
     capacity: u64,
     error_rate: f64,
@@ -252,6 +298,11 @@ pub fn slot_size(
                     size.bits as f64 <= classic.bits as f64 * LINES_MAX_COST && fits(size)
                 })
             })
+        })
+        .or_else(|| {
+            past_classic_floor(classic, error_rate)
+                .then(|| fewest_bits_in_lines(capacity, error_rate, fits))
+                .flatten()
         })
         .unwrap_or(classic))
 }
