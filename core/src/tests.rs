@@ -493,7 +493,7 @@ fn headers_are_version_2_exactly_when_a_layer_uses_several_lines() {
         ),
         (1, 1)
     );
-    let classic = filter(1000, 1e-4, Growth::NonScaling);
+    let classic = filter(10_000, 1e-4, Growth::NonScaling);
     assert_eq!(
         (
             encode_transfer_header(&classic)[4],
