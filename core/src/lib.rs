@@ -65,10 +65,15 @@
 //! ```
 //!
 //! Each layer takes the fewest lines, 1 to 4, whose bits stay within 5% of classic; below about
-//! 1e-10 none does and the layer stays classic. Layers under 512 KiB stay classic too: measured
-//! here (see [`sizing::LINES_MIN_BYTES`]), lines are as fast or faster than classic from 1 MB up
-//! at every rate (non-member lookups up to 2.8× faster), while at 100 KB, inside L2, they lose
-//! up to 18% on inserts at 1e-2 and 1e-4. The one-line case is the *blocked* layout of format
+//! 1e-10 none does. Layers under 512 KiB stay classic too: measured here (see
+//! [`sizing::LINES_MIN_BYTES`]), lines are as fast or faster than classic from 1 MB up at every
+//! rate (non-member lookups up to 2.8× faster), while at 100 KB, inside L2, they lose up to 18%
+//! on inserts at 1e-2 and 1e-4. Either way a layer stays classic only while double hashing can
+//! reach its rate: one pair (h1, h2) places all k probes, and for about one item in m/c the step
+//! lands near a multiple of m/c, so its probes share a handful of bits, a false-positive floor
+//! near 0.3/m whatever ε (see [`sizing::CLASSIC_FLOOR`]). Where that exceeds ε/10 (m < 3/ε: small
+//! layers at low rates, any layer below about 1e-10) the layer goes in the lines with the fewest
+//! bits, whose probes each have their own multiplier and show no floor. The one-line case is the *blocked* layout of format
 //! version 1, bit for bit, and keeps its name and encoding code.
 //!
 //! ```text

@@ -29,7 +29,7 @@ pub const MAX_LINES: u32 = 4;
 /// factor of the classic layout's: at most 5% more memory, for h cache misses per item instead of
 /// k (Putze, Sanders, Singler, "Cache-, Hash- and Space-Efficient Bloom Filters", WEA 2007, §3).
 /// When no h up to [`MAX_LINES`] qualifies (rates somewhat below 1e-9: 4 lines cost +4.1% at 1e-9,
-/// and 1e-12 is classic), the layer stays classic.
+/// +7.7% at 1e-12), the layer stays classic unless that misses its rate ([`CLASSIC_FLOOR`]).
 pub const LINES_MAX_COST: f64 = 1.05;
 
 /// Layers whose classic size is below this stay classic; from here up they go in lines. Measured
@@ -61,8 +61,8 @@ pub const LINES_MAX_COST: f64 = 1.05;
 /// usually stop in the first line); at 100 KB, inside L2, they still win non-member lookups but
 /// lose up to 18% on inserts and member lookups at 1e-2 and 1e-4, where k is small anyway. So the
 /// line is drawn between the two, at half this machine's L2: a byte threshold, but one set by
-/// measurement and far below the 8 MiB of the blocked layout before. Layers below it also keep
-/// the classic sizing of releases before (replicas of those size new layers themselves).
+/// measurement and far below the 8 MiB of the blocked layout before. Layers below it stay
+/// classic where classic reaches their rate (see [`CLASSIC_FLOOR`]).
 pub const LINES_MIN_BYTES: u64 = 512 << 10;
 
 /// The false-positive floor of a classic layer times its bits, measured: double hashing's
