@@ -175,13 +175,34 @@ fn small_layers_leave_classic_at_the_floor() {
             .count();
         assert_eq!(fewer_bits, 0, "{capacity} at {error_rate}: {size:?}");
     }
-    // The figures the README quotes: +5.9% at 100 items at 1e-9, +1.6% at 10,000 at 1e-6.
-    let cost = |capacity, error_rate| {
-        layer_size(capacity, error_rate).unwrap().bits as f64
-            / classic_size(capacity, error_rate).unwrap().bits as f64
-    };
-    assert!((cost(100, 1e-9) - 1.059).abs() < 0.001);
-    assert!((cost(10_000, 1e-6) - 1.016).abs() < 0.001);
+}
+
+/// The README's table of what small layers cost in lines: (capacity, ε, bits, lines, classic
+/// bits).
+#[test]
+fn small_layers_cost_what_the_readme_says() {
+    let table = [
+        (100, 1e-4, 2_048, 2, 1_920),
+        (100, 1e-6, 3_072, 3, 2_880),
+        (100, 1e-9, 4_608, 4, 4_352),
+        (1_000, 1e-4, 19_456, 3, 19_200),
+        (1_000, 1e-6, 29_696, 3, 28_800),
+        (1_000, 1e-9, 45_056, 4, 43_136),
+        (10_000, 1e-4, 191_744, 0, 191_744),
+        (10_000, 1e-6, 292_352, 4, 287_616),
+        (10_000, 1e-9, 449_024, 4, 431_360),
+        (10, 1e-2, 512, 1, 128),
+        (10, 1e-4, 512, 1, 192),
+    ];
+    for (capacity, error_rate, bits, lines, classic_bits) in table {
+        let size = layer_size(capacity, error_rate).unwrap();
+        let classic = classic_size(capacity, error_rate).unwrap();
+        assert_eq!(
+            (size.bits, size.layout.lines(), classic.bits),
+            (bits, lines, classic_bits),
+            "{capacity} at {error_rate}"
+        );
+    }
 }
 
 #[test]
