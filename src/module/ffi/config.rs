@@ -6,22 +6,44 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use redis_module::raw;
 
 use super::strings::string_bytes;
-use super::OK;
+use super::{guard, OK};
 
-/// The getter and setter of a string config, as Redis calls them.
-pub struct StringConfigCallbacks {
-    pub get: unsafe extern "C" fn(*const c_char, *mut c_void) -> *mut raw::RedisModuleString,
-    pub set: unsafe extern "C" fn(
-        *const c_char,
-        *mut raw::RedisModuleString,
-        *mut c_void,
-        *mut *mut raw::RedisModuleString,
-    ) -> c_int,
+/// A string config whose value lives in this module. `privdata` is the integer tag it was
+/// registered with.
+pub trait StringConfig {
+    /// What a getter call is called in the log, should it fail.
+    const GET: &'static str;
+    /// What a setter call is called in the log, should it fail.
+    const SET: &'static str;
+    /// The value's text, handed out through a [`ConfigReply`]; null when there is none.
+    fn get(privdata: usize) -> *mut raw::RedisModuleString;
+    /// Validates and stores `text`; Err with the reason of a refusal.
+    fn set(privdata: usize, text: &[u8]) -> Result<(), String>;
+}
+
+/// The getter Redis calls for `C`.
+pub(super) extern "C" fn config_get<C: StringConfig>(
+    _name: *const c_char,
+    privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    guard(C::GET, std::ptr::null_mut(), || C::get(privdata as usize))
+}
+
+/// The setter Redis calls for `C`.
+pub(super) extern "C" fn config_set<C: StringConfig>(
+    _name: *const c_char,
+    value: *mut raw::RedisModuleString,
+    privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    guard(C::SET, raw::REDISMODULE_ERR as c_int, || {
+        string_config_set(value, err, |text| C::set(privdata as usize, text))
+    })
 }
 
 /// What a string config's setter does with the value Redis passes it: the text of `value`
 /// (may be null: empty), and the reason of a refusal stored where Redis reads it.
-pub fn string_config_set<E: AsRef<str>>(
+fn string_config_set<E: AsRef<str>>(
     value: *mut raw::RedisModuleString,
     err: *mut *mut raw::RedisModuleString,
     set: impl FnOnce(&[u8]) -> Result<(), E>,

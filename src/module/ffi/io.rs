@@ -20,7 +20,7 @@ impl Io<'_> {
     ///
     /// # Safety
     /// `io` is the live stream Redis passed the running callback; the `Io` stays inside it.
-    pub unsafe fn new(io: *mut raw::RedisModuleIO) -> Self {
+    pub(super) unsafe fn new(io: *mut raw::RedisModuleIO) -> Self {
         Io {
             io,
             call: PhantomData,
@@ -120,7 +120,7 @@ pub struct Digest<'a> {
 impl Digest<'_> {
     /// # Safety
     /// `md` is the live digest Redis passed the running callback; the `Digest` stays inside it.
-    pub unsafe fn new(md: *mut raw::RedisModuleDigest) -> Self {
+    pub(super) unsafe fn new(md: *mut raw::RedisModuleDigest) -> Self {
         Digest {
             md,
             call: PhantomData,

@@ -4,17 +4,7 @@ use std::ffi::c_int;
 
 use redis_module::raw;
 
-use super::{Command, CommandError, OK};
-
-/// A Rust type stored as the values of a Redis module type.
-///
-/// # Safety
-/// Every value of [`module_type`](Self::module_type) in the keyspace is a `Box<Self>` turned
-/// into a pointer (as [`Key::set_value`] stores it).
-pub unsafe trait ModuleValue: Sized {
-    /// The registered type.
-    fn module_type() -> *mut raw::RedisModuleType;
-}
+use super::{Command, CommandError, ModuleValue, OK};
 
 /// An open key, closed on drop. A borrow of its value lives no longer than the handle, and a
 /// mutable one excludes every other use of it, so the value cannot be replaced (and freed) while
@@ -36,7 +26,7 @@ impl Key<'_> {
         // One call answers the common case (a key of our type); the key type is asked only
         // when it is not.
         // SAFETY: an open key handle (as below).
-        if unsafe { api!(RedisModule_ModuleTypeGetType)(self.key) } == T::module_type() {
+        if unsafe { api!(RedisModule_ModuleTypeGetType)(self.key) } == T::value_type().raw() {
             // SAFETY: an open key handle.
             let value = unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<T>();
             return Ok((!value.is_null()).then_some(value));
@@ -51,7 +41,7 @@ impl Key<'_> {
     /// The value stored here, to read: Ok(None) for a missing key, WrongType for a key of any
     /// other type.
     pub fn value<T: ModuleValue>(&self) -> Result<Option<&T>, CommandError> {
-        // SAFETY: a value of T's type is a live Box<T> (ModuleValue's contract), owned by the
+        // SAFETY: a value of T's type is a live Box<T> (the invariant of `ValueType`), owned by the
         // keyspace; it is replaced or freed only through `&mut self` or after this handle
         // closes, so it outlives the shared borrow of the handle.
         Ok(self.value_ptr::<T>()?.map(|value| unsafe { &*value }))
@@ -69,8 +59,9 @@ impl Key<'_> {
         let ptr = Box::into_raw(value);
         // SAFETY: an open key handle, T's registered type and a Box<T> pointer, which Redis
         // owns from now on (and frees with the type's free callback).
-        let status =
-            unsafe { api!(RedisModule_ModuleTypeSetValue)(self.key, T::module_type(), ptr.cast()) };
+        let status = unsafe {
+            api!(RedisModule_ModuleTypeSetValue)(self.key, T::value_type().raw(), ptr.cast())
+        };
         if status != OK {
             // SAFETY: not stored, so still ours: take it back so it is freed.
             drop(unsafe { Box::from_raw(ptr) });

@@ -1,29 +1,37 @@
 //! Module start-up: options, commands and their docs, ACL categories, configs.
 
 use std::ffi::{c_int, c_void, CStr};
+use std::marker::PhantomData;
 
-use redis_module::raw;
+use redis_module::{raw, Context};
 
-use super::{StringConfigCallbacks, OK};
+use super::config::{config_get, config_set};
+use super::server::info_callback;
+use super::{InfoSection, StringConfig, OK};
 
-/// Module start-up calls, valid in the load context (`RedisModule_OnLoad`'s) only.
-pub struct LoadCtx(*mut raw::RedisModuleCtx);
+/// Module start-up calls, made in the context of `RedisModule_OnLoad` (the server refuses the
+/// registrations in any other context) and borrowed from it.
+pub struct LoadCtx<'a>(*mut raw::RedisModuleCtx, PhantomData<&'a Context>);
 
-impl LoadCtx {
-    /// # Safety
-    /// `ctx` is the context of the running `RedisModule_OnLoad`.
-    pub unsafe fn new(ctx: *mut raw::RedisModuleCtx) -> Self {
-        LoadCtx(ctx)
+impl LoadCtx<'_> {
+    /// The calls of module start-up, in the live context of `RedisModule_OnLoad`.
+    pub fn new(ctx: &Context) -> LoadCtx<'_> {
+        LoadCtx(ctx.get_raw(), PhantomData)
     }
 
-    /// Registers the `INFO` callback of the module's section.
-    pub fn register_info(&self, info: extern "C" fn(*mut raw::RedisModuleInfoCtx, c_int)) {
-        // SAFETY: the load context and a callback that stays valid (a function).
-        unsafe { api!(RedisModule_RegisterInfoFunc)(self.0, Some(info)) };
+    /// The raw context, for calls that take a null or live one (logging, flags).
+    pub fn raw(&self) -> *mut raw::RedisModuleCtx {
+        self.0
+    }
+
+    /// Registers the callback that writes the module's `INFO` section, `S`.
+    pub fn register_info<S: InfoSection>(&self) {
+        // SAFETY: a live context and a callback that stays valid (a function).
+        unsafe { api!(RedisModule_RegisterInfoFunc)(self.0, Some(info_callback::<S>)) };
     }
 
     pub fn set_module_options(&self, options: c_int) {
-        // SAFETY: the load context.
+        // SAFETY: a live context.
         unsafe { api!(RedisModule_SetModuleOptions)(self.0, options) };
     }
 
@@ -61,7 +69,7 @@ impl LoadCtx {
         ) -> c_int,
         flags: &CStr,
     ) -> Result<(), ()> {
-        // SAFETY: the load context, NUL-terminated name and flags, a function entry point; the
+        // SAFETY: a live context, NUL-terminated name and flags, a function entry point; the
         // key positions (1, 1, 1) match every command's grammar.
         let created = unsafe {
             api!(RedisModule_CreateCommand)(
@@ -86,12 +94,12 @@ impl LoadCtx {
     /// # Safety
     /// Every pointer in `info` is null or valid for the call, and its arrays are terminated as
     /// the API requires.
-    pub unsafe fn set_command_info(
+    pub(super) unsafe fn set_command_info(
         &self,
         name: &CStr,
         info: &raw::RedisModuleCommandInfo,
     ) -> Result<(), ()> {
-        // SAFETY: the load context and a NUL-terminated name.
+        // SAFETY: a live context and a NUL-terminated name.
         let command = unsafe { api!(RedisModule_GetCommand)(self.0, name.as_ptr()) };
         // SAFETY: a command Redis returned, and `info` as the caller guarantees; Redis copies it.
         if !command.is_null() && unsafe { api!(RedisModule_SetCommandInfo)(command, info) } == OK {
@@ -110,7 +118,7 @@ impl LoadCtx {
         ) else {
             return Ok(false);
         };
-        // SAFETY: the load context and a NUL-terminated name.
+        // SAFETY: a live context and a NUL-terminated name.
         if unsafe { add_category(self.0, category.as_ptr()) } != OK {
             return Err(format!(
                 "cannot add the ACL category {}",
@@ -118,7 +126,7 @@ impl LoadCtx {
             ));
         }
         for name in names {
-            // SAFETY: the load context and a NUL-terminated name.
+            // SAFETY: a live context and a NUL-terminated name.
             let command = unsafe { api!(RedisModule_GetCommand)(self.0, name.as_ptr()) };
             // SAFETY: a command Redis returned and a NUL-terminated category list.
             if command.is_null() || unsafe { set_categories(command, category.as_ptr()) } != OK {
@@ -136,7 +144,7 @@ impl LoadCtx {
     pub fn load_configs(&self) -> Result<(), &'static str> {
         let load = optional_api!(RedisModule_LoadConfigs)
             .ok_or("this server cannot load module configs")?;
-        // SAFETY: the load context, after the configs were registered.
+        // SAFETY: a live context, after the configs were registered.
         if unsafe { load(self.0) } == OK {
             Ok(())
         } else {
@@ -150,18 +158,17 @@ impl LoadCtx {
             && optional_api!(RedisModule_LoadDefaultConfigs).is_some()
     }
 
-    /// Registers a string config whose value lives in this module: `get` and `set` are called
-    /// with `privdata`. Err when the server refuses it.
-    pub fn register_string_config(
+    /// Registers a string config whose value lives in this module: `C`'s getter and setter are
+    /// called with `privdata`. Err when the server refuses it.
+    pub fn register_string_config<C: StringConfig>(
         &self,
         name: &CStr,
         default: &CStr,
         flags: u32,
-        callbacks: StringConfigCallbacks,
         privdata: usize,
     ) -> Result<(), ()> {
         let register = optional_api!(RedisModule_RegisterStringConfig).ok_or(())?;
-        // SAFETY: the load context, NUL-terminated name and default, functions as callbacks,
+        // SAFETY: a live context, NUL-terminated name and default, functions as callbacks,
         // and a privdata that is an integer tag, never dereferenced.
         let registered = unsafe {
             register(
@@ -169,8 +176,8 @@ impl LoadCtx {
                 name.as_ptr(),
                 default.as_ptr(),
                 flags,
-                Some(callbacks.get),
-                Some(callbacks.set),
+                Some(config_get::<C>),
+                Some(config_set::<C>),
                 None,
                 privdata as *mut c_void,
             )

@@ -1,7 +1,8 @@
 //! The thin, unsafe edge between Redis' C module API and the rest of the glue: raw arguments
 //! without copies, keys and their values, replies, replication, logging, server info, RDB and AOF
-//! streams, registration, and the panic guard every entry point goes through. Every call of a
-//! `RedisModule_*` function is here (or in the allocator), behind a safe function.
+//! streams, registration, the type, config and INFO callbacks, and the panic guard every entry
+//! point goes through. Every call of a `RedisModule_*` function, and every callback that is handed
+//! raw pointers to read, is here (or in the allocator), behind a safe function.
 //!
 //! Redis runs commands and type callbacks on its main thread, one at a time; the pointers Redis
 //! hands a callback (context, arguments, IO) are valid until the callback returns. The wrappers
@@ -35,6 +36,7 @@ pub const OK: c_int = raw::REDISMODULE_OK as c_int;
 
 mod command;
 mod config;
+mod docs;
 mod io;
 mod key;
 mod load;
@@ -42,14 +44,17 @@ mod replicate;
 mod reply;
 mod server;
 mod strings;
+mod value_type;
 
 pub use command::{run_command, Command, CommandError, CommandResult};
-pub use config::{string_config_set, ConfigReply, StringConfigCallbacks};
+pub use config::{ConfigReply, StringConfig};
+pub use docs::{ArgDoc, ArgKind, CommandDoc};
 pub use io::{Digest, Io};
-pub use key::{Key, ModuleValue};
+pub use key::Key;
 pub use load::LoadCtx;
-pub use server::{InfoCtx, ServerInfo};
+pub use server::{InfoCtx, InfoSection, ServerInfo};
 pub use strings::{string_text, RedisBuffer};
+pub use value_type::{ModuleValue, ValueType};
 
 /// The context flags of `ctx` (REDISMODULE_CTX_FLAGS_*); `ctx` may be null (then only the
 /// server's own flags: loading, replica, in a script or transaction, maxmemory set).

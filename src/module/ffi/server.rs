@@ -5,6 +5,8 @@ use std::marker::PhantomData;
 
 use redis_module::raw;
 
+use super::guard;
+
 /// One section of `INFO`, read through `RedisModule_GetServerInfo`, freed on drop.
 pub struct ServerInfo {
     ctx: *mut raw::RedisModuleCtx,
@@ -63,10 +65,27 @@ pub struct InfoCtx<'a> {
     call: PhantomData<&'a ()>,
 }
 
+/// A module's `INFO` section, written by the callback registered with
+/// [`LoadCtx::register_info`](super::LoadCtx::register_info).
+pub trait InfoSection {
+    fn write(info: &InfoCtx);
+}
+
+/// The info callback Redis calls: the section `S` writes.
+pub(super) extern "C" fn info_callback<S: InfoSection>(
+    ctx: *mut raw::RedisModuleInfoCtx,
+    _for_crash_report: c_int,
+) {
+    guard("INFO", (), || {
+        // SAFETY: the info context Redis passed this callback.
+        S::write(&unsafe { InfoCtx::new(ctx) });
+    })
+}
+
 impl InfoCtx<'_> {
     /// # Safety
     /// `ctx` is the live info context Redis passed the running callback.
-    pub unsafe fn new(ctx: *mut raw::RedisModuleInfoCtx) -> Self {
+    unsafe fn new(ctx: *mut raw::RedisModuleInfoCtx) -> Self {
         InfoCtx {
             ctx,
             call: PhantomData,
