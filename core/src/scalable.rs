@@ -165,6 +165,16 @@ pub enum CreateError {
     Limit(LimitError),
 }
 
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CreateError::Sizing(sizing) => sizing.fmt(f),
+            CreateError::Shape(why) => write!(f, "bad layer shape: {why}"),
+            CreateError::Limit(limit) => limit.fmt(f),
+        }
+    }
+}
+
 /// Why an explicit layer (BF.GROW) could not be pushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PushError {
@@ -174,17 +184,45 @@ pub enum PushError {
     Limit(LimitError),
 }
 
+impl std::fmt::Display for PushError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PushError::Shape(why) => write!(f, "cannot grow: {why}"),
+            PushError::Limit(limit) => limit.fmt(f),
+        }
+    }
+}
+
 /// Why an item could not be added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InsertError {
-    /// The filter already reports the item (not an error to users: the add answers 0).
-    Present,
     /// A non-scaling filter holds its capacity.
     NonScalingFull,
     /// Growing would need a layer past [`MAX_LAYERS`] or a size that cannot be represented.
     CannotGrow,
     /// Growing would break a memory limit.
     Limit(LimitError),
+}
+
+impl std::fmt::Display for InsertError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InsertError::NonScalingFull => f.write_str("non scaling filter is full"),
+            InsertError::CannotGrow => f.write_str(
+                "filter cannot grow any further (layer limit reached); create a larger one",
+            ),
+            InsertError::Limit(limit) => limit.fmt(f),
+        }
+    }
+}
+
+/// What adding one hashed item did.
+enum Added {
+    /// The filter already reported it: nothing changed.
+    Present,
+    /// Its bits were set, after pushing the layer at this index with this shape, if the newest
+    /// was full.
+    New(Option<(usize, LayerSize)>),
 }
 
 /// Layers an operation pushed: the one that grew at `index`, with its exact shape, first used by
@@ -380,8 +418,8 @@ impl BloomFilter {
     ) -> Result<(bool, Option<GrownLayer>), InsertError> {
         #[cfg(feature = "test-hooks")]
         test_hooks::panic_on(item);
-        match self.insert_hash(&self.hash(item), budget) {
-            Ok(grown) => Ok((
+        match self.insert_hash(&self.hash(item), budget)? {
+            Added::New(grown) => Ok((
                 true,
                 grown.map(|(index, size)| GrownLayer {
                     index,
@@ -389,20 +427,19 @@ impl BloomFilter {
                     first_item: 0,
                 }),
             )),
-            Err(InsertError::Present) => Ok((false, None)),
-            Err(error) => Err(error),
+            Added::Present => Ok((false, None)),
         }
     }
 
-    /// Adds an already hashed item: Ok with the layer it had to push first, if any;
-    /// Err(Present) when the filter already reports it. On error nothing changed.
+    /// Adds an already hashed item: new, with the layer it had to push first, if any; or
+    /// present, unchanged. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
         &mut self,
         hash: &ItemHash,
         budget: &mut B,
-    ) -> Result<Option<(usize, LayerSize)>, InsertError> {
+    ) -> Result<Added, InsertError> {
         if self.contains_hash(hash) {
-            return Err(InsertError::Present);
+            return Ok(Added::Present);
         }
         let grown = if self.newest().is_full() {
             Some(self.grow(budget)?)
@@ -413,7 +450,7 @@ impl BloomFilter {
         // The item is absent from the newest layer, so setting its probes changes a bit.
         newest.set(hash);
         newest.count_item();
-        Ok(grown)
+        Ok(Added::New(grown))
     }
 
     fn newest(&self) -> &Layer {
@@ -579,7 +616,7 @@ impl BloomFilter {
             self.prefetch(group);
             for hash in group {
                 match self.insert_hash(hash, budget) {
-                    Ok(grown) => {
+                    Ok(Added::New(grown)) => {
                         if let Some((index, size)) = grown {
                             outcome.grown.push(GrownLayer {
                                 index,
@@ -589,7 +626,7 @@ impl BloomFilter {
                         }
                         outcome.added.push(true);
                     }
-                    Err(InsertError::Present) => outcome.added.push(false),
+                    Ok(Added::Present) => outcome.added.push(false),
                     Err(error) => {
                         outcome.error = Some(error);
                         return ControlFlow::Break(());

@@ -21,72 +21,31 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustbloom_core::budget::LimitError;
 use rustbloom_core::layer::Layer;
 use rustbloom_core::partition::Partition;
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::{add_effects, Creation, Effect};
-use rustbloom_core::scalable::{AddOutcome, CreateError, PushError};
+use rustbloom_core::scalable::AddOutcome;
 use rustbloom_core::transfer::{decode_load_header, load_chunk};
-use rustbloom_core::window::WindowError;
-use rustbloom_core::ChunkError;
 use rustbloom_core::{
-    BloomFilter, DecodeError, Filter, FilterParams, Growth, InsertError, LayerSize, Outcome,
-    SizingError, StoredFilter, StoredValue, WindowFilter, WindowParams,
+    BloomFilter, Filter, FilterParams, Growth, LayerSize, Outcome, StoredFilter, StoredValue,
+    WindowFilter, WindowParams,
 };
 
 use super::args::{self, CreateOptions, InfoField, PartitionRole};
 use super::config;
-use super::ffi::{log, stop_server, Command, CommandError, CommandResult, Key};
+use super::errors::{
+    self, insert_error, limit_error, replay_mismatch, BAD_DATA, DESCRIPTOR, ITEM_EXISTS, LOADING,
+    NOT_FOUND, NOT_SCALABLE, NOT_WINDOW, SEED_REUSED, TIMESTAMP_AHEAD,
+};
+use super::ffi::{log, Command, CommandError, CommandResult, Key, INTERNAL};
 use super::memory::CommandBudget;
 use super::partition;
 use super::stats::{self, BeforeAdd, Footprint};
 
-const NOT_FOUND: CommandError = CommandError::Static("ERR not found");
-const ITEM_EXISTS: CommandError = CommandError::Static("ERR item exists");
-const FULL: CommandError = CommandError::Static("ERR non scaling filter is full");
-const LOADING: CommandError = CommandError::Static("ERR filter is being loaded by BF.LOADCHUNK");
-const BAD_DATA: CommandError = CommandError::Static("ERR received bad data");
-const BAD_OFFSET: CommandError = CommandError::Static("ERR invalid offset - no link found");
-const TOO_BIG: CommandError =
-    CommandError::Static("ERR invalid chunk - Too big for current filter");
-const INTERNAL: CommandError = CommandError::Static("ERR internal error in rustbloom");
-const ERROR_RATE_TOO_SMALL: CommandError =
-    CommandError::Static("ERR error rate too small for a Bloom filter");
-const CAPACITY_TOO_LARGE: CommandError =
-    CommandError::Static("ERR capacity too large for a Bloom filter");
-const NOT_SCALABLE: CommandError =
-    CommandError::Static("ERR BF.GROW applies to rustbloom's scalable filters only");
-const NOT_WINDOW: CommandError =
-    CommandError::Static("ERR BF.ADDAT applies to window filters only");
-const TIMESTAMP_AHEAD: CommandError =
-    CommandError::Static("ERR timestamp more than one window ahead of the server's clock");
-
 /// The budget of this call: unlimited when it replays what a primary or the AOF accepted.
 fn budget(command: &Command) -> CommandBudget {
     CommandBudget::for_command(command.ctx())
-}
-
-/// The reply to a memory limit: an error for a client; for a replayed write, which must not be
-/// dropped, the server stops.
-fn limit_error(command: &Command, budget: &CommandBudget, limit: LimitError) -> CommandError {
-    if budget.is_replayed() {
-        let key = String::from_utf8_lossy(command.arg(1));
-        stop_server(&format!(
-            "cannot apply a replicated or AOF write to key '{key}': {}",
-            config::limit_message(limit)
-        ));
-    }
-    stats::count(&stats::REFUSED_BY_LIMITS, 1);
-    CommandError::Owned(config::limit_message(limit))
-}
-
-/// A replayed write that this server cannot apply as the primary did: stop.
-fn replay_mismatch(command: &Command, why: &str) -> ! {
-    let key = String::from_utf8_lossy(command.arg(1));
-    stop_server(&format!(
-        "cannot apply a replicated or AOF write to key '{key}': {why}"
-    ))
 }
 
 /// Stores a new value at the command's key.
@@ -102,7 +61,7 @@ fn store(key: &mut Key, stored: StoredFilter) {
 fn stored<'a>(key: &'a Key) -> Result<Option<&'a StoredFilter>, CommandError> {
     match key.value::<StoredValue>()? {
         Some(StoredValue::Filter(stored)) => Ok(Some(stored)),
-        Some(StoredValue::Descriptor(_)) => Err(partition::DESCRIPTOR),
+        Some(StoredValue::Descriptor(_)) => Err(DESCRIPTOR),
         None => Ok(None),
     }
 }
@@ -111,7 +70,7 @@ fn stored<'a>(key: &'a Key) -> Result<Option<&'a StoredFilter>, CommandError> {
 fn stored_mut<'a>(key: &'a mut Key) -> Result<Option<&'a mut StoredFilter>, CommandError> {
     match key.value_mut::<StoredValue>()? {
         Some(StoredValue::Filter(stored)) => Ok(Some(stored)),
-        Some(StoredValue::Descriptor(_)) => Err(partition::DESCRIPTOR),
+        Some(StoredValue::Descriptor(_)) => Err(DESCRIPTOR),
         None => Ok(None),
     }
 }
@@ -172,16 +131,7 @@ fn create(
         };
         return created
             .map(|window| Filter::Window(Box::new(window)))
-            .map_err(|error| match error {
-                WindowError::ErrorRate => ERROR_RATE_TOO_SMALL,
-                WindowError::Capacity => CAPACITY_TOO_LARGE,
-                WindowError::Window => CommandError::Static("ERR bad window"),
-                WindowError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
-                WindowError::Shape(why) => {
-                    CommandError::Owned(format!("ERR bad slot shape: {why}"))
-                }
-                WindowError::Limit(limit) => limit_error(command, budget, limit),
-            });
+            .map_err(|error| errors::window_error(command, budget, error));
     }
     let growth = options.growth.unwrap_or(defaults.growth);
     if command.is_replayed() && options.seed.is_none() && options.shape.is_none() {
@@ -208,13 +158,9 @@ fn create(
         Some(shape) => BloomFilter::with_first_layer(params, shape, budget),
         None => BloomFilter::new(params, budget),
     };
-    created.map(Filter::Scalable).map_err(|error| match error {
-        CreateError::Sizing(SizingError::ErrorRate) => ERROR_RATE_TOO_SMALL,
-        CreateError::Sizing(SizingError::Capacity) => CAPACITY_TOO_LARGE,
-        CreateError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
-        CreateError::Shape(why) => CommandError::Owned(format!("ERR bad layer shape: {why}")),
-        CreateError::Limit(limit) => limit_error(command, budget, limit),
-    })
+    created
+        .map(Filter::Scalable)
+        .map_err(|error| errors::create_error(command, budget, error))
 }
 
 /// A layer shape as BF.RESERVE's SHAPE and BF.GROW carry it.
@@ -335,9 +281,7 @@ pub fn reserve(command: &Command) -> CommandResult {
     };
     let mut stored = StoredFilter::ready_filter(create(command, options, &mut budget(command))?);
     if let Some(partition) = partition {
-        stored = stored
-            .with_partition(partition)
-            .map_err(|_| partition::SEED_REUSED)?;
+        stored = stored.with_partition(partition).map_err(|_| SEED_REUSED)?;
     }
     replicate_creation(command, &Creation::of(stored.filter()), stored.partition());
     store(&mut key, stored);
@@ -353,18 +297,6 @@ enum AddReply {
     Single,
     /// BF.MADD, BF.INSERT: an array, ending at the first error.
     Array,
-}
-
-/// The error an add stopped at, as users see it.
-fn insert_error(command: &Command, budget: &CommandBudget, error: InsertError) -> CommandError {
-    match error {
-        InsertError::NonScalingFull => FULL,
-        InsertError::CannotGrow => CommandError::Static(
-            "ERR filter cannot grow any further (layer limit reached); create a larger one",
-        ),
-        InsertError::Limit(limit) => limit_error(command, budget, limit),
-        InsertError::Present => INTERNAL,
-    }
 }
 
 /// The common add, one item to an existing scalable filter that is no partition (BF.ADD, a
@@ -635,11 +567,7 @@ pub fn grow(command: &Command) -> CommandResult {
     let before = Footprint::of_scalable(filter);
     filter
         .push_layer(index, shape, &mut budget)
-        .map_err(|error| match error {
-            PushError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
-            PushError::Shape(why) => CommandError::Owned(format!("ERR cannot grow: {why}")),
-            PushError::Limit(limit) => limit_error(command, &budget, limit),
-        })?;
+        .map_err(|error| errors::push_error(command, &budget, error))?;
     stats::changed(before, Footprint::of_scalable(filter));
     command.replicate_verbatim();
     key.signal_modified();
@@ -894,10 +822,8 @@ pub fn loadchunk(command: &Command) -> CommandResult {
             return Err(BAD_DATA);
         }
         let mut budget = budget(command);
-        let stored = decode_load_header(data, &mut budget).map_err(|error| match error {
-            DecodeError::Corrupt(_) => BAD_DATA,
-            DecodeError::Limit(limit) => limit_error(command, &budget, limit),
-        })?;
+        let stored = decode_load_header(data, &mut budget)
+            .map_err(|error| errors::header_error(command, &budget, error))?;
         // As for BF.ADDAT: a window's time far ahead of the clock would stop it forgetting.
         if let Filter::Window(window) = stored.filter() {
             if !command.is_replayed() && window.is_ahead_of(command.now_ms()) {
@@ -907,11 +833,7 @@ pub fn loadchunk(command: &Command) -> CommandResult {
         store(&mut key, stored);
     } else {
         let stored = existing.ok_or(NOT_FOUND)?;
-        load_chunk(stored, iterator, data).map_err(|error| match error {
-            ChunkError::Offset => BAD_OFFSET,
-            ChunkError::TooBig => TOO_BIG,
-            ChunkError::BadData => BAD_DATA,
-        })?;
+        load_chunk(stored, iterator, data).map_err(errors::core_error)?;
         key.signal_modified();
     }
     command.replicate_verbatim();

@@ -11,7 +11,6 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, raw, Context};
 
-use rustbloom_core::budget::LimitError;
 use rustbloom_core::scalable::MAX_CAPACITY;
 use rustbloom_core::scalable::MAX_EXPANSION;
 use rustbloom_core::Growth;
@@ -140,27 +139,6 @@ pub fn defaults() -> Defaults {
 /// The per-filter cap on the bytes the allocator hands out for a filter's bits.
 pub fn filter_limit() -> u64 {
     MAX_FILTER_BYTES.load(Ordering::Relaxed).max(0) as u64
-}
-
-/// The error reply for a limit that refused an allocation: what was hit and how to raise it.
-pub fn limit_message(limit: LimitError) -> String {
-    match limit {
-        LimitError::FilterBytes { needed, limit } => format!(
-            "ERR filter would use {needed} bytes, over the per-filter limit of {limit} bytes \
-             (raise it with CONFIG SET bf.max-filter-bytes)"
-        ),
-        LimitError::ServerMemory { needed, available } => format!(
-            "ERR filter needs {needed} more bytes but only {available} can be allocated \
-             (the least of what maxmemory leaves and the machine's available memory)"
-        ),
-        LimitError::MaxMemory { needed, maxmemory } => format!(
-            "ERR filter would use {needed} bytes, more than maxmemory ({maxmemory} bytes): \
-             no eviction can make room for it"
-        ),
-        LimitError::Allocation { needed } => {
-            format!("ERR out of memory: the system refused {needed} bytes for the filter")
-        }
-    }
 }
 
 type OnChanged = Box<dyn Fn(&ConfigurationContext, &str, &'static AtomicI64)>;

@@ -22,7 +22,7 @@ use rustbloom_core::transfer::load_commands;
 use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
 use super::alloc;
-use super::config;
+use super::errors;
 use super::ffi::{self, log, now_ms, stop_server, Digest, Io, ModuleValue, RedisBuffer, ValueType};
 use super::memory::CommandBudget;
 use super::partition::descriptor_args;
@@ -227,7 +227,7 @@ fn writable_replica_note(ctx: *mut raw::RedisModuleCtx) -> &'static str {
 /// A limit refused a load: the reason, for a client's RESTORE; for the dataset or a replica's
 /// copy of its primary, the server stops rather than start without the filter.
 fn refused_load(rdb: Io, budget: &CommandBudget, limit: LimitError) -> String {
-    let message = config::limit_message(limit);
+    let message = errors::limit_message(limit);
     let key = rdb.key_name();
     if budget.is_replayed() {
         stop_server(&format!("cannot load key '{key}': {message}"));
@@ -289,7 +289,7 @@ fn copy(stored: &StoredValue, from: *mut raw::RedisModuleString) -> Option<Store
             if budget.is_replayed() {
                 stop_server(&format!(
                     "cannot copy key '{key}': {}",
-                    config::limit_message(limit)
+                    errors::limit_message(limit)
                 ));
             }
             stats::count(&stats::REFUSED_BY_LIMITS, 1);
@@ -298,7 +298,7 @@ fn copy(stored: &StoredValue, from: *mut raw::RedisModuleString) -> Option<Store
                 "warning",
                 &format!(
                     "rustbloom: COPY of '{key}' refused: {}{}",
-                    config::limit_message(limit),
+                    errors::limit_message(limit),
                     writable_replica_note(null_mut())
                 ),
             );

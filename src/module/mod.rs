@@ -6,6 +6,7 @@ pub mod args;
 pub(crate) mod commands;
 pub(crate) mod config;
 pub(crate) mod datatype;
+pub(crate) mod errors;
 pub(crate) mod ffi;
 pub(crate) mod memory;
 pub(crate) mod partition;

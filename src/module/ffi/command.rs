@@ -7,22 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::raw;
 
 use super::strings::string_bytes;
-use super::{context_flags, is_replayed, log, now_ms, Key, OK};
-
-/// A command's failure, turned into exactly one error reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommandError {
-    /// The standard "wrong number of arguments" reply.
-    WrongArity,
-    /// The standard WRONGTYPE reply.
-    WrongType,
-    /// A fixed message, with its `ERR ` prefix.
-    Static(&'static str),
-    /// A composed message, with its `ERR ` prefix.
-    Owned(String),
-}
-
-pub type CommandResult = Result<(), CommandError>;
+use super::{context_flags, is_replayed, log, now_ms, CommandResult, Key, INTERNAL, OK};
 
 /// The context of one command call, with its arguments borrowed from Redis without copying.
 pub struct Command {
@@ -134,7 +119,7 @@ pub fn run_command(
                 "warning",
                 "a BF.* command failed internally; its key may be unchanged",
             );
-            command.reply_error(&CommandError::Static("ERR internal error in rustbloom"));
+            command.reply_error(&INTERNAL);
             OK
         }
     }

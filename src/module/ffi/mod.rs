@@ -46,12 +46,13 @@ mod server;
 mod strings;
 mod value_type;
 
-pub use command::{run_command, Command, CommandError, CommandResult};
+pub use command::{run_command, Command};
 pub use config::{ConfigReply, StringConfig};
 pub use docs::{ArgDoc, ArgKind, CommandDoc};
 pub use io::{Digest, Io};
 pub use key::Key;
 pub use load::LoadCtx;
+pub use reply::{CommandError, CommandResult, INTERNAL};
 pub use server::{InfoCtx, InfoSection, ServerInfo};
 pub use strings::{string_text, RedisBuffer};
 pub use value_type::{ModuleValue, ValueType};

@@ -4,7 +4,26 @@ use std::ffi::{c_int, c_long, CString};
 
 use redis_module::raw;
 
-use super::{Command, CommandError};
+use super::Command;
+
+/// A command's failure, turned into exactly one error reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandError {
+    /// The standard "wrong number of arguments" reply.
+    WrongArity,
+    /// The standard WRONGTYPE reply.
+    WrongType,
+    /// A fixed message, with its `ERR ` prefix.
+    Static(&'static str),
+    /// A composed message, with its `ERR ` prefix.
+    Owned(String),
+}
+
+pub type CommandResult = Result<(), CommandError>;
+
+/// The reply to a command that failed internally (a bug: it panicked, or the core answered what
+/// it never should).
+pub const INTERNAL: CommandError = CommandError::Static("ERR internal error in rustbloom");
 
 impl Command {
     pub fn reply_integer(&self, value: i64) {
