@@ -85,7 +85,7 @@ impl AsRef<[u8]> for RedisBuffer {
 
 impl RedisBuffer {
     /// The buffer's address and length (None when empty), for an owner that takes it over and
-    /// then forgets this buffer (see [`super::alloc::keep_loaded_bits`]).
+    /// then forgets this buffer (see [`crate::module::alloc::keep_loaded_bits`]).
     pub fn block(&self) -> Option<(std::ptr::NonNull<u8>, usize)> {
         std::ptr::NonNull::new(self.ptr.cast::<u8>()).map(|block| (block, self.len))
     }
