@@ -77,6 +77,15 @@ pub(crate) mod test_hooks {
     }
 }
 
+/// What adding one hashed item did.
+enum Added {
+    /// The filter already reported it: nothing changed.
+    Present,
+    /// Its bits were set, after pushing the layer at this index with this shape, if the newest
+    /// was full.
+    New(Option<(usize, LayerSize)>),
+}
+
 /// The shape of the layer a filter would push next (at index `layers.len()`), computed at most
 /// once: sizing a blocked layer takes milliseconds, and a filter whose growth a limit refuses is
 /// asked again on every add of a new item. Forgotten when a layer is pushed. Boxed: only a
@@ -238,8 +247,8 @@ impl BloomFilter {
     ) -> Result<(bool, Option<GrownLayer>), InsertError> {
         #[cfg(feature = "test-hooks")]
         test_hooks::panic_on(item);
-        match self.insert_hash(&self.hash(item), budget) {
-            Ok(grown) => Ok((
+        match self.insert_hash(&self.hash(item), budget)? {
+            Added::New(grown) => Ok((
                 true,
                 grown.map(|(index, size)| GrownLayer {
                     index,
@@ -247,20 +256,19 @@ impl BloomFilter {
                     first_item: 0,
                 }),
             )),
-            Err(InsertError::Present) => Ok((false, None)),
-            Err(error) => Err(error),
+            Added::Present => Ok((false, None)),
         }
     }
 
-    /// Adds an already hashed item: Ok with the layer it had to push first, if any;
-    /// Err(Present) when the filter already reports it. On error nothing changed.
+    /// Adds an already hashed item: new, with the layer it had to push first, if any; or
+    /// present, unchanged. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
         &mut self,
         hash: &ItemHash,
         budget: &mut B,
-    ) -> Result<Option<(usize, LayerSize)>, InsertError> {
+    ) -> Result<Added, InsertError> {
         if self.contains_hash(hash) {
-            return Err(InsertError::Present);
+            return Ok(Added::Present);
         }
         let grown = if self.newest().is_full() {
             Some(self.grow(budget)?)
@@ -271,7 +279,7 @@ impl BloomFilter {
         // The item is absent from the newest layer, so setting its probes changes a bit.
         newest.set(hash);
         newest.count_item();
-        Ok(grown)
+        Ok(Added::New(grown))
     }
 
     fn newest(&self) -> &Layer {
@@ -437,7 +445,7 @@ impl BloomFilter {
             self.prefetch(group);
             for hash in group {
                 match self.insert_hash(hash, budget) {
-                    Ok(grown) => {
+                    Ok(Added::New(grown)) => {
                         if let Some((index, size)) = grown {
                             outcome.grown.push(GrownLayer {
                                 index,
@@ -447,7 +455,7 @@ impl BloomFilter {
                         }
                         outcome.added.push(true);
                     }
-                    Err(InsertError::Present) => outcome.added.push(false),
+                    Ok(Added::Present) => outcome.added.push(false),
                     Err(error) => {
                         outcome.error = Some(error);
                         return ControlFlow::Break(());
