@@ -80,6 +80,17 @@ impl Migrator<'_> {
                 format!("BF.CARD differs: source {sc}, copy {dc}"),
             );
         }
+        self.compare_probes(key, tmp, snapshot)
+    }
+
+    /// BF.MEXISTS of --sample random probes on the source and on the copy, answer by answer.
+    /// Ok(Ok(probes the source answered 1)) when every answer is alike.
+    fn compare_probes(
+        &mut self,
+        key: &[u8],
+        tmp: &[u8],
+        snapshot: &KeyInfo,
+    ) -> Result<std::result::Result<u64, Mismatch>> {
         let mut left = self.opts.sample;
         let mut positives = 0u64;
         while left > 0 {

@@ -20,6 +20,16 @@ pub(super) struct Copied {
     bytes: u64,
 }
 
+/// A copy that answers like its source.
+struct Checked {
+    copied: Copied,
+    /// The source's BF.INFO during the copy.
+    snapshot: KeyInfo,
+    /// Probes the source (and so the copy) answered present.
+    positives: u64,
+    attempts: u32,
+}
+
 pub(super) struct Migrator<'a> {
     pub(super) src: &'a mut Connection,
     pub(super) dst: &'a mut Connection,
@@ -45,6 +55,24 @@ impl Migrator<'_> {
         self.dst
             .query(redis::cmd("DEL").arg(tmp))
             .context("DEL of the temporary key")?;
+        let copied = self.stream(key, tmp)?;
+        let after = bf_shape(self.src, key).context("BF.INFO on the source after the copy")?;
+        if !same_filter(&after, &before) {
+            return Ok((
+                copied,
+                Err(Mismatch::SourceChanged(format!(
+                    "before the copy: {}; after: {}",
+                    describe(&before),
+                    describe(&after)
+                ))),
+            ));
+        }
+        Ok((copied, Ok(before)))
+    }
+
+    /// BF.SCANDUMP of `key` on the source, chunk by chunk into BF.LOADCHUNK of `tmp` on the
+    /// destination: one chunk in memory at a time, whatever the filter's size.
+    fn stream(&mut self, key: &[u8], tmp: &[u8]) -> Result<Copied> {
         let mut it: u64 = 0;
         let mut copied = Copied {
             chunks: 0,
@@ -60,27 +88,7 @@ impl Migrator<'_> {
             if next <= it && it != 0 {
                 bail!("BF.SCANDUMP on the source went back from iterator {it} to {next}");
             }
-            self.dst
-                .query(redis::cmd("BF.LOADCHUNK").arg(tmp).arg(next).arg(&data[..]))
-                .map_err(|e| {
-                    let e = anyhow::Error::new(e);
-                    if copied.chunks == 0 {
-                        // The header: the destination does not read this dump format.
-                        e.context(
-                            "the destination refused the filter's header: it must be a rustbloom \
-                         that reads the source's format (RedisBloom's or its own)",
-                        )
-                    } else {
-                        e
-                    }
-                })
-                .with_context(|| {
-                    format!(
-                        "BF.LOADCHUNK {next} ({} bytes, chunk {}) on the destination",
-                        data.len(),
-                        copied.chunks + 1
-                    )
-                })?;
+            self.load_chunk(tmp, next, &data, copied.chunks)?;
             copied.chunks += 1;
             copied.bytes += data.len() as u64;
             self.pb.set_position(self.done_bytes + copied.bytes);
@@ -95,18 +103,33 @@ impl Migrator<'_> {
             }
             it = next;
         }
-        let after = bf_shape(self.src, key).context("BF.INFO on the source after the copy")?;
-        if !same_filter(&after, &before) {
-            return Ok((
-                copied,
-                Err(Mismatch::SourceChanged(format!(
-                    "before the copy: {}; after: {}",
-                    describe(&before),
-                    describe(&after)
-                ))),
-            ));
-        }
-        Ok((copied, Ok(before)))
+        Ok(copied)
+    }
+
+    /// BF.LOADCHUNK of the chunk `data` at iterator `next` into `tmp`, after `loaded` chunks.
+    fn load_chunk(&mut self, tmp: &[u8], next: u64, data: &[u8], loaded: u64) -> Result<()> {
+        self.dst
+            .query(redis::cmd("BF.LOADCHUNK").arg(tmp).arg(next).arg(data))
+            .map_err(|e| {
+                let e = anyhow::Error::new(e);
+                if loaded == 0 {
+                    // The header: the destination does not read this dump format.
+                    e.context(
+                        "the destination refused the filter's header: it must be a rustbloom \
+                         that reads the source's format (RedisBloom's or its own)",
+                    )
+                } else {
+                    e
+                }
+            })
+            .with_context(|| {
+                format!(
+                    "BF.LOADCHUNK {next} ({} bytes, chunk {}) on the destination",
+                    data.len(),
+                    loaded + 1
+                )
+            })?;
+        Ok(())
     }
 
     /// Creates a partitioned filter's descriptor on the destination from the source's, once
@@ -188,10 +211,31 @@ impl Migrator<'_> {
         result
     }
 
+    /// The checked copy of `key` in `tmp` renamed onto `key`, with the source's TTL: its
+    /// summary line.
     fn migrate_via(&mut self, key: &[u8], tmp: &[u8], start: Instant) -> Result<String> {
-        let mut attempt = 0;
-        let (copied, snapshot, positives) = loop {
-            attempt += 1;
+        let checked = self.checked_copy(key, tmp)?;
+        // The source's TTL, taken after the copy: the key must not outlive it.
+        let pttl = match self.src.query(redis::cmd("PTTL").arg(key))? {
+            Value::Int(ms) => ms,
+            _ => -1,
+        };
+        self.rename_onto(key, tmp)?;
+        if pttl > 0 {
+            self.dst
+                .query(redis::cmd("PEXPIRE").arg(key).arg(pttl))
+                .context("PEXPIRE of the destination key")?;
+        }
+        self.done_bytes += checked.copied.bytes;
+        Ok(self.summary(&checked, pttl, start))
+    }
+
+    /// Copies `key` into `tmp` until a copy is taken from a source that did not change during
+    /// it (at most 1 + --retries times), and checks it.
+    fn checked_copy(&mut self, key: &[u8], tmp: &[u8]) -> Result<Checked> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
             let (copied, outcome) = self.copy(key, tmp)?;
             let outcome = match outcome {
                 Ok(snapshot) => match self.check(key, tmp, &snapshot)? {
@@ -201,14 +245,21 @@ impl Migrator<'_> {
                 Err(m) => Err(m),
             };
             match outcome {
-                Ok((snapshot, positives)) => break (copied, snapshot, positives),
+                Ok((snapshot, positives)) => {
+                    return Ok(Checked {
+                        copied,
+                        snapshot,
+                        positives,
+                        attempts,
+                    })
+                }
                 Err(Mismatch::Differs(what)) => {
                     bail!("the copy does not answer like the source: {what}")
                 }
                 Err(Mismatch::SourceChanged(what)) => {
-                    if attempt > self.opts.retries {
+                    if attempts > self.opts.retries {
                         bail!(
-                            "the source kept changing during the copy ({what}); tried {attempt} \
+                            "the source kept changing during the copy ({what}); tried {attempts} \
                              times: stop writes to it or raise --retries"
                         );
                     }
@@ -218,12 +269,12 @@ impl Migrator<'_> {
                     );
                 }
             }
-        };
-        // The source's TTL, taken after the copy: the key must not outlive it.
-        let pttl = match self.src.query(redis::cmd("PTTL").arg(key))? {
-            Value::Int(ms) => ms,
-            _ => -1,
-        };
+        }
+    }
+
+    /// Moves the copy in `tmp` onto `key`: RENAME with --replace, else RENAMENX, refused when the
+    /// key appeared on the destination meanwhile.
+    fn rename_onto(&mut self, key: &[u8], tmp: &[u8]) -> Result<()> {
         if self.opts.replace {
             self.dst
                 .query(redis::cmd("RENAME").arg(tmp).arg(key))
@@ -237,17 +288,22 @@ impl Migrator<'_> {
                 bail!("the key was created on the destination during the copy; left as it is (use --replace to overwrite)");
             }
         }
-        if pttl > 0 {
-            self.dst
-                .query(redis::cmd("PEXPIRE").arg(key).arg(pttl))
-                .context("PEXPIRE of the destination key")?;
-        }
-        self.done_bytes += copied.bytes;
-        Ok(format!(
+        Ok(())
+    }
+
+    /// The line printed for a key copied: its bytes, shape, probes, TTL and attempts.
+    fn summary(&self, checked: &Checked, pttl: i64, start: Instant) -> String {
+        let Checked {
+            copied,
+            snapshot,
+            positives,
+            attempts,
+        } = checked;
+        format!(
             "{} bytes in {} chunks; {}; {} random probes answered alike ({} of them present){}{} ({:.2} s)",
             copied.bytes,
             copied.chunks,
-            describe(&snapshot),
+            describe(snapshot),
             self.opts.sample,
             positives,
             if pttl > 0 {
@@ -255,12 +311,12 @@ impl Migrator<'_> {
             } else {
                 String::new()
             },
-            if attempt > 1 {
-                format!("; {attempt} attempts")
+            if *attempts > 1 {
+                format!("; {attempts} attempts")
             } else {
                 String::new()
             },
             start.elapsed().as_secs_f64()
-        ))
+        )
     }
 }

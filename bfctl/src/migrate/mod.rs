@@ -166,6 +166,11 @@ pub fn run(opts: &Options, progress: bool) -> Result<()> {
         m.done_bytes,
         started.elapsed().as_secs_f64()
     );
+    refuse_failed(&failed, n)
+}
+
+/// Err listing the keys that failed (the first 20), when any did.
+fn refuse_failed(failed: &[(Vec<u8>, String)], n: usize) -> Result<()> {
     if failed.is_empty() {
         return Ok(());
     }
