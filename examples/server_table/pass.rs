@@ -15,12 +15,11 @@ use crate::Target;
 /// USER_HZ: 100 on every Linux configuration Debian ships.
 const TICKS_PER_SECOND: f64 = 100.0;
 
-/// Zeros, ones and errors among the integers of a pass's replies.
+/// Zeros and ones among the integers of a pass's replies, and its error replies.
 #[derive(Default, Debug, Clone, Copy)]
 pub struct Tally {
     pub zeros: u64,
     pub ones: u64,
-    other: u64,
     errors: u64,
 }
 
@@ -101,7 +100,7 @@ fn tally_reply(reader: &mut impl BufRead, line: &mut Vec<u8>, tally: &mut Tally)
         b':' => match &line[1..] {
             b"0" => tally.zeros += 1,
             b"1" => tally.ones += 1,
-            _ => tally.other += 1,
+            _ => {}
         },
         b'*' => {
             let len: i64 = std::str::from_utf8(&line[1..])
@@ -118,7 +117,7 @@ fn tally_reply(reader: &mut impl BufRead, line: &mut Vec<u8>, tally: &mut Tally)
             }
             tally.errors += 1;
         }
-        _ => tally.other += 1,
+        _ => {}
     }
 }
 
