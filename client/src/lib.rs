@@ -31,9 +31,12 @@ mod delivery;
 pub mod error;
 pub mod filter;
 pub mod routing;
+mod resp;
+mod single;
 mod transport;
 
 pub use connection::{Client, Connection, Master};
+pub use single::SingleConnection;
 pub use error::{Error, Result};
 pub use filter::{
     scandump, Filter, FilterInfo, Growth, KeyInfo, PartitionInfo, Partitioning, ReserveOptions,
