@@ -83,9 +83,10 @@ fn main() {
 /// A load frees and allocates the same few megabytes every round trip (packed commands,
 /// replies); glibc would hand the big ones back to the kernel each time (mmap above 128 KiB,
 /// heap trimmed above 128 KiB free), and the page faults of taking them again cost more CPU
-/// than the parsing. Kept up to 64 MiB, they are reused.
+/// than the parsing. Below 16 MiB they are kept and reused (a long line still gets its own
+/// mapping, grown without a copy).
 fn keep_freed_memory() {
-    const KEEP: libc::c_int = 64 << 20;
+    const KEEP: libc::c_int = 16 << 20;
     // SAFETY: mallopt only changes glibc's allocation thresholds; called before any thread
     // starts, and a refusal (0) leaves the defaults, which are correct, only slower.
     unsafe {
