@@ -30,15 +30,15 @@ pub mod connection;
 mod delivery;
 pub mod error;
 pub mod filter;
-pub mod routing;
 mod resp;
+pub mod routing;
 mod single;
 mod transport;
 
 pub use connection::{Client, Connection, Master};
-pub use single::SingleConnection;
 pub use error::{Error, Result};
 pub use filter::{
     scandump, Filter, FilterInfo, Growth, KeyInfo, PartitionInfo, Partitioning, ReserveOptions,
     Totals, WriteOptions,
 };
+pub use single::SingleConnection;
