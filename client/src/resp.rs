@@ -39,16 +39,23 @@ impl ReplyReader {
     /// error, after which the stream is out of step and must not be read again.
     pub(crate) fn read_reply(&mut self, src: &mut impl Read) -> RedisResult<Value> {
         loop {
-            if let Some(len) = frame(&self.buf[self.start..self.end])? {
-                let reply = decode(&self.buf[self.start..self.start + len]);
-                self.start += len;
-                if self.start == self.end {
-                    self.start = 0;
-                    self.end = 0;
-                }
-                return reply;
+            let unread = &self.buf[self.start..self.end];
+            let (reply, len) = match answer_array(unread) {
+                Some((answers, len)) => (Ok(answers), len),
+                None => match frame(unread)? {
+                    Some(len) => (decode(&unread[..len]), len),
+                    None => {
+                        self.fill(src)?;
+                        continue;
+                    }
+                },
+            };
+            self.start += len;
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
             }
-            self.fill(src)?;
+            return reply;
         }
     }
 
@@ -142,7 +149,7 @@ fn line_at(bytes: &[u8], pos: usize) -> Option<(u8, &[u8], usize)> {
 fn memchr_crlf(bytes: &[u8]) -> Option<usize> {
     let mut from = 0;
     loop {
-        let cr = from + bytes[from..].iter().position(|&b| b == b'\r')?;
+        let cr = from + memchr::memchr(b'\r', &bytes[from..])?;
         match bytes.get(cr + 1) {
             Some(b'\n') => return Some(cr),
             Some(_) => from = cr + 1,
@@ -172,34 +179,46 @@ fn decimal(digits: &[u8]) -> Option<u64> {
     })
 }
 
-/// One complete reply ([`frame`]'s extent) as a value.
+/// One complete reply ([`frame`]'s extent) as a value: the `redis` crate's parser, for the
+/// shapes [`answer_array`] leaves.
 fn decode(reply: &[u8]) -> RedisResult<Value> {
-    if let Some(answers) = answer_array(reply) {
-        return Ok(answers);
-    }
     redis::parse_redis_value(reply)
 }
 
-/// An array of integers and booleans, decoded in one pass; `None` for any other reply.
-fn answer_array(reply: &[u8]) -> Option<Value> {
-    let (b'*', header, mut pos) = line_at(reply, 0)? else {
+/// The array of integers and booleans complete at the start of `bytes`, decoded in one pass,
+/// and its length; `None` for an incomplete reply or any other shape.
+fn answer_array(bytes: &[u8]) -> Option<(Value, usize)> {
+    let (b'*', header, mut pos) = line_at(bytes, 0)? else {
         return None;
     };
     let n = usize::try_from(decimal(header)?).ok()?;
-    // Every element takes at least 4 bytes of a reply that arrived whole.
-    let mut out = Vec::with_capacity(n.min(reply.len() / 4));
-    for _ in 0..n {
-        let (kind, line, next) = line_at(reply, pos)?;
-        out.push(match (kind, line) {
-            (b':', [b'-', digits @ ..]) => Value::Int(-i64::try_from(decimal(digits)?).ok()?),
-            (b':', digits) => Value::Int(i64::try_from(decimal(digits)?).ok()?),
-            (b'#', b"t") => Value::Boolean(true),
-            (b'#', b"f") => Value::Boolean(false),
-            _ => return None,
-        });
-        pos = next;
+    // Every element takes at least 4 bytes, and the reply is read only once it has arrived.
+    if bytes.len() - pos < n.checked_mul(4)? {
+        return None;
     }
-    (pos == reply.len()).then_some(Value::Array(out))
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let answer = match bytes.get(pos..pos + 4)? {
+            b":0\r\n" => Value::Int(0),
+            b":1\r\n" => Value::Int(1),
+            b"#t\r\n" => Value::Boolean(true),
+            b"#f\r\n" => Value::Boolean(false),
+            _ => {
+                let (kind, line, next) = line_at(bytes, pos)?;
+                pos = next - 4;
+                match (kind, line) {
+                    (b':', [b'-', digits @ ..]) => {
+                        Value::Int(-i64::try_from(decimal(digits)?).ok()?)
+                    }
+                    (b':', digits) => Value::Int(i64::try_from(decimal(digits)?).ok()?),
+                    _ => return None,
+                }
+            }
+        };
+        out.push(answer);
+        pos += 4;
+    }
+    Some((Value::Array(out), pos))
 }
 
 #[cfg(test)]
@@ -287,8 +306,12 @@ mod tests {
         ] {
             assert_eq!(
                 answer_array(reply),
-                Some(redis::parse_redis_value(reply).expect("valid"))
+                Some((redis::parse_redis_value(reply).expect("valid"), reply.len()))
             );
+            // Incomplete: left for more bytes.
+            for cut in 0..reply.len() {
+                assert_eq!(answer_array(&reply[..cut]), None);
+            }
         }
         // Errors inside, nested values and odd integers are left to the redis crate.
         assert_eq!(answer_array(b"*2\r\n:1\r\n-ERR x\r\n"), None);
