@@ -409,11 +409,17 @@ impl BloomFilter {
         } else {
             None
         };
+        self.add_to_newest(hash);
+        Ok(grown)
+    }
+
+    /// Sets an item absent from every layer in the newest one, and counts it there.
+    #[inline]
+    fn add_to_newest(&mut self, hash: &ItemHash) {
         let newest = self.layers.last_mut().expect("a filter always has a layer");
         // The item is absent from the newest layer, so setting its probes changes a bit.
         newest.set(hash);
         newest.count_item();
-        Ok(grown)
     }
 
     fn newest(&self) -> &Layer {
@@ -578,6 +584,15 @@ impl BloomFilter {
         for_each_group(items, self.params.seed, |group| {
             self.prefetch(group);
             for hash in group {
+                // The common case without insert_hash's call and result: room in the newest layer.
+                if !self.newest().is_full() {
+                    let new = !self.contains_hash(hash);
+                    if new {
+                        self.add_to_newest(hash);
+                    }
+                    outcome.added.push(new);
+                    continue;
+                }
                 match self.insert_hash(hash, budget) {
                     Ok(grown) => {
                         if let Some((index, size)) = grown {
