@@ -581,38 +581,73 @@ impl BloomFilter {
             }
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        let bmi2 = std::arch::is_x86_feature_detected!("bmi2");
         for_each_group(items, self.params.seed, |group| {
             self.prefetch(group);
-            for hash in group {
-                // The common case without insert_hash's call and result: room in the newest layer.
-                if !self.newest().is_full() {
-                    let new = !self.contains_hash(hash);
-                    if new {
-                        self.add_to_newest(hash);
-                    }
-                    outcome.added.push(new);
-                    continue;
+            #[cfg(target_arch = "x86_64")]
+            if bmi2 {
+                // SAFETY: the CPU has BMI2, checked above.
+                return unsafe { self.add_group_bmi2(group, budget, outcome) };
+            }
+            self.add_group(group, budget, outcome)
+        });
+    }
+
+    /// [`add_group`](Self::add_group) compiled for BMI2, whose shifts by a register (`shlx`,
+    /// `shrx`) spare two instructions of each probe's bit: 28 probes an item at 1e-9.
+    ///
+    /// # Safety
+    /// The CPU must have BMI2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi2")]
+    unsafe fn add_group_bmi2<B: MemoryBudget + ?Sized>(
+        &mut self,
+        group: &[ItemHash],
+        budget: &mut B,
+        outcome: &mut AddOutcome,
+    ) -> ControlFlow<()> {
+        self.add_group(group, budget, outcome)
+    }
+
+    /// Adds a group of hashed items of [`insert_many`](Self::insert_many), recording each result;
+    /// breaks at the first error.
+    #[inline(always)]
+    fn add_group<B: MemoryBudget + ?Sized>(
+        &mut self,
+        group: &[ItemHash],
+        budget: &mut B,
+        outcome: &mut AddOutcome,
+    ) -> ControlFlow<()> {
+        for hash in group {
+            // The common case without insert_hash's call and result: room in the newest layer.
+            if !self.newest().is_full() {
+                let new = !self.contains_hash(hash);
+                if new {
+                    self.add_to_newest(hash);
                 }
-                match self.insert_hash(hash, budget) {
-                    Ok(grown) => {
-                        if let Some((index, size)) = grown {
-                            outcome.grown.push(GrownLayer {
-                                index,
-                                size,
-                                first_item: outcome.added.len(),
-                            });
-                        }
-                        outcome.added.push(true);
+                outcome.added.push(new);
+                continue;
+            }
+            match self.insert_hash(hash, budget) {
+                Ok(grown) => {
+                    if let Some((index, size)) = grown {
+                        outcome.grown.push(GrownLayer {
+                            index,
+                            size,
+                            first_item: outcome.added.len(),
+                        });
                     }
-                    Err(InsertError::Present) => outcome.added.push(false),
-                    Err(error) => {
-                        outcome.error = Some(error);
-                        return ControlFlow::Break(());
-                    }
+                    outcome.added.push(true);
+                }
+                Err(InsertError::Present) => outcome.added.push(false),
+                Err(error) => {
+                    outcome.error = Some(error);
+                    return ControlFlow::Break(());
                 }
             }
-            ControlFlow::Continue(())
-        });
+        }
+        ControlFlow::Continue(())
     }
 
     /// Starts loading, in every layer, the cache lines a group of items will touch. Not for a
@@ -748,5 +783,73 @@ impl BloomFilter {
             .as_ref()
             .map_or(0, |_| allocation_size(size_of::<LayerSize>() as u64));
         allocation_size(size_of_val(&*self.layers) as u64) + next_shape + self.allocated_bytes()
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::budget::Unlimited;
+    use crate::sizing::Layout;
+
+    /// Adds `items` group by group through `add` into a fresh filter of `size`.
+    fn added_by(
+        size: LayerSize,
+        items: &[[u8; 8]],
+        add: impl Fn(&mut BloomFilter, &[ItemHash], &mut AddOutcome) -> ControlFlow<()>,
+    ) -> (BloomFilter, AddOutcome) {
+        let num_hashes = size.num_hashes as i32;
+        let params = FilterParams {
+            capacity: 2_000,
+            error_rate: (0.5f64.powi(num_hashes) / 0.9).min(0.5),
+            growth: Growth::NonScaling,
+            seed: 77,
+        };
+        let mut filter = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
+        let mut outcome = AddOutcome::default();
+        for_each_group(items.iter().map(|i| i.as_slice()), params.seed, |group| {
+            add(&mut filter, group, &mut outcome)
+        });
+        (filter, outcome)
+    }
+
+    #[test]
+    fn the_bmi2_batch_add_sets_the_bits_of_the_portable_one() {
+        if !std::arch::is_x86_feature_detected!("bmi2") {
+            return;
+        }
+        // Repeats (items 0..300 twice) answer "not new" the second time.
+        let items: Vec<[u8; 8]> = (0..1_800u64)
+            .map(|i| {
+                (i % 1_500)
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .to_le_bytes()
+            })
+            .collect();
+        let shapes = [
+            (Layout::Classic, 7),
+            (Layout::Blocked, 6),
+            (Layout::Blocked, 16),
+            (Layout::Lines(2), 5),
+            (Layout::Lines(3), 7),
+            (Layout::Lines(4), 7),
+            (Layout::Lines(4), 8),
+        ];
+        for (layout, per_line) in shapes {
+            let size = LayerSize {
+                bits: 2_000 * 64,
+                num_hashes: per_line * layout.lines().max(1),
+                layout,
+            };
+            let portable = added_by(size, &items, |f, group, outcome| {
+                f.add_group(group, &mut Unlimited, outcome)
+            });
+            // SAFETY: the CPU has BMI2, checked above.
+            let bmi2 = added_by(size, &items, |f, group, outcome| unsafe {
+                f.add_group_bmi2(group, &mut Unlimited, outcome)
+            });
+            assert_eq!(bmi2, portable, "{layout:?} × {per_line}");
+            assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
+        }
     }
 }

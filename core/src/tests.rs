@@ -660,7 +660,11 @@ fn batch_adds_set_the_reference_bits_in_every_layout() {
         items.extend_from_within(100..400);
         for batch in items.chunks(700) {
             let mut outcome = AddOutcome::default();
-            f.insert_many(batch.iter().map(|i| i.as_slice()), &mut Unlimited, &mut outcome);
+            f.insert_many(
+                batch.iter().map(|i| i.as_slice()),
+                &mut Unlimited,
+                &mut outcome,
+            );
             let expected: Vec<bool> = batch
                 .iter()
                 .map(|item| {
