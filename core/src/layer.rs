@@ -129,7 +129,7 @@ impl Layer {
 
     /// Starts loading lines `lines` of `hash` (every probe's word when classic, whatever the
     /// range's start).
-    #[inline]
+    #[inline(always)]
     fn prefetch_lines(&self, hash: &ItemHash, lines: std::ops::Range<usize>) {
         #[cfg(target_arch = "x86_64")]
         {
