@@ -95,7 +95,8 @@ check_room() {
   done
   local mem=$(( need * 2 + need / 3 + (512 << 20) )) disk=$(( need * 2 + need / 3 + (256 << 20) ))
   local avail free
-  avail=$(awk '$1 == "MemAvailable:" {printf "%d", $2 * 1024}' /proc/meminfo)
+  # kB times 1024 in the shell: mawk's printf "%d" stops at 2^31 - 1.
+  avail=$(( $(awk '$1 == "MemAvailable:" {print $2}' /proc/meminfo) * 1024 ))
   free=$(df -B1 --output=avail "$OUT" | tail -n 1 | tr -d ' ')
   gib() { awk -v b=$1 'BEGIN{printf "%.1f GiB", b / 2^30}'; }
   echo "N=$N ($MODES): the filter takes $(gib $need) per copy; needs $(gib $mem) of memory (MemAvailable $(gib $avail)) and $(gib $disk) of disk under $OUT (free $(gib $free))"
