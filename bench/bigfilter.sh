@@ -22,7 +22,7 @@
 # one (a few million items in a big filter) is mostly zeros and would.
 #
 # Usage: bash bench/bigfilter.sh       (or make bench-big)
-#   env: CAPACITY (200000000) ERROR (0.000000001): ~1.1 GB of bits (the filter is
+#   env: CAPACITY (200000000) ERROR (0.000000001): ~1.1 GB of bits (a billion-item filter is
 #        CAPACITY=1000000000: ~5.6 GB, needs ~12 GB of RAM and ~6 GB of disk)
 #        ITEMS (2000000) ROUNDS (2) MODULES ("ours redisbloom")
 #        RUSTBLOOM_MODULE (target/release/librustbloom.so)

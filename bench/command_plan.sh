@@ -32,8 +32,8 @@ for module in "${modules[@]}"; do
   for _ in $(seq 100); do run PING >/dev/null 2>&1 && break; sleep 0.1; done
   echo "== $module ($(sha256sum "$module" | cut -c1-12))"
 
-  # 1. A filter whose growth a limit refuses. The issue's case was 7M items at 1% under a 20 MiB
-  #    cap, whose next layer is 14M items at 0.5%; here 100k items with EXPANSION 140 have the
+  # 1. A filter whose growth a limit refuses: 7M items at 1% under a 20 MiB cap has a next
+  #    layer of 14M items at 0.5%; here 100k items with EXPANSION 140 have the
   #    same next layer and fill in seconds.
   run CONFIG SET bf.max-filter-bytes 20mb >/dev/null
   run BF.RESERVE full 0.01 100000 EXPANSION 140 >/dev/null

@@ -95,7 +95,8 @@ check_room() {
   done
   local mem=$(( need * 2 + need / 3 + (512 << 20) )) disk=$(( need * 2 + need / 3 + (256 << 20) ))
   local avail free
-  avail=$(awk '$1 == "MemAvailable:" {printf "%d", $2 * 1024}' /proc/meminfo)
+  # kB times 1024 in the shell: mawk's printf "%d" stops at 2^31 - 1.
+  avail=$(( $(awk '$1 == "MemAvailable:" {print $2}' /proc/meminfo) * 1024 ))
   free=$(df -B1 --output=avail "$OUT" | tail -n 1 | tr -d ' ')
   gib() { awk -v b=$1 'BEGIN{printf "%.1f GiB", b / 2^30}'; }
   echo "N=$N ($MODES): the filter takes $(gib $need) per copy; needs $(gib $mem) of memory (MemAvailable $(gib $avail)) and $(gib $disk) of disk under $OUT (free $(gib $free))"
@@ -138,7 +139,8 @@ start_node() { # port
 }
 pid_of() { cat "$DIR/$1/pid" 2>/dev/null || true; }
 cpu_s() { [ -n "${1:-}" ] && [ -r /proc/$1/stat ] && awk -v t=$(getconf CLK_TCK) '{printf "%.2f", ($14+$15)/t}' /proc/$1/stat || echo ""; }
-rss_b() { [ -n "${1:-}" ] && [ -r /proc/$1/status ] && awk '/^VmRSS/{print $2*1024}' /proc/$1/status || echo ""; }
+# RSS in bytes; the product is taken by the shell (mawk prints a number of 2^31 or more as 2.1e+09).
+rss_b() { local kb; kb=$([ -n "${1:-}" ] && awk '/^VmRSS/{print $2}' /proc/$1/status 2>/dev/null); [ -n "$kb" ] && echo $((kb * 1024)) || echo ""; }
 info_field() { { redis-cli -p $1 info $2 2>/dev/null || true; } | tr -d '\r' | awk -F: -v f=$3 '$1==f{print $2}'; }
 role() { info_field $1 replication role; }
 cluster_ok() {

@@ -45,7 +45,7 @@ fn adds_to_a_filter_whose_growth_is_refused_cost_what_exists_costs() {
     let exists = per_call(&mut c, &["BF.EXISTS", "k", "m:1"], 300);
     let add_present = per_call(&mut c, &["BF.ADD", "k", "m:1"], 300);
     let add_refused = per_call(&mut c, &["BF.ADD", "k", new_item.as_str()], 300);
-    // Both round trips are dominated by the socket; a sizing per call (~7 ms) was 100× that.
+    // Both round trips are dominated by the socket; a sizing per call (~7 ms) would be 100× that.
     assert!(add_present < exists * 10.0, "{add_present} vs {exists}");
     assert!(add_refused < exists * 10.0, "{add_refused} vs {exists}");
 }

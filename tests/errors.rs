@@ -193,7 +193,7 @@ fn bad_expansion() {
             range,
         );
     }
-    // Below 1, RedisBloom 2.8's replies: BF.INSERT's EXPANSION 0 no longer means non-scaling.
+    // Below 1, RedisBloom 2.8's replies: BF.INSERT's EXPANSION 0 is refused, not non-scaling.
     for bad in ["0", "-1"] {
         assert_err_nokey(
             &mut c,

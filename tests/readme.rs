@@ -2,7 +2,7 @@
 //! `127.0.0.1:6379> CMD` line of their ```text blocks is run against a fresh server, its reply
 //! formatted as redis-cli shows it in a terminal (`(integer) N`, `"bulk"` with redis-cli's
 //! escapes, arrays numbered `N) ` with the numbers padded to the widest, `(error) ERR ...`), and
-//! compared with the lines below it. A figure a document shows that the code no longer gives
+//! compared with the lines below it. A figure a document shows that the code does not give
 //! fails here, with a diff of the two.
 //!
 //! The documents mark what cannot be shown as it is, in ways a reader already reads that way:

@@ -18,7 +18,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use redis::Value;
 use rustbloom_client::error::{explain, server_error_text, server_text};
-use rustbloom_client::{Client, Error, Filter, WriteOptions};
+use rustbloom_client::{Client, Error, Filter, SingleConnection, WriteOptions};
 
 use crate::input::{Line, LineBlocks};
 use crate::load::{needs_capacity, vanished, ReserveIfMissing};
@@ -222,7 +222,7 @@ fn decimal(out: &mut [u8], mut v: u64) -> usize {
 /// (its new lines printed) before another is sent once `depth` are out, and all of them before
 /// bfctl waits for more input.
 fn streamed(
-    conn: &mut redis::Connection,
+    conn: &mut SingleConnection,
     key: &[u8],
     input: &mut LineBlocks,
     out: &mut impl Write,
@@ -241,7 +241,7 @@ fn streamed(
         let waiting = input.done() || !input.ready();
         if !packing.lines.is_empty() && (packing.lines.len() >= batch || waiting) {
             packing.seal();
-            conn.send_packed_command(packing.command())
+            conn.send_packed(packing.command())
                 .map_err(|e| anyhow!("sending BF.INSERT: {}", server_text(&e)))?;
             let next = spare.pop().unwrap_or_else(Packed::new);
             in_flight.push_back(std::mem::replace(&mut packing, next));
@@ -272,13 +272,13 @@ fn streamed(
 
 /// Reads the reply to `sent` and prints its lines that were new.
 fn answer(
-    conn: &mut redis::Connection,
+    conn: &mut SingleConnection,
     key: &[u8],
     sent: &Packed,
     out: &mut impl Write,
     tally: &mut Tally,
 ) -> Result<()> {
-    let reply = match conn.recv_response() {
+    let reply = match conn.recv() {
         Ok(v) => v,
         Err(e) if e.code().is_some() => return Err(explain(server_text(&e)).into()),
         Err(e) => bail!("connection error: {e}"),

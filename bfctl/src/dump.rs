@@ -47,65 +47,19 @@ pub fn dump(url: &str, args: &DumpArgs, show: bool) -> Result<()> {
         bail!("{}: not found", args.name);
     };
     let file = args.file.as_path();
-    let to_stdout = file == Path::new("-");
     // Write to a temporary file beside the target and rename at the end, so a failed dump never
     // leaves a truncated file under the real name.
-    let tmp = if to_stdout {
-        None
-    } else {
+    let tmp = (file != Path::new("-")).then(|| {
         let mut name = file.as_os_str().to_owned();
         name.push(format!(".bfctl-tmp-{}", std::process::id()));
-        Some(PathBuf::from(name))
-    };
+        PathBuf::from(name)
+    });
     let sink: Box<dyn Write> = match &tmp {
         None => Box::new(io::stdout().lock()),
         Some(t) => Box::new(File::create(t).with_context(|| format!("create {}", t.display()))?),
     };
     let mut sink = BufWriter::with_capacity(1 << 20, sink);
-    let result = (|| -> Result<(u64, u64)> {
-        let keys: Vec<Vec<u8>> = match filter.partitioning() {
-            None => vec![filter.name().to_vec()],
-            Some(p) => {
-                let info = filter.info(&mut conn)?;
-                if let Some(problem) = info.problems.first() {
-                    bail!("{}: {problem}", args.name);
-                }
-                dumpfile::write_partitioned_head(
-                    &mut sink,
-                    &descriptor_args(&info)?,
-                    p.partitions,
-                )?;
-                p.keys.clone()
-            }
-        };
-        let mut totals = Vec::with_capacity(keys.len());
-        for key in &keys {
-            totals.push(KeyInfo::read(&mut conn, key)?.size);
-        }
-        let pb = bar(show, Some(totals.iter().sum()), BAR);
-        let (mut chunks, mut bytes) = (0, 0);
-        for key in &keys {
-            let mut w = Writer::new(&mut sink, key)?;
-            let mut it = 0;
-            loop {
-                let (next, data) = scandump(&mut conn, key, it).with_context(|| {
-                    format!("BF.SCANDUMP {} {it}", String::from_utf8_lossy(key))
-                })?;
-                if next == 0 {
-                    break;
-                }
-                w.record(next, &data)?;
-                chunks += 1;
-                bytes += data.len() as u64;
-                pb.set_position(bytes);
-                it = next;
-            }
-            w.finish()?;
-        }
-        sink.flush()?;
-        pb.finish_and_clear();
-        Ok((chunks, bytes))
-    })();
+    let result = write_dump(&mut conn, &filter, &args.name, &mut sink, show);
     drop(sink);
     match result {
         Ok((chunks, bytes)) => {
@@ -131,6 +85,54 @@ pub fn dump(url: &str, args: &DumpArgs, show: bool) -> Result<()> {
             Err(e)
         }
     }
+}
+
+/// Writes `filter` (named `name`) to `sink`: a partitioned filter's head first, then every
+/// key's dump. Answers the chunks and bytes written.
+fn write_dump(
+    conn: &mut Connection,
+    filter: &Filter,
+    name: &str,
+    sink: &mut impl Write,
+    show: bool,
+) -> Result<(u64, u64)> {
+    let keys: Vec<Vec<u8>> = match filter.partitioning() {
+        None => vec![filter.name().to_vec()],
+        Some(p) => {
+            let info = filter.info(conn)?;
+            if let Some(problem) = info.problems.first() {
+                bail!("{name}: {problem}");
+            }
+            dumpfile::write_partitioned_head(sink, &descriptor_args(&info)?, p.partitions)?;
+            p.keys.clone()
+        }
+    };
+    let mut totals = Vec::with_capacity(keys.len());
+    for key in &keys {
+        totals.push(KeyInfo::read(conn, key)?.size);
+    }
+    let pb = bar(show, Some(totals.iter().sum()), BAR);
+    let (mut chunks, mut bytes) = (0, 0);
+    for key in &keys {
+        let mut w = Writer::new(&mut *sink, key)?;
+        let mut it = 0;
+        loop {
+            let (next, data) = scandump(conn, key, it)
+                .with_context(|| format!("BF.SCANDUMP {} {it}", String::from_utf8_lossy(key)))?;
+            if next == 0 {
+                break;
+            }
+            w.record(next, &data)?;
+            chunks += 1;
+            bytes += data.len() as u64;
+            pb.set_position(bytes);
+            it = next;
+        }
+        w.finish()?;
+    }
+    sink.flush()?;
+    pb.finish_and_clear();
+    Ok((chunks, bytes))
 }
 
 /// The descriptor's BF.RESERVE arguments after its name, from its BF.INFO (docs/partitioning.md
@@ -200,33 +202,9 @@ pub fn restore(url: &str, args: &RestoreArgs, show: bool) -> Result<()> {
         Dump::Partitioned {
             args: reserve,
             parts,
-            mut r,
+            r,
         } => {
-            let keys = partition_keys(name.as_bytes(), parts);
-            let result = (|| -> Result<()> {
-                for (i, key) in keys.iter().enumerate() {
-                    let shown = String::from_utf8_lossy(key);
-                    if conn.query(redis::cmd("EXISTS").arg(key.as_slice()))? == redis::Value::Int(1)
-                    {
-                        if !args.force {
-                            bail!("partition key {shown} already exists: delete it first or pass --force");
-                        }
-                        conn.query(redis::cmd("DEL").arg(key.as_slice()))?;
-                    }
-                    let section = Reader::section(&mut r, i + 1 == keys.len())
-                        .with_context(|| format!("read partition {i} of {}", file.display()))?;
-                    load(&mut conn, key, section, &pb, &mut loaded)
-                        .with_context(|| format!("partition {i} ({shown})"))?;
-                }
-                let mut cmd = redis::cmd("BF.RESERVE");
-                cmd.arg(name);
-                for a in &reserve {
-                    cmd.arg(a.as_slice());
-                }
-                conn.query(&cmd)
-                    .with_context(|| format!("creating the descriptor {name}"))?;
-                Ok(())
-            })();
+            let result = load_partitioned(&mut conn, args, (&reserve, parts), r, &pb, &mut loaded);
             pb.finish_and_clear();
             if let Err(e) = result {
                 delete(&mut conn, &loaded.keys);
@@ -240,6 +218,40 @@ pub fn restore(url: &str, args: &RestoreArgs, show: bool) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Loads every partition's dump from `r` into its key under the new name (replacing a key there
+/// only with --force), then creates the descriptor with its BF.RESERVE arguments `reserve`.
+fn load_partitioned<R: Read>(
+    conn: &mut Connection,
+    args: &RestoreArgs,
+    (reserve, parts): (&[Vec<u8>], u32),
+    mut r: R,
+    pb: &ProgressBar,
+    loaded: &mut Loaded,
+) -> Result<()> {
+    let name = args.name.as_str();
+    let keys = partition_keys(name.as_bytes(), parts);
+    for (i, key) in keys.iter().enumerate() {
+        let shown = String::from_utf8_lossy(key);
+        if conn.query(redis::cmd("EXISTS").arg(key.as_slice()))? == redis::Value::Int(1) {
+            if !args.force {
+                bail!("partition key {shown} already exists: delete it first or pass --force");
+            }
+            conn.query(redis::cmd("DEL").arg(key.as_slice()))?;
+        }
+        let section = Reader::section(&mut r, i + 1 == keys.len())
+            .with_context(|| format!("read partition {i} of {}", args.file.display()))?;
+        load(conn, key, section, pb, loaded).with_context(|| format!("partition {i} ({shown})"))?;
+    }
+    let mut cmd = redis::cmd("BF.RESERVE");
+    cmd.arg(name);
+    for a in reserve {
+        cmd.arg(a.as_slice());
+    }
+    conn.query(&cmd)
+        .with_context(|| format!("creating the descriptor {name}"))?;
     Ok(())
 }
 

@@ -51,6 +51,30 @@ pub fn run(url: &str, args: &InfoArgs, show: bool) -> Result<()> {
 
 fn partitioned(name: &str, info: &FilterInfo) -> Result<()> {
     println!("name:              {name} (partitioned)");
+    print_descriptor_fields(info);
+    println!();
+    print_partitions(info);
+    println!();
+    print_masters(info);
+    println!();
+    if info.problems.is_empty() {
+        println!(
+            "check:             all {} partitions exist and agree with the descriptor",
+            info.partitions.len()
+        );
+        return Ok(());
+    }
+    for p in &info.problems {
+        println!("problem:           {p}");
+    }
+    bail!(
+        "{name}: {} of its partitions are missing or disagree with the descriptor",
+        info.problems.len()
+    )
+}
+
+/// The descriptor's BF.INFO fields but its partition keys (listed by [`print_partitions`]).
+fn print_descriptor_fields(info: &FilterInfo) {
     for (field, value) in &info.fields {
         if field == "Partition keys" {
             continue;
@@ -65,7 +89,10 @@ fn partitioned(name: &str, info: &FilterInfo) -> Result<()> {
         };
         println!("{:<18} {shown}", format!("{}:", field.to_lowercase()));
     }
-    println!();
+}
+
+/// A row per partition: its slot, master, capacity, items and bytes, or that it is missing.
+fn print_partitions(info: &FilterInfo) {
     println!("partition  slot   master                   capacity     items        bytes");
     for p in &info.partitions {
         let key = String::from_utf8_lossy(&p.key);
@@ -80,7 +107,10 @@ fn partitioned(name: &str, info: &FilterInfo) -> Result<()> {
             ),
         }
     }
-    println!();
+}
+
+/// A row per master holding partitions, then the totals.
+fn print_masters(info: &FilterInfo) {
     println!("master                   partitions  capacity     items        bytes");
     for (master, t) in info.per_master() {
         println!(
@@ -102,21 +132,6 @@ fn partitioned(name: &str, info: &FilterInfo) -> Result<()> {
         t.size,
         human_bytes(t.size)
     );
-    println!();
-    if info.problems.is_empty() {
-        println!(
-            "check:             all {} partitions exist and agree with the descriptor",
-            info.partitions.len()
-        );
-        return Ok(());
-    }
-    for p in &info.problems {
-        println!("problem:           {p}");
-    }
-    bail!(
-        "{name}: {} of its partitions are missing or disagree with the descriptor",
-        info.problems.len()
-    )
 }
 
 /// One layer as `info` shows it.

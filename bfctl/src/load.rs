@@ -272,7 +272,8 @@ fn add_timestamped(
 ) -> (Vec<bool>, Option<Stop>) {
     let mut answers = Vec::with_capacity(lines.len());
     let mut run: Vec<&[u8]> = Vec::new();
-    let mut run_at: Option<(u64, u64)> = None;
+    // The run's generation, and its latest time with that line's number.
+    let mut run_at: Option<(u64, u64, u64)> = None;
     let mut stop = None;
     for (number, line) in (first_line..).zip(lines) {
         let placed = timestamped(line.item)
@@ -286,24 +287,42 @@ fn add_timestamped(
             }
         };
         match run_at {
-            Some((g, latest)) if g == generation => run_at = Some((g, latest.max(ms))),
-            Some((_, latest)) => {
+            Some((g, latest, at_line)) if g == generation => {
+                run_at = Some(if ms > latest {
+                    (g, ms, number)
+                } else {
+                    (g, latest, at_line)
+                });
+            }
+            Some((_, latest, at_line)) => {
                 if let Err(e) = send_run(conn, filter, latest, &run, opts, &mut answers) {
-                    return (answers, Some(Stop::Client(e)));
+                    return (answers, Some(run_refused(e, latest, at_line)));
                 }
                 run.clear();
-                run_at = Some((generation, ms));
+                run_at = Some((generation, ms, number));
             }
-            None => run_at = Some((generation, ms)),
+            None => run_at = Some((generation, ms, number)),
         }
         run.push(item);
     }
-    if let Some((_, latest)) = run_at {
+    if let Some((_, latest, at_line)) = run_at {
         if let Err(e) = send_run(conn, filter, latest, &run, opts, &mut answers) {
-            return (answers, Some(Stop::Client(e)));
+            return (answers, Some(run_refused(e, latest, at_line)));
         }
     }
     (answers, stop)
+}
+
+/// Why a run sent at `at_ms` (line `line`'s time, the run's latest) stopped: a refusal of the
+/// server (a time more than one window ahead of its clock) names that line, as the input's
+/// own refusals do; any other failure stays the client's.
+fn run_refused(e: Error, at_ms: u64, line: u64) -> Stop {
+    match e {
+        Error::Server(text) => Stop::Input(anyhow!(
+            "line {line}: timestamp {at_ms} refused by the server: {text}"
+        )),
+        e => Stop::Client(e),
+    }
 }
 
 /// Adds one generation's run of items at `at_ms`, appending their answers.

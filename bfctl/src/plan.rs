@@ -43,15 +43,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     if !(error > 0.0 && error < 1.0) {
         bail!("--error must be strictly between 0 and 1");
     }
-    let expansion = match (args.nonscaling, args.expansion) {
-        (true, _) => None,
-        (false, x) => Some(x.unwrap_or(2)),
-    };
-    if let Some(x) = expansion {
-        if !(1..=MAX_EXPANSION).contains(&x) {
-            bail!("--expansion must be in [1, {MAX_EXPANSION}]");
-        }
-    }
+    let expansion = expansion(args)?;
     let growth_args = match (args.window, expansion) {
         (Some(ms), _) => format!(" WINDOW {ms}"),
         (None, Some(2)) => String::new(),
@@ -71,6 +63,31 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         };
         return Ok(());
     };
+    partitioned(args, expansion, &growth_args, partitions)
+}
+
+/// The expansion planned: None for a NONSCALING filter, else --expansion (default 2), checked.
+fn expansion(args: &PlanArgs) -> Result<Option<u32>> {
+    let expansion = match (args.nonscaling, args.expansion) {
+        (true, _) => None,
+        (false, x) => Some(x.unwrap_or(2)),
+    };
+    if let Some(x) = expansion {
+        if !(1..=MAX_EXPANSION).contains(&x) {
+            bail!("--expansion must be in [1, {MAX_EXPANSION}]");
+        }
+    }
+    Ok(expansion)
+}
+
+/// The plan of a filter split into `partitions`: one partition's table, then the memory of all.
+fn partitioned(
+    args: &PlanArgs,
+    expansion: Option<u32>,
+    growth_args: &str,
+    partitions: u32,
+) -> Result<()> {
+    let error = args.error;
     if !(1..=MAX_PARTITIONS).contains(&partitions) {
         bail!("--partitions must be in [1, {MAX_PARTITIONS}]");
     }
@@ -101,6 +118,11 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         }
         None => table(each, error, expansion, &reserve, "a partition's capacity ")?,
     };
+    print_partition_totals(per_partition, partitions)
+}
+
+/// The bytes of one partition and of all, against the default bf.max-filter-bytes.
+fn print_partition_totals(per_partition: u64, partitions: u32) -> Result<()> {
     let total = per_partition
         .checked_mul(u64::from(partitions))
         .context("total bytes overflow")?;
@@ -168,15 +190,41 @@ fn table(
     );
     println!();
     println!("items          layers  bytes           bits/item  expected FPR");
-    // Rows: fractions of the first layer, then (for a scaling filter) every layer boundary up to
-    // 6 layers.
+    let (rows, boundaries) = table_rows(&params, items, expansion.is_some());
+    for n in rows {
+        let filled = fill(&params, n)?;
+        println!(
+            "{n:<14} {:<7} {:<15} {:<10.2} {:.3e}{}",
+            filled.layers,
+            filled.bytes,
+            filled.bits as f64 / n as f64,
+            filled.error_rate,
+            if boundaries.contains(&n) {
+                "  (layers full)"
+            } else {
+                ""
+            }
+        );
+    }
+    if expansion.is_none() {
+        println!(
+            "(non-scaling: items past {items} are refused with `ERR non scaling filter is full`)"
+        );
+    }
+    Ok(l0.bytes())
+}
+
+/// The item counts of the table's rows: fractions of the first layer, then (for a scaling
+/// filter) the middle and the end of every further layer up to 6 layers; and the counts at which
+/// the layers are full.
+fn table_rows(params: &FilterParams, items: u64, scaling: bool) -> (Vec<u64>, Vec<u64>) {
     let mut rows: Vec<u64> = [0.1, 0.25, 0.5, 0.75, 1.0]
         .iter()
         .map(|f| ((items as f64 * f).round() as u64).max(1))
         .collect();
     rows.dedup();
     let mut boundaries = vec![items];
-    if expansion.is_some() {
+    if scaling {
         let mut total = items;
         for i in 1..6usize {
             let Some(cap) = params.layer_capacity(i) else {
@@ -191,44 +239,43 @@ fn table(
             boundaries.push(t);
         }
     }
-    for n in rows {
-        // Fill the layers as the module does: each full before the next is pushed.
-        let mut left = n;
-        let mut bytes = 0u64;
-        let mut bits = 0u64;
-        let mut pass = 1.0f64;
-        let mut layers = 0;
-        for i in 0.. {
-            let cap = params.layer_capacity(i).context("capacity overflow")?;
-            let size = params
-                .layer_size(i)
-                .map_err(|e| anyhow!("cannot size layer {i}: {e:?}"))?;
-            let here = left.min(cap);
-            bytes += size.bytes();
-            bits += size.bits;
-            pass *= 1.0 - expected_error_rate(size, here);
-            layers += 1;
-            left -= here;
-            if left == 0 {
-                break;
-            }
+    (rows, boundaries)
+}
+
+/// A filter holding some items: its layers, their bytes and bits, and its expected error rate.
+struct Filled {
+    layers: usize,
+    bytes: u64,
+    bits: u64,
+    error_rate: f64,
+}
+
+/// The filter of `params` once `n` items are in, its layers filled as the module does: each
+/// full before the next is pushed.
+fn fill(params: &FilterParams, n: u64) -> Result<Filled> {
+    let mut left = n;
+    let mut filled = Filled {
+        layers: 0,
+        bytes: 0,
+        bits: 0,
+        error_rate: 0.0,
+    };
+    let mut pass = 1.0f64;
+    for i in 0.. {
+        let cap = params.layer_capacity(i).context("capacity overflow")?;
+        let size = params
+            .layer_size(i)
+            .map_err(|e| anyhow!("cannot size layer {i}: {e:?}"))?;
+        let here = left.min(cap);
+        filled.bytes += size.bytes();
+        filled.bits += size.bits;
+        pass *= 1.0 - expected_error_rate(size, here);
+        filled.layers += 1;
+        left -= here;
+        if left == 0 {
+            break;
         }
-        println!(
-            "{n:<14} {layers:<7} {:<15} {:<10.2} {:.3e}{}",
-            bytes,
-            bits as f64 / n as f64,
-            1.0 - pass,
-            if boundaries.contains(&n) {
-                "  (layers full)"
-            } else {
-                ""
-            }
-        );
     }
-    if expansion.is_none() {
-        println!(
-            "(non-scaling: items past {items} are refused with `ERR non scaling filter is full`)"
-        );
-    }
-    Ok(l0.bytes())
+    filled.error_rate = 1.0 - pass;
+    Ok(filled)
 }

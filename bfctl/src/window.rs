@@ -118,27 +118,45 @@ pub fn info(
     show: bool,
 ) -> Result<()> {
     let now = server_ms(c)?;
-    let WindowHeader {
-        params,
-        shape,
-        last_ms,
-        ..
-    } = *header;
+    let WindowHeader { params, shape, .. } = *header;
     let mut slots = slots(header, now);
     if scan {
         count_ones(c, key, &shape, &mut slots, show)?;
     }
     let slot = shape.slot;
-    let bits = shape.bytes() * 8;
     let fpr = 1.0
         - slots
             .iter()
             .filter(|s| s.live)
             .map(|s| 1.0 - s.estimated_rate(slot))
             .product::<f64>();
-    let window = params.window_ms;
     println!("key:               {key}");
     println!("kind:              sliding window (BF.RESERVE ... WINDOW)");
+    print_timing(header, now);
+    print_sizes(bi, header);
+    println!(
+        "estimated FPR now: {:.3e} = {:.4}% ({})",
+        fpr,
+        fpr * 100.0,
+        if scan {
+            "from the measured fill of each slot inside the window"
+        } else {
+            "from the items in each slot inside the window"
+        }
+    );
+    print_slots(&params, &slots, slot);
+    Ok(())
+}
+
+/// The window, its generations, the last write and when an item added now is forgotten.
+fn print_timing(header: &WindowHeader, now: u64) {
+    let WindowHeader {
+        params,
+        shape,
+        last_ms,
+        ..
+    } = *header;
+    let window = params.window_ms;
     println!(
         "window:            {window} ms, in generations of {} ms ({SLOTS} slots)",
         shape.generation_ms
@@ -156,6 +174,12 @@ pub fn info(
          {} ms from now",
         shape.forgotten_at(now.max(last_ms)) - now.max(last_ms)
     );
+}
+
+/// Capacity, items, bytes, bits per item against a classic filter, and the error rate.
+fn print_sizes(bi: &KeyInfo, header: &WindowHeader) {
+    let WindowHeader { params, shape, .. } = *header;
+    let bits = shape.bytes() * 8;
     println!("capacity:          {} (items per window)", params.capacity);
     println!(
         "items:             {} (counted in the generations inside the window)",
@@ -173,16 +197,10 @@ pub fn info(
         "error rate:        {} (from the filter's header)",
         params.error_rate
     );
-    println!(
-        "estimated FPR now: {:.3e} = {:.4}% ({})",
-        fpr,
-        fpr * 100.0,
-        if scan {
-            "from the measured fill of each slot inside the window"
-        } else {
-            "from the items in each slot inside the window"
-        }
-    );
+}
+
+/// The slots' shape, then a row per slot: its generation, state, items, fill and FPR.
+fn print_slots(params: &WindowParams, slots: &[SlotView], slot: LayerSize) {
     println!(
         "slots:             {} bits each, {}, {} hashes, sized for {} items at {:.3e}",
         slot.bits,
@@ -205,7 +223,6 @@ pub fn info(
             view.estimated_rate(slot)
         );
     }
-    Ok(())
 }
 
 /// The slot a byte of the encoded bits belongs to: blocked, the four slots' 64-byte copies of
@@ -247,15 +264,7 @@ pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<u64> {
         window_ms,
         seed: 0,
     };
-    let shape = params.shape().map_err(|e| match e {
-        WindowError::ErrorRate => anyhow!("--error must be strictly between 0 and 1"),
-        WindowError::Capacity => anyhow!("--items must be in [1, {MAX_CAPACITY}]"),
-        WindowError::Window => {
-            anyhow!("--window must be a number of ms in [{MIN_WINDOW_MS}, {MAX_WINDOW_MS}]")
-        }
-        WindowError::Limit(_) => anyhow!("cannot size this filter"),
-        WindowError::Shape(why) => anyhow!("bad slot shape: {why}"),
-    })?;
+    let shape = params.shape().map_err(plan_error)?;
     let bytes = bytes_needed(&params).map_err(|e| anyhow!("cannot size this filter: {e:?}"))?;
     let slot = shape.slot;
     let bits = shape.bytes() * 8;
@@ -289,9 +298,29 @@ pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<u64> {
         classic / items as f64,
         bits as f64 / classic
     );
-    // What the same N and ε take as the module's own fixed-size filter (which never forgets),
-    // and as the recipe this replaces: one such key per window, the current and the previous
-    // one queried, each sized for ε/2 so that the pair answers false positives at ε.
+    print_alternatives(items, error, classic)?;
+    println!();
+    print_fpr_rows(items, slot);
+    Ok(bytes)
+}
+
+/// The message of `bfctl plan --window` for a window it cannot shape.
+fn plan_error(e: WindowError) -> anyhow::Error {
+    match e {
+        WindowError::ErrorRate => anyhow!("--error must be strictly between 0 and 1"),
+        WindowError::Capacity => anyhow!("--items must be in [1, {MAX_CAPACITY}]"),
+        WindowError::Window => {
+            anyhow!("--window must be a number of ms in [{MIN_WINDOW_MS}, {MAX_WINDOW_MS}]")
+        }
+        WindowError::Limit(_) => anyhow!("cannot size this filter"),
+        WindowError::Shape(why) => anyhow!("bad slot shape: {why}"),
+    }
+}
+
+/// What the same N and ε take as the module's own fixed-size filter (which never forgets), and
+/// as two rotated keys: one such key per window, the current and the previous one queried, each
+/// sized for ε/2 so that the pair answers false positives at ε. `classic`: the optimum's bits.
+fn print_alternatives(items: u64, error: f64, classic: f64) -> Result<()> {
     let fixed = |error_rate: f64| {
         FilterParams {
             capacity: items,
@@ -316,9 +345,13 @@ pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<u64> {
         error / 2.0,
         rotated as f64 * 8.0 / classic
     );
-    println!();
-    // A steady rate puts a third of the window's items in each generation; at the last moment
-    // of a generation all four slots are full, the worst moment.
+    Ok(())
+}
+
+/// The expected FPR at the worst moment for fractions of the window's capacity. A steady rate
+/// puts a third of the window's items in each generation; at the last moment of a generation
+/// all four slots are full, the worst moment.
+fn print_fpr_rows(items: u64, slot: LayerSize) {
     println!("items per window  per generation  expected FPR (worst moment)");
     for fraction in [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0] {
         let n = ((items as f64 * fraction).round() as u64).max(1);
@@ -330,5 +363,4 @@ pub fn plan(items: u64, error: f64, window_ms: u64) -> Result<u64> {
             if n == items { "  (capacity)" } else { "" }
         );
     }
-    Ok(bytes)
 }

@@ -128,17 +128,37 @@ fn timestamped_load_refuses_bad_lines_by_number() {
     let now = server_now_ms(&server);
     let good = format!("{now}\tfirst\n{}\tsecond\n", now - 1);
     for (bad, expected) in [
-        ("no-tab-here\n".to_string(), "line 3: no tab"),
-        ("12x\titem\n".to_string(), "line 3: bad timestamp \"12x\""),
-        ("\titem\n".to_string(), "line 3: bad timestamp"),
-        (format!("{}\titem\n", now - WINDOW_MS), "line 3: timestamp"),
+        ("no-tab-here\n".to_string(), "line 3: no tab".to_string()),
+        (
+            "12x\titem\n".to_string(),
+            "line 3: bad timestamp \"12x\"".to_string(),
+        ),
+        ("\titem\n".to_string(), "line 3: bad timestamp".to_string()),
+        (
+            format!("{}\titem\n", now - WINDOW_MS),
+            "line 3: timestamp".to_string(),
+        ),
+        // Past the server's clock by more than a window: the server refuses the run, sent at
+        // its latest time, whose line is named.
+        (
+            format!(
+                "{}\tahead\n{}\tfurther\n",
+                now + 3 * WINDOW_MS,
+                now + 3 * WINDOW_MS + 5
+            ),
+            format!(
+                "line 4: timestamp {} refused by the server: ERR timestamp more than one window \
+                 ahead",
+                now + 3 * WINDOW_MS + 5
+            ),
+        ),
     ] {
         let err = failed(&bfctl_at(
             &server.url,
             &["load", "seen", "--timestamped"],
             (good.clone() + &bad).as_bytes(),
         ));
-        assert!(err.contains(expected), "{bad:?}: {err}");
+        assert!(err.contains(&expected), "{bad:?}: {err}");
         // The lines before the bad one were added (a decrease within a generation is fine).
         assert_eq!(
             present(&server, "seen", &["first".into(), "second".into()]),

@@ -10,6 +10,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
 
 use crate::error::{explain, server_error_text, server_text, Error, Result};
+use crate::single::SingleConnection;
 use crate::transport::Transport;
 
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -220,12 +221,13 @@ impl Client {
     fn open_conn(&self) -> Result<Conn> {
         match &self.kind {
             Kind::Single(c) => {
-                let conn = c
-                    .get_connection_with_timeout(CONNECT_TIMEOUT)
-                    .map_err(|e| Error::Connect(format!("cannot connect to {}: {e}", self.url)))?;
-                conn.set_read_timeout(Some(RESPONSE_TIMEOUT))
-                    .map_err(|e| Error::Connect(e.to_string()))?;
-                Ok(Conn::Single(conn))
+                let conn = SingleConnection::open(
+                    c.get_connection_info(),
+                    CONNECT_TIMEOUT,
+                    RESPONSE_TIMEOUT,
+                )
+                .map_err(|e| Error::Connect(format!("cannot connect to {}: {e}", self.url)))?;
+                Ok(Conn::Single(Box::new(conn)))
             }
             Kind::Cluster(c) => {
                 let conn = c.get_connection().map_err(|e| {
@@ -241,7 +243,7 @@ impl Client {
 }
 
 enum Conn {
-    Single(redis::Connection),
+    Single(Box<SingleConnection>),
     Cluster(Box<ClusterConnection>),
 }
 
@@ -283,8 +285,8 @@ impl Connection {
     }
 
     /// The single server's connection, for a caller that streams its own packed commands
-    /// (`send_packed_command` / `recv_response`, several in flight); `None` on a cluster.
-    pub fn single(&mut self) -> Option<&mut redis::Connection> {
+    /// (`send_packed` / `recv`, several in flight); `None` on a cluster.
+    pub fn single(&mut self) -> Option<&mut SingleConnection> {
         match &mut self.conn {
             Conn::Single(c) => Some(c),
             Conn::Cluster(_) => None,
@@ -294,7 +296,7 @@ impl Connection {
     /// Sends one command (routed by its key on a cluster) and returns the raw result.
     pub fn raw(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match &mut self.conn {
-            Conn::Single(c) => c.req_command(cmd),
+            Conn::Single(c) => c.request(cmd),
             Conn::Cluster(c) => c.req_command(cmd),
         }
     }
@@ -310,29 +312,9 @@ impl Connection {
     /// ([`Connection::pipeline_replies`] keeps what is known).
     pub fn pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
         match &mut self.conn {
-            Conn::Single(c) => {
-                // Packed straight from the commands (a pipeline object would copy each first):
-                // a command of big items is held once as arguments and once packed.
-                let mut packed = Vec::new();
-                for cmd in cmds {
-                    cmd.write_packed_command(&mut packed);
-                }
-                c.send_packed_command(&packed)?;
-                drop(packed);
-                let mut replies = Vec::with_capacity(cmds.len());
-                for _ in cmds {
-                    replies.push(match c.recv_response() {
-                        Ok(v) => v,
-                        Err(e) => match e.clone().into_server_errors() {
-                            Some(errors) if errors.len() == 1 => {
-                                Value::ServerError(errors[0].1.clone())
-                            }
-                            _ => return Err(e),
-                        },
-                    });
-                }
-                Ok(replies)
-            }
+            // Packed straight from the commands into one reused buffer (a pipeline object would
+            // copy each first).
+            Conn::Single(c) => c.pipeline(cmds),
             Conn::Cluster(c) => {
                 let mut p = redis::cluster::cluster_pipe();
                 for cmd in cmds {
@@ -354,7 +336,7 @@ impl Connection {
     /// Sends `cmd` to the master of `slot` (a cluster), or to the server.
     pub fn to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {
         match &mut self.conn {
-            Conn::Single(c) => c.req_command(cmd),
+            Conn::Single(c) => c.request(cmd),
             Conn::Cluster(c) => c.route_command(
                 cmd,
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(

@@ -30,7 +30,9 @@ pub mod connection;
 mod delivery;
 pub mod error;
 pub mod filter;
+mod resp;
 pub mod routing;
+mod single;
 mod transport;
 
 pub use connection::{Client, Connection, Master};
@@ -39,3 +41,4 @@ pub use filter::{
     scandump, Filter, FilterInfo, Growth, KeyInfo, PartitionInfo, Partitioning, ReserveOptions,
     Totals, WriteOptions,
 };
+pub use single::SingleConnection;

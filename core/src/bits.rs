@@ -607,6 +607,36 @@ fn free_block(block: std::ptr::NonNull<u64>, len: usize) {
     unsafe { std::alloc::dealloc(block.as_ptr().cast(), layout) };
 }
 
+/// Work whose shifts by a register are cheaper with BMI2 ([`with_fast_shifts`]). `run` must be
+/// `#[inline(always)]`, so that it is compiled into the caller built with the feature (a closure
+/// would stay a call, compiled without it).
+pub(crate) trait ShiftHeavy {
+    type Output;
+    fn run(self) -> Self::Output;
+}
+
+/// Runs `work` compiled for BMI2 when the CPU has it, else as it is. Setting a probe's bit shifts
+/// by a register, which BMI2's `shlx`/`shrx` do in one instruction instead of three (one fewer
+/// per probe, 28 probes an item at 1e-9); the runtime check keeps the module loadable on CPUs
+/// without it.
+#[inline(always)]
+pub(crate) fn with_fast_shifts<W: ShiftHeavy>(work: W) -> W::Output {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("bmi2") {
+        // SAFETY: the CPU has BMI2, checked just above.
+        return unsafe { compiled_for_bmi2(work) };
+    }
+    work.run()
+}
+
+/// # Safety
+/// The CPU must have BMI2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "bmi2")]
+unsafe fn compiled_for_bmi2<W: ShiftHeavy>(work: W) -> W::Output {
+    work.run()
+}
+
 impl Drop for BitStore {
     fn drop(&mut self) {
         let blocks = self.block_count();

@@ -23,6 +23,32 @@ pub enum LimitError {
     Allocation { needed: u64 },
 }
 
+/// The refusal in words (the server adds how to raise its own limits).
+impl std::fmt::Display for LimitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            LimitError::FilterBytes { needed, limit } => write!(
+                f,
+                "filter would use {needed} bytes, over the per-filter limit of {limit} bytes"
+            ),
+            LimitError::ServerMemory { needed, available } => write!(
+                f,
+                "filter needs {needed} more bytes but only {available} can be allocated \
+                 (the least of what maxmemory leaves and the machine's available memory)"
+            ),
+            LimitError::MaxMemory { needed, maxmemory } => write!(
+                f,
+                "filter would use {needed} bytes, more than maxmemory ({maxmemory} bytes): \
+                 no eviction can make room for it"
+            ),
+            LimitError::Allocation { needed } => write!(
+                f,
+                "out of memory: the system refused {needed} bytes for the filter"
+            ),
+        }
+    }
+}
+
 /// Admits or refuses the bytes of one operation's allocations.
 /// The bytes asked for are allocation sizes ([`allocation_size`]): what the allocator really hands
 /// out, which is what `used_memory`, `maxmemory` and the machine pay.

@@ -35,6 +35,17 @@ pub enum ChunkError {
     BadData,
 }
 
+/// RedisBloom's words for each refusal of BF.LOADCHUNK.
+impl std::fmt::Display for ChunkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ChunkError::Offset => "invalid offset - no link found",
+            ChunkError::TooBig => "invalid chunk - Too big for current filter",
+            ChunkError::BadData => "received bad data",
+        })
+    }
+}
+
 /// Little-endian reader over a header that was already checked for length (shared by the
 /// decoders of every header format in the crate).
 pub(crate) struct Fields<'a> {

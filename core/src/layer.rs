@@ -129,7 +129,7 @@ impl Layer {
 
     /// Starts loading lines `lines` of `hash` (every probe's word when classic, whatever the
     /// range's start).
-    #[inline]
+    #[inline(always)]
     fn prefetch_lines(&self, hash: &ItemHash, lines: std::ops::Range<usize>) {
         #[cfg(target_arch = "x86_64")]
         {
@@ -152,7 +152,9 @@ impl Layer {
     }
 
     /// Sets every probe of `hash`; returns true when at least one bit changed. Does not count.
-    #[inline]
+    /// Always inlined, so that a caller compiled for BMI2 (the batch add) sets bits with its
+    /// shifts.
+    #[inline(always)]
     pub fn set(&mut self, hash: &ItemHash) -> bool {
         let bits = self.bits.len() as u64 * 64;
         let words = &mut self.bits;
@@ -168,9 +170,12 @@ impl Layer {
             }
             Layout::Blocked | Layout::Lines(_) => {
                 let lines = words.len() as u64 / 8;
+                // Read once: the stores below might alias the layer's fields, as far as the
+                // compiler knows, which would reload it for every line.
+                let per_line = u32::from(self.per_line);
                 for j in 0..self.layout.lines() as usize {
                     let line = words.line_mut(hash.line(j, lines) as usize);
-                    for p in hash.line_probes(j, u32::from(self.per_line)) {
+                    for p in hash.line_probes(j, per_line) {
                         let word = &mut line[(p / 64) as usize];
                         let bit = 1 << (p % 64);
                         changed |= !*word & bit;

@@ -90,6 +90,26 @@ pub enum PartitionError {
     Parameters,
 }
 
+impl std::fmt::Display for PartitionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PartitionError::Count => {
+                write!(f, "partitions must be in the range [1, {MAX_PARTITIONS}]")
+            }
+            PartitionError::Index => {
+                f.write_str("partition index must be below the number of partitions")
+            }
+            PartitionError::SeedReused => {
+                f.write_str("a partition's SEED must differ from its routing seed")
+            }
+            PartitionError::Capacity => f.write_str("capacity too large for this many partitions"),
+            PartitionError::Parameters => {
+                f.write_str("error rate, expansion or window out of range")
+            }
+        }
+    }
+}
+
 impl Partition {
     pub fn new(index: u32, count: u32, routing_seed: u64) -> Result<Partition, PartitionError> {
         if !(1..=MAX_PARTITIONS).contains(&count) {

@@ -12,7 +12,7 @@ pub use params::{
 
 use std::ops::ControlFlow;
 
-use super::bits::AdoptableBlock;
+use super::bits::{self, AdoptableBlock};
 use super::budget::{allocation_size, LimitError, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::{layer_allocation_size, Layer};
@@ -75,6 +75,33 @@ pub(crate) mod test_hooks {
             ..size
         }
     }
+}
+
+/// One group of a batch add ([`BloomFilter::insert_many`]), run compiled for BMI2 where the CPU
+/// has it ([`bits::with_fast_shifts`]).
+struct AddGroup<'a, B: MemoryBudget + ?Sized> {
+    filter: &'a mut BloomFilter,
+    group: &'a [ItemHash],
+    budget: &'a mut B,
+    outcome: &'a mut AddOutcome,
+}
+
+impl<B: MemoryBudget + ?Sized> bits::ShiftHeavy for AddGroup<'_, B> {
+    type Output = ControlFlow<()>;
+
+    #[inline(always)]
+    fn run(self) -> ControlFlow<()> {
+        self.filter.add_group(self.group, self.budget, self.outcome)
+    }
+}
+
+/// What adding one hashed item did.
+enum Added {
+    /// The filter already reported it: nothing changed.
+    Present,
+    /// Its bits were set, after pushing the layer at this index with this shape, if the newest
+    /// was full.
+    New(Option<(usize, LayerSize)>),
 }
 
 /// The shape of the layer a filter would push next (at index `layers.len()`), computed at most
@@ -238,8 +265,8 @@ impl BloomFilter {
     ) -> Result<(bool, Option<GrownLayer>), InsertError> {
         #[cfg(feature = "test-hooks")]
         test_hooks::panic_on(item);
-        match self.insert_hash(&self.hash(item), budget) {
-            Ok(grown) => Ok((
+        match self.insert_hash(&self.hash(item), budget)? {
+            Added::New(grown) => Ok((
                 true,
                 grown.map(|(index, size)| GrownLayer {
                     index,
@@ -247,31 +274,36 @@ impl BloomFilter {
                     first_item: 0,
                 }),
             )),
-            Err(InsertError::Present) => Ok((false, None)),
-            Err(error) => Err(error),
+            Added::Present => Ok((false, None)),
         }
     }
 
-    /// Adds an already hashed item: Ok with the layer it had to push first, if any;
-    /// Err(Present) when the filter already reports it. On error nothing changed.
+    /// Adds an already hashed item: new, with the layer it had to push first, if any; or
+    /// present, unchanged. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
         &mut self,
         hash: &ItemHash,
         budget: &mut B,
-    ) -> Result<Option<(usize, LayerSize)>, InsertError> {
+    ) -> Result<Added, InsertError> {
         if self.contains_hash(hash) {
-            return Err(InsertError::Present);
+            return Ok(Added::Present);
         }
         let grown = if self.newest().is_full() {
             Some(self.grow(budget)?)
         } else {
             None
         };
+        self.add_to_newest(hash);
+        Ok(Added::New(grown))
+    }
+
+    /// Sets an item absent from every layer in the newest one, and counts it there.
+    #[inline]
+    fn add_to_newest(&mut self, hash: &ItemHash) {
         let newest = self.layers.last_mut().expect("a filter always has a layer");
         // The item is absent from the newest layer, so setting its probes changes a bit.
         newest.set(hash);
         newest.count_item();
-        Ok(grown)
     }
 
     fn newest(&self) -> &Layer {
@@ -435,27 +467,53 @@ impl BloomFilter {
         }
         for_each_group(items, self.params.seed, |group| {
             self.prefetch(group);
-            for hash in group {
-                match self.insert_hash(hash, budget) {
-                    Ok(grown) => {
-                        if let Some((index, size)) = grown {
-                            outcome.grown.push(GrownLayer {
-                                index,
-                                size,
-                                first_item: outcome.added.len(),
-                            });
-                        }
-                        outcome.added.push(true);
+            bits::with_fast_shifts(AddGroup {
+                filter: self,
+                group,
+                budget,
+                outcome,
+            })
+        });
+    }
+
+    /// Adds a group of hashed items of [`insert_many`](Self::insert_many), recording each result;
+    /// breaks at the first error.
+    #[inline(always)]
+    fn add_group<B: MemoryBudget + ?Sized>(
+        &mut self,
+        group: &[ItemHash],
+        budget: &mut B,
+        outcome: &mut AddOutcome,
+    ) -> ControlFlow<()> {
+        for hash in group {
+            // The common case without insert_hash's call and result: room in the newest layer.
+            if !self.newest().is_full() {
+                let new = !self.contains_hash(hash);
+                if new {
+                    self.add_to_newest(hash);
+                }
+                outcome.added.push(new);
+                continue;
+            }
+            match self.insert_hash(hash, budget) {
+                Ok(Added::New(grown)) => {
+                    if let Some((index, size)) = grown {
+                        outcome.grown.push(GrownLayer {
+                            index,
+                            size,
+                            first_item: outcome.added.len(),
+                        });
                     }
-                    Err(InsertError::Present) => outcome.added.push(false),
-                    Err(error) => {
-                        outcome.error = Some(error);
-                        return ControlFlow::Break(());
-                    }
+                    outcome.added.push(true);
+                }
+                Ok(Added::Present) => outcome.added.push(false),
+                Err(error) => {
+                    outcome.error = Some(error);
+                    return ControlFlow::Break(());
                 }
             }
-            ControlFlow::Continue(())
-        });
+        }
+        ControlFlow::Continue(())
     }
 
     /// Starts loading, in every layer, the cache lines a group of items will touch. Not for a
@@ -582,5 +640,74 @@ impl BloomFilter {
             .as_ref()
             .map_or(0, |_| allocation_size(size_of::<LayerSize>() as u64));
         allocation_size(size_of_val(&*self.layers) as u64) + next_shape + self.allocated_bytes()
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::budget::Unlimited;
+    use crate::sizing::Layout;
+
+    /// Adds `items` group by group through `add` into a fresh filter of `size`.
+    fn added_by(
+        size: LayerSize,
+        items: &[[u8; 8]],
+        add: impl Fn(&mut BloomFilter, &[ItemHash], &mut AddOutcome) -> ControlFlow<()>,
+    ) -> (BloomFilter, AddOutcome) {
+        let num_hashes = size.num_hashes as i32;
+        let params = FilterParams {
+            capacity: 2_000,
+            error_rate: (0.5f64.powi(num_hashes) / 0.9).min(0.5),
+            growth: Growth::NonScaling,
+            seed: 77,
+        };
+        let mut filter = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
+        let mut outcome = AddOutcome::default();
+        for_each_group(items.iter().map(|i| i.as_slice()), params.seed, |group| {
+            add(&mut filter, group, &mut outcome)
+        });
+        (filter, outcome)
+    }
+
+    #[test]
+    fn the_bmi2_batch_add_sets_the_bits_of_the_portable_one() {
+        // Repeats (items 0..300 twice) answer "not new" the second time.
+        let items: Vec<[u8; 8]> = (0..1_800u64)
+            .map(|i| {
+                (i % 1_500)
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .to_le_bytes()
+            })
+            .collect();
+        let shapes = [
+            (Layout::Classic, 7),
+            (Layout::Blocked, 6),
+            (Layout::Blocked, 16),
+            (Layout::Lines(2), 5),
+            (Layout::Lines(3), 7),
+            (Layout::Lines(4), 7),
+            (Layout::Lines(4), 8),
+        ];
+        for (layout, per_line) in shapes {
+            let size = LayerSize {
+                bits: 2_000 * 64,
+                num_hashes: per_line * layout.lines().max(1),
+                layout,
+            };
+            let portable = added_by(size, &items, |f, group, outcome| {
+                f.add_group(group, &mut Unlimited, outcome)
+            });
+            let bmi2 = added_by(size, &items, |f, group, outcome| {
+                bits::with_fast_shifts(AddGroup {
+                    filter: f,
+                    group,
+                    budget: &mut Unlimited,
+                    outcome,
+                })
+            });
+            assert_eq!(bmi2, portable, "{layout:?} × {per_line}");
+            assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
+        }
     }
 }

@@ -190,6 +190,15 @@ pub enum SizingError {
     Capacity,
 }
 
+impl std::fmt::Display for SizingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SizingError::ErrorRate => "error rate too small for a Bloom filter",
+            SizingError::Capacity => "capacity too large for a Bloom filter",
+        })
+    }
+}
+
 /// Sizes a layer so that `capacity` items give a false-positive rate of at most `error_rate`:
 /// in the fewest cache lines per item (1 to [`MAX_LINES`]) that cost at most [`LINES_MAX_COST`]
 /// in bits over the classic layout, or classic when the layer is small (see [`LINES_MIN_BYTES`])

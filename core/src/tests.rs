@@ -602,3 +602,105 @@ fn batch_lookups_in_lines_match_one_at_a_time() {
         assert!(whole[2_500..12_500].iter().all(|&answer| answer));
     }
 }
+
+/// The bit positions of `hash` in a layer of `size`, straight from the hash's definitions: k
+/// double-hashed positions when classic, else per line j its line's 512 bits offset by each probe.
+fn reference_positions(hash: &ItemHash, size: super::LayerSize) -> Vec<u64> {
+    match size.layout {
+        Layout::Classic => hash.positions(size.bits, size.num_hashes).collect(),
+        Layout::Blocked | Layout::Lines(_) => (0..size.layout.lines() as usize)
+            .flat_map(|j| {
+                let line = hash.line(j, size.bits / 512);
+                hash.line_probes(j, size.hashes_per_line())
+                    .map(move |p| line * 512 + u64::from(p))
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn batch_adds_set_the_reference_bits_in_every_layout() {
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let shapes = [
+        (Layout::Classic, 7),
+        (Layout::Classic, 20),
+        (Layout::Blocked, 1),
+        (Layout::Blocked, 5),
+        (Layout::Blocked, 6),
+        (Layout::Blocked, 7),
+        (Layout::Blocked, 8),
+        (Layout::Blocked, 16),
+        (Layout::Lines(2), 5),
+        (Layout::Lines(2), 6),
+        (Layout::Lines(2), 13),
+        (Layout::Lines(3), 5),
+        (Layout::Lines(3), 7),
+        (Layout::Lines(4), 6),
+        (Layout::Lines(4), 7),
+        (Layout::Lines(4), 8),
+    ];
+    let capacity = 2_000u64;
+    for (layout, per_line) in shapes {
+        let num_hashes = per_line * layout.lines().max(1);
+        let size = super::LayerSize {
+            bits: capacity * 64 / 512 * 512,
+            num_hashes,
+            layout,
+        };
+        // A rate whose optimal hash count is about num_hashes, so that the shape is admitted.
+        let params = FilterParams {
+            capacity,
+            error_rate: (0.5f64.powi(num_hashes as i32) / 0.9).min(0.5),
+            growth: Growth::NonScaling,
+            seed: rng.random(),
+        };
+        let mut f = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
+        let mut words = vec![0u64; (size.bits / 64) as usize];
+        let mut items = random_items(&mut rng, 1_500);
+        items.extend_from_within(100..400);
+        for batch in items.chunks(700) {
+            let mut outcome = AddOutcome::default();
+            f.insert_many(
+                batch.iter().map(|i| i.as_slice()),
+                &mut Unlimited,
+                &mut outcome,
+            );
+            let expected: Vec<bool> = batch
+                .iter()
+                .map(|item| {
+                    let positions = reference_positions(&f.hash(item), size);
+                    let new = positions
+                        .iter()
+                        .any(|&p| words[(p / 64) as usize] & (1 << (p % 64)) == 0);
+                    for p in positions {
+                        words[(p / 64) as usize] |= 1 << (p % 64);
+                    }
+                    new
+                })
+                .collect();
+            assert_eq!(outcome.added, expected, "{layout:?} × {per_line}");
+            assert_eq!(outcome.error, None);
+        }
+        let mut bytes = vec![0u8; size.bytes() as usize];
+        f.read_bits(0, &mut bytes);
+        let reference: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert!(bytes == reference, "{layout:?} × {per_line}: bits differ");
+        let queries = random_items(&mut rng, 2_000);
+        let mut found = Vec::new();
+        f.contains_many(
+            queries.iter().chain(&items).map(|i| i.as_slice()),
+            |answer| found.push(answer),
+        );
+        let expected: Vec<bool> = queries
+            .iter()
+            .chain(&items)
+            .map(|item| {
+                reference_positions(&f.hash(item), size)
+                    .iter()
+                    .all(|&p| words[(p / 64) as usize] & (1 << (p % 64)) != 0)
+            })
+            .collect();
+        assert_eq!(found, expected, "{layout:?} × {per_line}");
+        assert!(found[2_000..].iter().all(|&answer| answer));
+    }
+}

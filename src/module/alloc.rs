@@ -363,6 +363,12 @@ unsafe impl GlobalAlloc for ModuleAlloc {
     }
 }
 
+/// The size of a memory page, None where the system cannot say.
+pub fn page_bytes() -> Option<usize> {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()
+}
+
 /// Zeroes a freshly allocated block without touching its whole pages: they are handed back to the
 /// kernel (MADV_DONTNEED), which maps them to zero-filled pages again on first use, so a 1 GiB
 /// filter is neither written nor made resident at creation. Only the partial pages at either end
@@ -371,9 +377,8 @@ unsafe impl GlobalAlloc for ModuleAlloc {
 /// # Safety
 /// `block` must point to `size` writable bytes that the caller owns.
 unsafe fn zero(block: *mut u8, size: usize) {
-    // SAFETY: sysconf has no preconditions.
-    let page = match usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) {
-        Ok(page) if page.is_power_of_two() => page,
+    let page = match page_bytes() {
+        Some(page) if page.is_power_of_two() => page,
         // SAFETY: the caller owns `size` bytes at `block`.
         _ => return unsafe { block.write_bytes(0, size) },
     };

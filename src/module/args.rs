@@ -1,61 +1,21 @@
 //! The one place command arguments are parsed: typed results, and one error reply per failure.
 
-use rustbloom_core::partition::{Partition, PartitionError, MAX_PARTITIONS};
+use rustbloom_core::partition::{Partition, MAX_PARTITIONS};
 use rustbloom_core::scalable::MAX_EXPANSION;
 use rustbloom_core::scalable::{MAX_CAPACITY, MAX_LAYERS};
 use rustbloom_core::sizing::Layout;
 use rustbloom_core::window::{MAX_WINDOW_MS, MIN_WINDOW_MS};
 use rustbloom_core::{Growth, LayerSize};
 
+use super::errors::{
+    core_error, BAD_CAPACITY, BAD_ERROR_RATE, BAD_EXPANSION, BAD_INFO_FIELD, BAD_ITERATOR,
+    BAD_LAYER_INDEX, BAD_PARTITION, BAD_SEED, BAD_SHAPE, BAD_TIMESTAMP, BAD_WINDOW, CAPACITY_RANGE,
+    ERROR_RATE_RANGE, EXPANSION_RANGE, EXPANSION_TOO_SMALL, INSERT_BAD_ARGUMENT,
+    INSERT_BAD_CAPACITY, INSERT_BAD_ERROR_RATE, INSERT_BAD_EXPANSION, NONSCALING_EXPANSION,
+    NO_EXPANSION, PARTITIONS_RANGE, PARTITION_AND_PARTITIONS, UNKNOWN_ARGUMENT, WINDOW_EXPANSION,
+    WINDOW_RANGE,
+};
 use super::ffi::{Command, CommandError};
-
-// RedisBloom's replies, word for word, with the `ERR ` prefix added where RedisBloom has none:
-// BF.RESERVE's (the range texts are those of RedisBloom 8, bundled with Redis 8), and BF.INSERT's
-// own, which name the option (`Bad capacity`) whatever is wrong with its value.
-const BAD_ERROR_RATE: CommandError = CommandError::Static("ERR bad error rate");
-const ERROR_RATE_RANGE: CommandError =
-    CommandError::Static("ERR error rate must be in the range (0.000000, 1.000000)");
-const BAD_CAPACITY: CommandError = CommandError::Static("ERR bad capacity");
-const CAPACITY_RANGE: CommandError =
-    CommandError::Static("ERR capacity must be in the range [1, 1073741824]");
-const BAD_EXPANSION: CommandError = CommandError::Static("ERR bad expansion");
-/// BF.RESERVE's EXPANSION with no value after it.
-const NO_EXPANSION: CommandError = CommandError::Static("ERR no expansion");
-const INSERT_BAD_ERROR_RATE: CommandError = CommandError::Static("ERR Bad error rate");
-const INSERT_BAD_CAPACITY: CommandError = CommandError::Static("ERR Bad capacity");
-const INSERT_BAD_EXPANSION: CommandError = CommandError::Static("ERR Bad expansion");
-/// EXPANSION below 1: BF.RESERVE's reply in RedisBloom 2.8, BF.INSERT's (whose 0 no longer means
-/// non-scaling in RedisBloom 2.8, where it creates nothing).
-const EXPANSION_TOO_SMALL: CommandError =
-    CommandError::Static("ERR expansion should be greater or equal to 1");
-const INSERT_BAD_ARGUMENT: CommandError = CommandError::Static("ERR Bad argument received");
-const EXPANSION_RANGE: CommandError =
-    CommandError::Static("ERR expansion must be in the range [1, 32768]");
-const NONSCALING_EXPANSION: CommandError =
-    CommandError::Static("ERR Nonscaling filters cannot expand");
-const BAD_SEED: CommandError = CommandError::Static("ERR bad seed");
-const UNKNOWN_ARGUMENT: CommandError = CommandError::Static("ERR Unknown argument received");
-pub const BAD_ITERATOR: CommandError = CommandError::Static("ERR Second argument must be numeric");
-const BAD_INFO_FIELD: CommandError = CommandError::Static("ERR Invalid information value");
-const BAD_SHAPE: CommandError =
-    CommandError::Static("ERR bad layer shape (expected bits, hashes and a layout code)");
-const BAD_LAYER_INDEX: CommandError = CommandError::Static("ERR bad layer index");
-const BAD_WINDOW: CommandError = CommandError::Static("ERR bad window");
-const WINDOW_RANGE: CommandError = CommandError::Static(
-    "ERR window must be a whole number of milliseconds in the range [4, 1099511627776]",
-);
-const WINDOW_EXPANSION: CommandError = CommandError::Static(
-    "ERR window filters do not expand: WINDOW excludes EXPANSION and NONSCALING",
-);
-const BAD_TIMESTAMP: CommandError = CommandError::Static("ERR bad timestamp");
-const BAD_PARTITION: CommandError =
-    CommandError::Static("ERR bad partition (expected index, partitions and routing seed)");
-const PARTITIONS_RANGE: CommandError =
-    CommandError::Static("ERR partitions must be in the range [1, 4096]");
-const PARTITION_INDEX: CommandError =
-    CommandError::Static("ERR partition index must be below the number of partitions");
-const PARTITION_AND_PARTITIONS: CommandError =
-    CommandError::Static("ERR PARTITION and PARTITIONS exclude each other");
 
 /// Creation parameters a command gave explicitly; the rest come from the configured defaults.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -350,11 +310,7 @@ pub fn parse_reserve(
                 .and_then(|index| u32::try_from(index).ok())
                 .ok_or(BAD_PARTITION)?;
             let routing_seed = parse_u64(seed).ok_or(BAD_PARTITION)?;
-            let partition =
-                Partition::new(index, count, routing_seed).map_err(|error| match error {
-                    PartitionError::Index => PARTITION_INDEX,
-                    _ => PARTITIONS_RANGE,
-                })?;
+            let partition = Partition::new(index, count, routing_seed).map_err(core_error)?;
             role = Some(PartitionRole::Partition(partition));
         } else if name.eq_ignore_ascii_case(b"PARTITIONS") {
             if matches!(role, Some(PartitionRole::Partition(_))) {

@@ -1,7 +1,7 @@
 //! Module settings (`CONFIG GET/SET bf.*`, redis.conf, load-time arguments): the defaults of new
 //! filters and the memory limits. Every setter validates; an invalid value is refused, never stored.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -11,13 +11,12 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, raw, Context};
 
-use rustbloom_core::budget::LimitError;
 use rustbloom_core::scalable::MAX_CAPACITY;
 use rustbloom_core::scalable::MAX_EXPANSION;
 use rustbloom_core::Growth;
 
 use super::args;
-use super::ffi::{self, ConfigReply, LoadCtx, StringConfigCallbacks};
+use super::ffi::{ConfigReply, LoadCtx, StringConfig};
 
 /// `bf.error-rate`: error rate of filters created without one.
 pub const DEFAULT_ERROR_RATE: &CStr = c"0.01";
@@ -91,26 +90,20 @@ impl ErrorRateSetting {
 /// The string `bf.error-rate`'s getter handed out last (see [`ConfigReply`]).
 static ERROR_RATE_REPLY: ConfigReply = ConfigReply::new();
 
-unsafe extern "C" fn error_rate_get(
-    _name: *const c_char,
-    _privdata: *mut c_void,
-) -> *mut raw::RedisModuleString {
-    ffi::guard("CONFIG GET bf.error-rate", std::ptr::null_mut(), || {
-        ERROR_RATE_REPLY.hand_out(&ERROR_RATE.get().to_string())
-    })
-}
+/// `bf.error-rate`, registered by hand (see [`register`]).
+struct ErrorRateConfig;
 
-unsafe extern "C" fn error_rate_set(
-    _name: *const c_char,
-    value: *mut raw::RedisModuleString,
-    _privdata: *mut c_void,
-    err: *mut *mut raw::RedisModuleString,
-) -> c_int {
-    ffi::guard(
-        "CONFIG SET bf.error-rate",
-        raw::REDISMODULE_ERR as c_int,
-        || ffi::string_config_set(value, err, |text| ERROR_RATE.set_text(text)),
-    )
+impl StringConfig for ErrorRateConfig {
+    const GET: &'static str = "CONFIG GET bf.error-rate";
+    const SET: &'static str = "CONFIG SET bf.error-rate";
+
+    fn get(_privdata: usize) -> *mut raw::RedisModuleString {
+        ERROR_RATE_REPLY.hand_out(&ERROR_RATE.get().to_string())
+    }
+
+    fn set(_privdata: usize, text: &[u8]) -> Result<(), String> {
+        ERROR_RATE.set_text(text).map_err(String::from)
+    }
 }
 
 /// The parameters a command falls back on.
@@ -148,27 +141,6 @@ pub fn filter_limit() -> u64 {
     MAX_FILTER_BYTES.load(Ordering::Relaxed).max(0) as u64
 }
 
-/// The error reply for a limit that refused an allocation: what was hit and how to raise it.
-pub fn limit_message(limit: LimitError) -> String {
-    match limit {
-        LimitError::FilterBytes { needed, limit } => format!(
-            "ERR filter would use {needed} bytes, over the per-filter limit of {limit} bytes \
-             (raise it with CONFIG SET bf.max-filter-bytes)"
-        ),
-        LimitError::ServerMemory { needed, available } => format!(
-            "ERR filter needs {needed} more bytes but only {available} can be allocated \
-             (the least of what maxmemory leaves and the machine's available memory)"
-        ),
-        LimitError::MaxMemory { needed, maxmemory } => format!(
-            "ERR filter would use {needed} bytes, more than maxmemory ({maxmemory} bytes): \
-             no eviction can make room for it"
-        ),
-        LimitError::Allocation { needed } => {
-            format!("ERR out of memory: the system refused {needed} bytes for the filter")
-        }
-    }
-}
-
 type OnChanged = Box<dyn Fn(&ConfigurationContext, &str, &'static AtomicI64)>;
 /// Name, variable, default, min, max, flags and what to do on a change.
 type IntegerConfig = (
@@ -186,14 +158,10 @@ type IntegerConfig = (
 pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
     // Registered by hand, not through redis-module's string configs: their getter hands Redis a
     // new string at every CONFIG GET that nobody frees.
-    load.register_string_config(
+    load.register_string_config::<ErrorRateConfig>(
         c"error-rate",
         DEFAULT_ERROR_RATE,
         ConfigurationFlags::DEFAULT.bits(),
-        StringConfigCallbacks {
-            get: error_rate_get,
-            set: error_rate_set,
-        },
         0,
     )
     .map_err(|()| "the server refused the config bf.error-rate".to_string())?;
@@ -325,11 +293,11 @@ impl Alias {
         }
     }
 
-    fn from_privdata(privdata: *mut c_void) -> Option<Alias> {
+    fn from_privdata(privdata: usize) -> Option<Alias> {
         ALIASES
             .iter()
             .map(|&(alias, _, _)| alias)
-            .find(|&alias| alias as usize == privdata as usize)
+            .find(|&alias| alias as usize == privdata)
     }
 }
 
@@ -337,36 +305,26 @@ impl Alias {
 static ALIAS_REPLIES: [ConfigReply; 3] =
     [ConfigReply::new(), ConfigReply::new(), ConfigReply::new()];
 
-unsafe extern "C" fn alias_get(
-    _name: *const c_char,
-    privdata: *mut c_void,
-) -> *mut raw::RedisModuleString {
-    ffi::guard(
-        "CONFIG GET of an alias",
-        std::ptr::null_mut(),
-        || match Alias::from_privdata(privdata) {
+/// RedisBloom's config names, each registered with its [`Alias`] as privdata.
+struct AliasConfig;
+
+impl StringConfig for AliasConfig {
+    const GET: &'static str = "CONFIG GET of an alias";
+    const SET: &'static str = "CONFIG SET of an alias";
+
+    fn get(privdata: usize) -> *mut raw::RedisModuleString {
+        match Alias::from_privdata(privdata) {
             Some(alias) => ALIAS_REPLIES[alias as usize].hand_out(&alias.value()),
             None => std::ptr::null_mut(),
-        },
-    )
-}
+        }
+    }
 
-unsafe extern "C" fn alias_set(
-    _name: *const c_char,
-    value: *mut raw::RedisModuleString,
-    privdata: *mut c_void,
-    err: *mut *mut raw::RedisModuleString,
-) -> c_int {
-    ffi::guard(
-        "CONFIG SET of an alias",
-        raw::REDISMODULE_ERR as c_int,
-        || {
-            ffi::string_config_set(value, err, |text| match Alias::from_privdata(privdata) {
-                Some(alias) => alias.set(text),
-                None => Err("unknown config".to_string()),
-            })
-        },
-    )
+    fn set(privdata: usize, text: &[u8]) -> Result<(), String> {
+        match Alias::from_privdata(privdata) {
+            Some(alias) => alias.set(text),
+            None => Err("unknown config".to_string()),
+        }
+    }
 }
 
 /// Registers RedisBloom's config names where the server lets a module register a name without
@@ -383,15 +341,10 @@ fn register_redisbloom_names(load: &LoadCtx) -> String {
         );
     };
     for (alias, name, ours) in ALIASES {
-        let callbacks = StringConfigCallbacks {
-            get: alias_get,
-            set: alias_set,
-        };
-        let registered = load.register_string_config(
+        let registered = load.register_string_config::<AliasConfig>(
             name,
             c"",
             raw::REDISMODULE_CONFIG_UNPREFIXED,
-            callbacks,
             alias as usize,
         );
         if registered.is_err() {

@@ -9,10 +9,10 @@
 //! RESTORE of its DUMP payloads. They load as RedisBloom filters
 //! ([`rustbloom_core::redisbloom`]) and are saved in our encoding from then on.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::ptr::null_mut;
 
-use redis_module::{native_types::RedisType, raw};
+use redis_module::raw;
 
 use rustbloom_core::budget::LimitError;
 use rustbloom_core::encoding::RDB_PIECE_BYTES;
@@ -22,8 +22,8 @@ use rustbloom_core::transfer::load_commands;
 use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
 use super::alloc;
-use super::config;
-use super::ffi::{self, guard, log, now_ms, stop_server, Digest, Io, ModuleValue, RedisBuffer};
+use super::errors;
+use super::ffi::{self, log, now_ms, stop_server, Digest, Io, ModuleValue, RedisBuffer, ValueType};
 use super::memory::CommandBudget;
 use super::partition::descriptor_args;
 use super::stats;
@@ -33,53 +33,45 @@ pub const TYPE_NAME: &str = rb_rdb::TYPE_NAME;
 /// Our encodings start at 100; 0–4 are RedisBloom's.
 pub const ENCODING_VERSION: i32 = 100;
 
-pub static BLOOM_TYPE: RedisType = RedisType::new(
-    TYPE_NAME,
-    ENCODING_VERSION,
-    raw::RedisModuleTypeMethods {
-        version: 3,
-        rdb_load: Some(rdb_load),
-        rdb_save: Some(rdb_save),
-        aof_rewrite: Some(aof_rewrite),
-        mem_usage: Some(mem_usage),
-        digest: Some(digest),
-        free: Some(free),
-        aux_load: None,
-        aux_save: None,
-        aux_save_triggers: 0,
-        free_effort: Some(free_effort),
-        unlink: None,
-        copy: Some(copy),
-        defrag: None,
-        mem_usage2: None,
-        free_effort2: None,
-        unlink2: None,
-        copy2: None,
-        aux_save2: None,
-    },
-);
+pub static BLOOM_TYPE: ValueType<StoredValue> = ValueType::new(TYPE_NAME, ENCODING_VERSION);
 
-/// The registered type, for key lookups.
-pub fn bloom_type() -> *mut raw::RedisModuleType {
-    *BLOOM_TYPE.raw_type.borrow()
-}
-
-// SAFETY: every value of BLOOM_TYPE is a Box<StoredValue>: set by Key::set_value, rdb_load and
-// copy, freed by `free`.
-unsafe impl ModuleValue for StoredValue {
-    fn module_type() -> *mut raw::RedisModuleType {
-        bloom_type()
+impl ModuleValue for StoredValue {
+    fn value_type() -> &'static ValueType<Self> {
+        &BLOOM_TYPE
     }
-}
 
-/// The filter of a value Redis passes a type callback.
-///
-/// # Safety
-/// `value` is a value of BLOOM_TYPE (a Box<StoredValue>), alive and unchanged for `'a`: Redis
-/// does not change or free a value during a callback given it.
-unsafe fn stored_ref<'a>(value: *const c_void) -> &'a StoredValue {
-    // SAFETY: the caller's contract.
-    unsafe { &*value.cast::<StoredValue>() }
+    fn rdb_save(&self, rdb: Io) {
+        each_rdb_string(self, |bytes| rdb.save_buffer(bytes));
+    }
+
+    fn rdb_load(rdb: Io, encver: c_int) -> Option<Self> {
+        rdb_load(rdb, encver)
+    }
+
+    fn aof_rewrite(&self, aof: Io, key: *mut raw::RedisModuleString) {
+        aof_rewrite(self, aof, key);
+    }
+
+    fn mem_usage(&self) -> usize {
+        self.memory_usage() as usize
+    }
+
+    fn digest(&self, md: Digest) {
+        each_rdb_string(self, |bytes| md.add(bytes));
+        md.end_sequence();
+    }
+
+    fn free(self) {
+        stats::filter_freed(&self);
+    }
+
+    fn free_effort(&self) -> usize {
+        free_effort(self)
+    }
+
+    fn copy(&self, from: *mut raw::RedisModuleString) -> Option<Self> {
+        copy(self, from)
+    }
 }
 
 /// Hands `out` the RDB form of a filter, the part shared by rdb_save and digest: the header,
@@ -101,44 +93,33 @@ fn each_rdb_string(stored: &StoredValue, mut out: impl FnMut(&[u8])) {
     }
 }
 
-extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    guard("rdb_save", (), || {
-        // SAFETY: the stream and the value Redis passed this callback.
-        let (rdb, stored) = unsafe { (Io::new(rdb), stored_ref(value)) };
-        each_rdb_string(stored, |bytes| rdb.save_buffer(bytes));
-    })
-}
-
-extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    guard("rdb_load", null_mut(), || {
-        // SAFETY: the stream Redis passed this callback.
-        let rdb = unsafe { Io::new(rdb) };
-        let loaded = if encver == ENCODING_VERSION {
-            load_filter(rdb)
-        } else if (0..=rb_rdb::ENCODING_VERSION).contains(&encver) {
-            load_redisbloom(rdb, encver)
-        } else {
-            Err(format!(
-                "cannot read {TYPE_NAME} encoding version {encver} (written by a newer \
+/// A value of any encoding this release reads; None refuses it, logged.
+fn rdb_load(rdb: Io, encver: c_int) -> Option<StoredValue> {
+    let loaded = if encver == ENCODING_VERSION {
+        load_filter(rdb)
+    } else if (0..=rb_rdb::ENCODING_VERSION).contains(&encver) {
+        load_redisbloom(rdb, encver)
+    } else {
+        Err(format!(
+            "cannot read {TYPE_NAME} encoding version {encver} (written by a newer \
                  rustbloom); this release reads {ENCODING_VERSION} and RedisBloom's 0 to {}",
-                rb_rdb::ENCODING_VERSION
-            ))
-        };
-        match loaded {
-            Ok(filter) => {
-                stats::filter_added(&filter);
-                Box::into_raw(Box::new(filter)).cast()
-            }
-            Err(reason) => {
-                log(
-                    null_mut(),
-                    "warning",
-                    &format!("rustbloom: refused a Bloom filter payload: {reason}"),
-                );
-                null_mut()
-            }
+            rb_rdb::ENCODING_VERSION
+        ))
+    };
+    match loaded {
+        Ok(filter) => {
+            stats::filter_added(&filter);
+            Some(filter)
         }
-    })
+        Err(reason) => {
+            log(
+                null_mut(),
+                "warning",
+                &format!("rustbloom: refused a Bloom filter payload: {reason}"),
+            );
+            None
+        }
+    }
 }
 
 fn load_filter(rdb: Io) -> Result<StoredValue, String> {
@@ -246,7 +227,7 @@ fn writable_replica_note(ctx: *mut raw::RedisModuleCtx) -> &'static str {
 /// A limit refused a load: the reason, for a client's RESTORE; for the dataset or a replica's
 /// copy of its primary, the server stops rather than start without the filter.
 fn refused_load(rdb: Io, budget: &CommandBudget, limit: LimitError) -> String {
-    let message = config::limit_message(limit);
+    let message = errors::limit_message(limit);
     let key = rdb.key_name();
     if budget.is_replayed() {
         stop_server(&format!("cannot load key '{key}': {message}"));
@@ -262,55 +243,20 @@ fn refused_load(rdb: Io, budget: &CommandBudget, limit: LimitError) -> String {
     message
 }
 
-extern "C" fn aof_rewrite(
-    aof: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    value: *mut c_void,
-) {
-    guard("aof_rewrite", (), || {
-        // SAFETY: the stream and the value Redis passed this callback.
-        let (aof, stored) = unsafe { (Io::new(aof), stored_ref(value)) };
-        let stored = match stored {
-            StoredValue::Filter(stored) => stored,
-            StoredValue::Descriptor(descriptor) => {
-                aof.emit_reserve(key, &descriptor_args(descriptor));
-                return;
-            }
-        };
-        // A filter still being loaded is rewritten as the same partial load, which stays
-        // incomplete (and refuses queries) until its remaining chunks arrive.
-        for (iterator, data) in load_commands(stored) {
-            aof.emit_loadchunk(key, iterator as i64, &data);
+/// A descriptor as its BF.RESERVE, a filter as the BF.LOADCHUNKs of a SCANDUMP.
+fn aof_rewrite(stored: &StoredValue, aof: Io, key: *mut raw::RedisModuleString) {
+    let stored = match stored {
+        StoredValue::Filter(stored) => stored,
+        StoredValue::Descriptor(descriptor) => {
+            aof.emit_reserve(key, &descriptor_args(descriptor));
+            return;
         }
-    })
-}
-
-extern "C" fn mem_usage(value: *const c_void) -> usize {
-    guard("mem_usage", 0, || {
-        // SAFETY: the value Redis passed this callback.
-        let stored = unsafe { stored_ref(value) };
-        stored.memory_usage() as usize
-    })
-}
-
-extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    guard("digest", (), || {
-        // SAFETY: the digest and the value Redis passed this callback.
-        let (md, stored) = unsafe { (Digest::new(md), stored_ref(value)) };
-        each_rdb_string(stored, |bytes| md.add(bytes));
-        md.end_sequence();
-    })
-}
-
-extern "C" fn free(value: *mut c_void) {
-    guard("free", (), || {
-        if !value.is_null() {
-            // SAFETY: Redis frees each value of this type once, through this callback, and the
-            // value is a Box<StoredValue> (see ModuleValue for StoredValue).
-            let stored = unsafe { Box::from_raw(value.cast::<StoredValue>()) };
-            stats::filter_freed(&stored);
-        }
-    })
+    };
+    // A filter still being loaded is rewritten as the same partial load, which stays
+    // incomplete (and refuses queries) until its remaining chunks arrive.
+    for (iterator, data) in load_commands(stored) {
+        aof.emit_loadchunk(key, iterator as i64, &data);
+    }
 }
 
 /// Bytes one unit of free effort stands for. Redis frees a value in the background when its
@@ -320,54 +266,43 @@ extern "C" fn free(value: *mut c_void) {
 /// than the hand-off.
 const FREE_EFFORT_UNIT: u64 = 64 << 10;
 
-extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_void) -> usize {
-    guard("free_effort", 1, || {
-        // SAFETY: the value Redis passed this callback.
-        let bytes = match unsafe { stored_ref(value) } {
-            StoredValue::Filter(stored) => stored.filter().allocated_bytes(),
-            StoredValue::Descriptor(_) => 0,
-        };
-        usize::try_from(bytes / FREE_EFFORT_UNIT + 1).unwrap_or(usize::MAX)
-    })
+fn free_effort(stored: &StoredValue) -> usize {
+    let bytes = match stored {
+        StoredValue::Filter(stored) => stored.filter().allocated_bytes(),
+        StoredValue::Descriptor(_) => 0,
+    };
+    usize::try_from(bytes / FREE_EFFORT_UNIT + 1).unwrap_or(usize::MAX)
 }
 
 /// COPY: a deep copy whose bytes the budget admits first, allocated fallibly; a refusal is
 /// logged and Redis answers the client an error. On a read-only replica, or while loading, the
 /// primary already admitted it (see [`load_budget`]).
-extern "C" fn copy(
-    from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
-    guard("copy", null_mut(), || {
-        // SAFETY: the value Redis passed this callback.
-        let stored = unsafe { stored_ref(value) };
-        let mut budget = CommandBudget::new(null_mut(), admitted_elsewhere(null_mut()));
-        match stored.try_clone(&mut budget) {
-            Ok(copy) => {
-                stats::filter_added(&copy);
-                Box::into_raw(Box::new(copy)).cast()
-            }
-            Err(limit) => {
-                let key = ffi::string_text(from);
-                if budget.is_replayed() {
-                    stop_server(&format!(
-                        "cannot copy key '{key}': {}",
-                        config::limit_message(limit)
-                    ));
-                }
-                stats::count(&stats::REFUSED_BY_LIMITS, 1);
-                log(
-                    null_mut(),
-                    "warning",
-                    &format!(
-                        "rustbloom: COPY of '{key}' refused: {}{}",
-                        config::limit_message(limit),
-                        writable_replica_note(null_mut())
-                    ),
-                );
-                null_mut()
-            }
+fn copy(stored: &StoredValue, from: *mut raw::RedisModuleString) -> Option<StoredValue> {
+    let mut budget = CommandBudget::new(null_mut(), admitted_elsewhere(null_mut()));
+    match stored.try_clone(&mut budget) {
+        Ok(copy) => {
+            stats::filter_added(&copy);
+            Some(copy)
         }
-    })
+        Err(limit) => {
+            let key = ffi::string_text(from);
+            if budget.is_replayed() {
+                stop_server(&format!(
+                    "cannot copy key '{key}': {}",
+                    errors::limit_message(limit)
+                ));
+            }
+            stats::count(&stats::REFUSED_BY_LIMITS, 1);
+            log(
+                null_mut(),
+                "warning",
+                &format!(
+                    "rustbloom: COPY of '{key}' refused: {}{}",
+                    errors::limit_message(limit),
+                    writable_replica_note(null_mut())
+                ),
+            );
+            None
+        }
+    }
 }

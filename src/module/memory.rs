@@ -261,7 +261,6 @@ fn available_physical_memory() -> Option<u64> {
 fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+    let page = u64::try_from(alloc::page_bytes()?).ok()?;
     Some(pages.saturating_mul(page))
 }

@@ -6,6 +6,7 @@ pub mod args;
 pub(crate) mod commands;
 pub(crate) mod config;
 pub(crate) mod datatype;
+pub(crate) mod errors;
 pub(crate) mod ffi;
 pub(crate) mod memory;
 pub(crate) mod partition;
@@ -30,9 +31,8 @@ const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 
 /// Module start-up, after the data type and the configs are registered.
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    let raw_ctx = ctx.get_raw();
-    // SAFETY: init runs inside RedisModule_OnLoad, with its context.
-    let load = unsafe { LoadCtx::new(raw_ctx) };
+    let load = LoadCtx::new(ctx);
+    let raw_ctx = load.raw();
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let allocator_note = memory::use_server_allocator(raw_ctx);
     let configured = config::register(ctx, &load).and_then(|mut notes| {
@@ -47,7 +47,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
-    load.register_info(stats::info);
+    load.register_info::<stats::BloomSection>();
     // Keys are signalled as modified only when a command changed them, so WATCH and
     // client-side caching are not disturbed by adds of items already present.
     let mut options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS

@@ -6,33 +6,16 @@
 
 use rustbloom_core::partition::{
     partition_key, partition_names_fit, Descriptor, Partition, PartitionGrowth,
-    MAX_PARTITION_NAME_BYTES,
 };
 use rustbloom_core::{Growth, StoredFilter, StoredValue};
 
 use super::args::CreateOptions;
 use super::config;
+use super::errors::{
+    items_to_descriptor, misrouted, names_too_long, DESCRIPTOR, DESCRIPTOR_OPTIONS,
+    PARTITIONS_TOO_LARGE, SEED_REUSED,
+};
 use super::ffi::{Command, CommandError, CommandResult, Key};
-
-/// A partitioned filter's name too long for its P partition keys to be listed.
-fn names_too_long(partitions: u32) -> CommandError {
-    CommandError::Owned(format!(
-        "ERR name too long for {partitions} partitions: the name's length times the partitions \
-         must be at most {MAX_PARTITION_NAME_BYTES} bytes (BF.INFO lists every partition key)"
-    ))
-}
-
-/// Non-item commands on a descriptor (BF.CARD, BF.SCANDUMP, ...).
-pub const DESCRIPTOR: CommandError = CommandError::Static(
-    "ERR key is a partitioned filter: its items live in its partitions (BF.INFO lists them)",
-);
-pub const SEED_REUSED: CommandError =
-    CommandError::Static("ERR a partition's SEED must differ from its routing seed");
-const TOO_LARGE: CommandError =
-    CommandError::Static("ERR capacity too large for this many partitions");
-const DESCRIPTOR_OPTIONS: CommandError = CommandError::Static(
-    "ERR PARTITIONS creates a descriptor: SEED and SHAPE apply to its partitions only",
-);
 
 /// The filter at `key` for a lookup, checked before anything is read: on a partition key every
 /// item from argument `first_item` must route to it, else the whole command is refused; a
@@ -81,26 +64,13 @@ fn key_partition(command: &Command, key: &Key) -> Result<Option<Partition>, Comm
     }
 }
 
-/// The refusal of items sent to a descriptor.
-fn items_to_descriptor(command: &Command) -> CommandError {
-    CommandError::Owned(format!(
-        "ERR {} is a partitioned filter: send each item to its partition (BF.INFO {} lists them)",
-        String::from_utf8_lossy(command.arg(1)),
-        String::from_utf8_lossy(command.arg(1)),
-    ))
-}
-
 fn check_routing<'a>(
     partition: &Partition,
     items: impl IntoIterator<Item = &'a [u8]>,
 ) -> CommandResult {
     match partition.first_misrouted(items) {
         None => Ok(()),
-        Some((_, routed)) => Err(CommandError::Owned(format!(
-            "ERR item routed to partition {routed} of {}, not {}",
-            partition.count(),
-            partition.index()
-        ))),
+        Some((_, routed)) => Err(misrouted(partition, routed)),
     }
 }
 
@@ -188,7 +158,7 @@ pub fn reserve_descriptor(
         options.error_rate.unwrap_or(defaults.error_rate),
         growth,
     )
-    .map_err(|_| TOO_LARGE)?;
+    .map_err(|_| PARTITIONS_TOO_LARGE)?;
     let args = descriptor_args(&descriptor);
     command.replicate(
         "BF.RESERVE",

@@ -1,13 +1,10 @@
 //! Counters behind `INFO bf`: what the module holds and what it served.
 
-use std::ffi::c_int;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-
-use redis_module::raw;
 
 use rustbloom_core::{BloomFilter, Filter, StoredValue};
 
-use super::ffi::{guard, InfoCtx};
+use super::ffi::{InfoCtx, InfoSection};
 
 /// What the module holds, across all databases: changed whenever a filter is stored, grown,
 /// filled or freed (free can run on a background thread, hence atomics).
@@ -133,10 +130,10 @@ pub fn count(counter: &AtomicU64, by: usize) {
 }
 
 /// The `INFO bf` section (field names come out prefixed: `bf_filters`, ...).
-pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    guard("INFO", (), || {
-        // SAFETY: the info context Redis passed this callback.
-        let info = unsafe { InfoCtx::new(ctx) };
+pub struct BloomSection;
+
+impl InfoSection for BloomSection {
+    fn write(info: &InfoCtx) {
         let add_field = |name, value| info.add_field(name, value);
         let gauge = |counter: &AtomicI64| counter.load(Ordering::Relaxed).max(0) as u64;
         info.add_section(c"");
@@ -150,5 +147,5 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
             c"refused_by_limits",
             REFUSED_BY_LIMITS.load(Ordering::Relaxed),
         );
-    })
+    }
 }

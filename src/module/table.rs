@@ -3,14 +3,12 @@
 //! with `RedisModule_SetCommandInfo`, Redis 7.0+), so that cluster clients route by key specs and
 //! `COMMAND DOCS bf.add` tells users the grammar.
 
-use std::ffi::{c_char, c_int, CStr};
-use std::mem::size_of;
-use std::ptr::{null, null_mut};
+use std::ffi::{c_int, CStr};
 
 use redis_module::raw;
 
 use super::commands;
-use super::ffi::{run_command, LoadCtx};
+use super::ffi::{run_command, ArgDoc as Arg, ArgKind as Kind, CommandDoc, LoadCtx};
 
 /// Declares the C entry point of a command handler.
 macro_rules! entry_point {
@@ -41,27 +39,6 @@ entry_point!(bf_addat, commands::addat);
 
 type EntryPoint =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
-
-/// How an argument is typed in the docs.
-#[derive(Clone, Copy)]
-enum Kind {
-    Key,
-    Text,
-    Integer,
-    Double,
-    /// A bare keyword such as NONSCALING.
-    Token,
-}
-
-/// One argument of a command's grammar.
-struct Arg {
-    name: &'static CStr,
-    kind: Kind,
-    /// The keyword that precedes the value (EXPANSION n), if any.
-    token: Option<&'static CStr>,
-    optional: bool,
-    multiple: bool,
-}
 
 const fn arg(name: &'static CStr, kind: Kind) -> Arg {
     Arg {
@@ -296,20 +273,6 @@ static COMMANDS: [CommandSpec; 13] = [
     },
 ];
 
-fn raw_kind(kind: Kind) -> raw::RedisModuleCommandArgType {
-    match kind {
-        Kind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
-        Kind::Text => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
-        Kind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        Kind::Double => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
-        Kind::Token => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-    }
-}
-
-fn ptr(text: &'static CStr) -> *const c_char {
-    text.as_ptr()
-}
-
 /// Puts every command in the ACL category `bloom` where the server supports module categories
 /// (Redis 7.4+); on older servers this does nothing.
 pub fn register_acl_category(load: &LoadCtx) -> Result<(), String> {
@@ -317,74 +280,20 @@ pub fn register_acl_category(load: &LoadCtx) -> Result<(), String> {
     load.set_acl_category(c"bloom", &names).map(|_| ())
 }
 
-/// Registers every command and sets its docs. Redis copies what it is given; the arrays built
-/// here are zero-terminated, as the API wants, and freed on return.
+/// Registers every command and sets its docs.
 pub fn register(load: &LoadCtx) -> Result<(), String> {
-    let version = raw::RedisModuleCommandInfoVersion {
-        version: 1,
-        sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
-        sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
-        sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
-    };
-    for doc in &COMMANDS {
-        load.create_command(doc.name, doc.entry, doc.flags)
-            .map_err(|()| format!("cannot register {}", doc.name.to_string_lossy()))?;
-        let flags = if doc.writes {
-            raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE
-        } else {
-            raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS
+    for spec in &COMMANDS {
+        load.create_command(spec.name, spec.entry, spec.flags)
+            .map_err(|()| format!("cannot register {}", spec.name.to_string_lossy()))?;
+        let doc = CommandDoc {
+            summary: spec.summary,
+            complexity: spec.complexity,
+            arity: spec.arity,
+            writes: spec.writes,
+            args: spec.args,
         };
-        // SAFETY: all-zero is the documented terminator of these C arrays.
-        let mut key_specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
-        key_specs[0].flags = u64::from(flags);
-        key_specs[0].begin_search_type =
-            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-        key_specs[0].bs.index.pos = 1;
-        key_specs[0].find_keys_type =
-            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-        key_specs[0].fk.range.lastkey = 0;
-        key_specs[0].fk.range.keystep = 1;
-        key_specs[0].fk.range.limit = 0;
-
-        let mut args: Vec<raw::RedisModuleCommandArg> = doc
-            .args
-            .iter()
-            .map(|a| {
-                // SAFETY: every field of the C struct is a pointer or an integer.
-                let mut out: raw::RedisModuleCommandArg = unsafe { std::mem::zeroed() };
-                out.name = ptr(a.name);
-                out.type_ = raw_kind(a.kind);
-                out.key_spec_index = if matches!(a.kind, Kind::Key) { 0 } else { -1 };
-                out.token = a.token.map_or(null(), ptr);
-                let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
-                if a.optional {
-                    flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
-                }
-                if a.multiple {
-                    flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
-                }
-                out.flags = flags as c_int;
-                out
-            })
-            .collect();
-        // SAFETY: all-zero is the documented terminator of the C array.
-        args.push(unsafe { std::mem::zeroed() });
-
-        let info = raw::RedisModuleCommandInfo {
-            version: &version,
-            summary: ptr(doc.summary),
-            complexity: ptr(doc.complexity),
-            since: ptr(c"1.0.0"),
-            history: null_mut(),
-            tips: null(),
-            arity: doc.arity,
-            key_specs: key_specs.as_mut_ptr(),
-            args: args.as_mut_ptr(),
-        };
-        // SAFETY: `info` points to `version`, static strings, and the key spec and argument
-        // arrays above, each zero-terminated, all alive during the call (Redis copies them).
-        unsafe { load.set_command_info(doc.name, &info) }
-            .map_err(|()| format!("cannot set the docs of {}", doc.name.to_string_lossy()))?;
+        load.set_command_docs(spec.name, &doc)
+            .map_err(|()| format!("cannot set the docs of {}", spec.name.to_string_lossy()))?;
     }
     Ok(())
 }

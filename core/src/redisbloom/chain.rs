@@ -33,8 +33,7 @@ use crate::scalable::InsertError;
 pub struct RbAddOutcome {
     /// One entry per processed item, in order: true when it was new (and counted).
     pub added: Vec<bool>,
-    /// What stopped the operation at item `added.len()`, if anything did. Never
-    /// [`InsertError::Present`], which is recorded as `false` in `added`.
+    /// What stopped the operation at item `added.len()`, if anything did.
     pub error: Option<InsertError>,
 }
 
@@ -217,22 +216,18 @@ impl RbFilter {
         item: &[u8],
         budget: &mut B,
     ) -> Result<bool, InsertError> {
-        match self.insert_hash(self.hash(item), budget) {
-            Ok(()) => Ok(true),
-            Err(InsertError::Present) => Ok(false),
-            Err(error) => Err(error),
-        }
+        self.insert_hash(self.hash(item), budget)
     }
 
-    /// Adds a hashed item, pushing a link first if the newest is full; Err(Present) when a link
+    /// Adds a hashed item, pushing a link first if the newest is full: Ok(false) when a link
     /// already has it. On error nothing changed.
     fn insert_hash<B: MemoryBudget + ?Sized>(
         &mut self,
         hash: RbHash,
         budget: &mut B,
-    ) -> Result<(), InsertError> {
+    ) -> Result<bool, InsertError> {
         if self.contains_hash(hash) {
-            return Err(InsertError::Present);
+            return Ok(false);
         }
         // The chain's count is the links' sum, and the decoders refuse a sum past u64: a chain
         // holding u64::MAX items takes no more, whatever its links could hold (a non-scaling
@@ -252,7 +247,7 @@ impl RbFilter {
         let newest = self.links.last_mut().expect("a filter always has a link");
         newest.add(hash, arithmetic);
         self.header.items = items;
-        Ok(())
+        Ok(true)
     }
 
     /// Looks up items in order, calling `found` with each answer.
@@ -277,8 +272,7 @@ impl RbFilter {
     ) {
         for item in items {
             match self.insert_hash(self.hash(item), budget) {
-                Ok(()) => outcome.added.push(true),
-                Err(InsertError::Present) => outcome.added.push(false),
+                Ok(added) => outcome.added.push(added),
                 Err(error) => {
                     outcome.error = Some(error);
                     return;

@@ -13,6 +13,16 @@ pub enum CreateError {
     Limit(LimitError),
 }
 
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CreateError::Sizing(sizing) => sizing.fmt(f),
+            CreateError::Shape(why) => write!(f, "bad layer shape: {why}"),
+            CreateError::Limit(limit) => limit.fmt(f),
+        }
+    }
+}
+
 /// Why an explicit layer (BF.GROW) could not be pushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PushError {
@@ -22,17 +32,36 @@ pub enum PushError {
     Limit(LimitError),
 }
 
+impl std::fmt::Display for PushError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PushError::Shape(why) => write!(f, "cannot grow: {why}"),
+            PushError::Limit(limit) => limit.fmt(f),
+        }
+    }
+}
+
 /// Why an item could not be added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InsertError {
-    /// The filter already reports the item (not an error to users: the add answers 0).
-    Present,
     /// A non-scaling filter holds its capacity.
     NonScalingFull,
     /// Growing would need a layer past [`MAX_LAYERS`](super::MAX_LAYERS) or a size that cannot be represented.
     CannotGrow,
     /// Growing would break a memory limit.
     Limit(LimitError),
+}
+
+impl std::fmt::Display for InsertError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InsertError::NonScalingFull => f.write_str("non scaling filter is full"),
+            InsertError::CannotGrow => f.write_str(
+                "filter cannot grow any further (layer limit reached); create a larger one",
+            ),
+            InsertError::Limit(limit) => limit.fmt(f),
+        }
+    }
 }
 
 /// Layers an operation pushed: the one that grew at `index`, with its exact shape, first used by

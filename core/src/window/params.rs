@@ -67,6 +67,18 @@ pub enum WindowError {
     Shape(&'static str),
 }
 
+impl std::fmt::Display for WindowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WindowError::ErrorRate => SizingError::ErrorRate.fmt(f),
+            WindowError::Capacity => SizingError::Capacity.fmt(f),
+            WindowError::Window => f.write_str("bad window"),
+            WindowError::Limit(limit) => limit.fmt(f),
+            WindowError::Shape(why) => write!(f, "bad slot shape: {why}"),
+        }
+    }
+}
+
 /// The shape of a window filter: what its header stores and its bits follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowShape {

@@ -1,0 +1,107 @@
+//! Reading reply values: answer arrays, BF.INFO's pairs, numbers and text.
+
+use redis::Value;
+
+use crate::error::{explain, server_error_text, Error, Result};
+
+/// True for the error reply to an add to a key that does not exist (BF.INSERT … NOCREATE).
+pub(super) fn is_not_found(text: &str) -> bool {
+    text == "ERR not found" || text == "not found"
+}
+
+/// The first top-level error reply of a pipeline.
+pub(super) fn first_server_error(replies: &[Value]) -> Option<String> {
+    replies.iter().find_map(|r| match r {
+        Value::ServerError(e) => Some(server_error_text(e)),
+        _ => None,
+    })
+}
+
+/// A BF.MADD / BF.INSERT / BF.MEXISTS reply of `n` answers; an error inside it (a full
+/// NONSCALING filter, an item of another partition) is the error.
+pub(super) fn bool_array(reply: &Value, n: usize) -> Result<Vec<bool>> {
+    let Value::Array(a) = reply else {
+        return Err(Error::Protocol(format!("expected an array, got {reply:?}")));
+    };
+    // BF.MADD stops at its first failing item, so an error may end a short reply.
+    if let Some(e) = a.iter().find_map(|v| match v {
+        Value::ServerError(e) => Some(explain(server_error_text(e))),
+        _ => None,
+    }) {
+        return Err(e);
+    }
+    if a.len() != n {
+        return Err(Error::Protocol(format!(
+            "{} answers for {n} items",
+            a.len()
+        )));
+    }
+    a.iter()
+        .map(|v| match v {
+            Value::ServerError(e) => Err(explain(server_error_text(e))),
+            v => match as_u64(v) {
+                Some(1) => Ok(true),
+                Some(0) => Ok(false),
+                _ => Err(Error::Protocol(format!("answer {v:?}"))),
+            },
+        })
+        .collect()
+}
+
+/// BF.INFO's field/value pairs, from a RESP2 array or a RESP3 map.
+pub fn info_pairs(reply: Value) -> Result<Vec<(Value, Value)>> {
+    match reply {
+        Value::Array(a) => {
+            let mut out = Vec::with_capacity(a.len() / 2);
+            let mut it = a.into_iter();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+        Value::Map(m) => Ok(m),
+        other => Err(Error::Protocol(format!("BF.INFO answered {other:?}"))),
+    }
+}
+
+pub(super) fn field<'a>(pairs: &'a [(Value, Value)], name: &str) -> Option<&'a Value> {
+    pairs
+        .iter()
+        .find(|(k, _)| as_text(k).as_deref() == Some(name))
+        .map(|(_, v)| v)
+}
+
+/// An integer reply (or a number sent as text) that fits in a u64.
+pub fn as_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        Value::Boolean(b) => Some(u64::from(*b)),
+        Value::BulkString(s) => std::str::from_utf8(s).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+pub(super) fn as_bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+pub(super) fn as_text(v: &Value) -> Option<String> {
+    as_bytes(v).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// A reply value as a person reads it.
+pub(super) fn display(v: &Value) -> String {
+    match v {
+        Value::Nil => "(nil)".into(),
+        Value::Int(i) => i.to_string(),
+        Value::Double(d) => d.to_string(),
+        Value::Boolean(b) => b.to_string(),
+        Value::Array(a) => format!("{} entries", a.len()),
+        other => as_text(other).unwrap_or_else(|| format!("{other:?}")),
+    }
+}

@@ -1,0 +1,182 @@
+//! Reserving a filter: one BF.RESERVE, or the partitions and then their descriptor.
+
+use redis::{Cmd, Value};
+
+use super::send::to_error;
+use super::{key_cmd, Filter, Growth, Partitioning, ReserveOptions};
+use crate::connection::Connection;
+use crate::error::{explain, server_error_text, Error, Result};
+use crate::routing::{partition_capacity, partition_keys, MAX_PARTITIONS};
+use crate::transport::{block, Transport};
+
+fn growth_args(cmd: &mut Cmd, growth: Growth) {
+    match growth {
+        Growth::Scaling { expansion: Some(x) } => {
+            cmd.arg("EXPANSION").arg(x);
+        }
+        Growth::Scaling { expansion: None } => {}
+        Growth::NonScaling => {
+            cmd.arg("NONSCALING");
+        }
+        Growth::Window { ms } => {
+            cmd.arg("WINDOW").arg(ms);
+        }
+    }
+}
+
+/// The commands of [`Filter::reserve`], for any transport.
+enum ReservePlan {
+    Plain(Cmd),
+    Partitioned(PartitionedReserve),
+}
+
+/// A partitioned filter's reservation: the partitions first, then the descriptor.
+struct PartitionedReserve {
+    partitions: Vec<Cmd>,
+    descriptor: Cmd,
+    /// The filter once reserved.
+    filter: Filter,
+}
+
+impl ReservePlan {
+    /// Checks `opts` and builds the commands, with a new random routing seed.
+    fn new(name: &[u8], opts: &ReserveOptions) -> Result<ReservePlan> {
+        if !(opts.error_rate > 0.0 && opts.error_rate < 1.0) {
+            return Err(Error::Usage(
+                "the error rate must be strictly between 0 and 1".into(),
+            ));
+        }
+        if opts.capacity == 0 {
+            return Err(Error::Usage("the capacity must be at least 1".into()));
+        }
+        let error_rate = opts.error_rate.to_string();
+        let Some(partitions) = opts.partitions else {
+            let mut cmd = redis::cmd("BF.RESERVE");
+            cmd.arg(name).arg(&error_rate).arg(opts.capacity);
+            growth_args(&mut cmd, opts.growth);
+            return Ok(ReservePlan::Plain(cmd));
+        };
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
+            return Err(Error::Usage(format!(
+                "partitions must be in [1, {MAX_PARTITIONS}]"
+            )));
+        }
+        let seed: u64 = rand::random();
+        let keys = partition_keys(name, partitions);
+        let capacity =
+            partition_capacity(opts.capacity, partitions, opts.growth == Growth::NonScaling);
+        let cmds: Vec<Cmd> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let mut cmd = redis::cmd("BF.RESERVE");
+                cmd.arg(key.as_slice()).arg(&error_rate).arg(capacity);
+                growth_args(&mut cmd, opts.growth);
+                cmd.arg("PARTITION")
+                    .arg(i)
+                    .arg(partitions)
+                    .arg(seed.to_string());
+                cmd
+            })
+            .collect();
+        let mut descriptor = redis::cmd("BF.RESERVE");
+        descriptor
+            .arg(name)
+            .arg(&error_rate)
+            .arg(opts.capacity)
+            .arg("PARTITIONS")
+            .arg(partitions)
+            .arg(seed.to_string());
+        growth_args(&mut descriptor, opts.growth);
+        Ok(ReservePlan::Partitioned(PartitionedReserve {
+            partitions: cmds,
+            descriptor,
+            filter: Filter {
+                name: name.to_vec(),
+                partitioning: Some(Partitioning {
+                    partitions,
+                    routing_seed: seed,
+                    keys,
+                }),
+            },
+        }))
+    }
+}
+
+impl PartitionedReserve {
+    /// Which partitions the pipeline of their BF.RESERVEs created.
+    fn created(&self, sent: redis::RedisResult<Vec<Value>>) -> Vec<Result<()>> {
+        match sent {
+            Ok(replies) => replies
+                .iter()
+                .map(|r| match r {
+                    Value::ServerError(e) => Err(explain(server_error_text(e))),
+                    _ => Ok(()),
+                })
+                .collect(),
+            Err(e) => vec![Err(to_error(&e))],
+        }
+    }
+
+    /// The error that stops the reservation before its descriptor, if any.
+    fn failure(&self, created: &[Result<()>]) -> Option<Error> {
+        let first = created
+            .iter()
+            .find_map(|r| r.as_ref().err().map(|e| e.to_string()))?;
+        Some(Error::Server(format!(
+            "reserving the partitions of {}: {first}",
+            self.filter.name_text()
+        )))
+    }
+
+    /// The DELs of the partitions this reservation created, after it failed: a key that
+    /// already existed made its BF.RESERVE fail, and stays.
+    fn undo(&self, created: &[Result<()>]) -> Vec<Cmd> {
+        let keys = self.filter.keys();
+        let partitions = &keys[1..];
+        if created.len() != partitions.len() {
+            return Vec::new();
+        }
+        partitions
+            .iter()
+            .zip(created)
+            .filter(|(_, r)| r.is_ok())
+            .map(|(k, _)| key_cmd("DEL", k))
+            .collect()
+    }
+}
+
+impl Filter {
+    /// Creates the filter: a plain BF.RESERVE, or every partition and then the descriptor (so
+    /// that a descriptor always has its partitions). On failure the partitions it created are
+    /// deleted again.
+    pub fn reserve(conn: &mut Connection, name: &[u8], opts: &ReserveOptions) -> Result<Filter> {
+        block(Filter::reserve_on(conn, name, opts))
+    }
+
+    pub(crate) async fn reserve_on(
+        conn: &mut impl Transport,
+        name: &[u8],
+        opts: &ReserveOptions,
+    ) -> Result<Filter> {
+        let plan = match ReservePlan::new(name, opts)? {
+            ReservePlan::Plain(cmd) => {
+                conn.send_one(&cmd).await?;
+                return Ok(Filter::plain(name));
+            }
+            ReservePlan::Partitioned(plan) => plan,
+        };
+        let created = plan.created(conn.send_pipeline(&plan.partitions).await);
+        let result = match plan.failure(&created) {
+            Some(e) => Err(e),
+            None => conn.send_one(&plan.descriptor).await.map(|_| ()),
+        };
+        if result.is_err() {
+            let undo = plan.undo(&created);
+            if !undo.is_empty() {
+                let _ = conn.send_pipeline(&undo).await;
+            }
+        }
+        result.map(|()| plan.filter)
+    }
+}

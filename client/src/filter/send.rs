@@ -1,0 +1,84 @@
+//! Sending a filter's commands until every one is answered, as [`Delivery`] decides, with
+//! the WAITs it asks for.
+
+use std::time::Duration;
+
+use redis::{Cmd, Value};
+
+use super::reply::first_server_error;
+use super::WriteOptions;
+use crate::delivery::{wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure};
+use crate::error::{explain, server_text, Error, Result};
+use crate::transport::Transport;
+
+/// How long reads and deletes retry.
+pub(super) const INFO_RETRY: Duration = Duration::from_secs(30);
+
+/// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient failure)
+/// and answers the replies; the first error reply is the error.
+pub(super) async fn send_raw(
+    conn: &mut impl Transport,
+    cmds: &[Cmd],
+    retry_for: Duration,
+) -> Result<Vec<Value>> {
+    let opts = WriteOptions {
+        retry_for,
+        ..WriteOptions::default()
+    };
+    let replies = send_until_answered(conn, cmds, None, &opts).await?;
+    match first_server_error(&replies) {
+        Some(text) => Err(explain(text)),
+        None => Ok(replies),
+    }
+}
+
+/// Sends `cmds` until every one is answered, as [`Delivery`] decides: resending what the
+/// server did not run, reconnecting and pausing between attempts, WAITing when asked.
+pub(super) async fn send_until_answered(
+    conn: &mut impl Transport,
+    cmds: &[Cmd],
+    wait_slots: Option<&[u16]>,
+    opts: &WriteOptions,
+) -> Result<Vec<Value>> {
+    if cmds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut delivery = Delivery::new(cmds, wait_slots, opts);
+    loop {
+        let sent = conn.send_replies(&delivery.pending_cmds()).await;
+        let mut step = delivery.received(sent)?;
+        if let Step::Wait(wait, slots) = step {
+            step = delivery.waited(wait_for_replicas(conn, wait, &slots).await)?;
+        }
+        match step {
+            Step::Done(replies) => return Ok(replies),
+            Step::Resend | Step::Wait(..) => {}
+            Step::Pause(pause) => conn.pause_then_reconnect(pause).await,
+        }
+    }
+}
+
+/// `WAIT replicas timeout` once on the master of each slot.
+pub(super) async fn wait_for_replicas(
+    conn: &mut impl Transport,
+    (replicas, timeout): (u32, Duration),
+    slots: &[u16],
+) -> std::result::Result<(), WaitFailure> {
+    let masters = conn
+        .slot_map()
+        .await
+        .map_err(|e| WaitFailure::Transient(e.to_string()))?;
+    for (slot, addr) in wait_targets(&masters, slots) {
+        let reply = conn.send_to_slot(&wait_cmd(replicas, timeout), slot).await;
+        wait_answer(reply, replicas, &addr)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn to_error(e: &redis::RedisError) -> Error {
+    if e.code().is_some() {
+        explain(server_text(e))
+    } else {
+        Error::Connection(format!("connection error: {e}"))
+    }
+}

@@ -1,0 +1,65 @@
+//! Lookups: BF.EXISTS, BF.MEXISTS, BF.CARD.
+
+use crate::module::errors::LOADING;
+use crate::module::ffi::{Command, CommandError, CommandResult};
+use crate::module::partition;
+use crate::module::stats::{self};
+
+use super::ready;
+
+/// `BF.EXISTS key item`
+pub fn exists(command: &Command) -> CommandResult {
+    if command.argc() != 3 {
+        return Err(CommandError::WrongArity);
+    }
+    let key = command.open_key(false);
+    let found = match partition::lookup_filter(command, &key, 2)? {
+        Some(stored) => stored
+            .ready()
+            .ok_or(LOADING)?
+            .contains(command.arg(2), || command.now_ms()),
+        None => false,
+    };
+    stats::count(&stats::LOOKUPS, 1);
+    command.reply_bool(found);
+    Ok(())
+}
+
+/// `BF.MEXISTS key item [item ...]`
+pub fn mexists(command: &Command) -> CommandResult {
+    if command.argc() < 3 {
+        return Err(CommandError::WrongArity);
+    }
+    let key = command.open_key(false);
+    let filter = match partition::lookup_filter(command, &key, 2)? {
+        Some(stored) => Some(stored.ready().ok_or(LOADING)?),
+        None => None,
+    };
+    // The answers are collected before any is replied, so that a panic half-way (a bug) still
+    // answers one well-formed error.
+    let items = command.args_from(2);
+    let mut found = Vec::with_capacity(items.len());
+    match filter {
+        Some(filter) => {
+            filter.contains_many(items, || command.now_ms(), |answer| found.push(answer))
+        }
+        None => found.resize(items.len(), false),
+    }
+    stats::count(&stats::LOOKUPS, found.len());
+    command.reply_array(found.len());
+    for answer in found {
+        command.reply_bool(answer);
+    }
+    Ok(())
+}
+
+/// `BF.CARD key`
+pub fn card(command: &Command) -> CommandResult {
+    if command.argc() != 2 {
+        return Err(CommandError::WrongArity);
+    }
+    let key = command.open_key(false);
+    let items = ready(&key)?.map_or(0, |filter| filter.items(command.now_ms()));
+    command.reply_count(items);
+    Ok(())
+}

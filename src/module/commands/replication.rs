@@ -1,0 +1,102 @@
+//! The replication encoding: a write's effects as the commands replicas and the AOF replay.
+
+use rustbloom_core::partition::Partition;
+use rustbloom_core::replication::{Creation, Effect};
+use rustbloom_core::{Growth, LayerSize};
+
+use crate::module::ffi::Command;
+use crate::module::partition;
+
+/// A layer shape as BF.RESERVE's SHAPE and BF.GROW carry it.
+fn shape_args(size: LayerSize) -> [String; 3] {
+    [
+        size.bits.to_string(),
+        size.num_hashes.to_string(),
+        size.layout.lines().to_string(),
+    ]
+}
+
+/// Sends a write's effects (computed by the core, see [`rustbloom_core::replication`]) to
+/// replicas and the AOF; positions count from the argument `first_item`.
+pub(super) fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
+    // The key and the items travel as received, never copied.
+    for effect in effects {
+        match effect {
+            Effect::Create(creation) => replicate_creation(command, creation, None),
+            Effect::Batch => command.replicate_verbatim(),
+            Effect::Add(positions) => command.replicate_received(
+                c"BF.MADD",
+                &[],
+                positions.iter().map(|&p| first_item + p),
+            ),
+            Effect::Grow { index, shape } => {
+                let index = index.to_string();
+                let [bits, hashes, layout] = shape_args(*shape);
+                let made = [&index, &bits, &hashes, &layout].map(|arg| arg.as_bytes());
+                command.replicate_received(c"BF.GROW", &made, std::iter::empty());
+            }
+            Effect::AddAt { at_ms, count } => command.replicate_received(
+                c"BF.ADDAT",
+                &[at_ms.to_string().as_bytes()],
+                first_item..first_item + count,
+            ),
+        }
+    }
+}
+
+/// A creation as `BF.RESERVE` with every parameter explicit: a replica depends on neither its
+/// own defaults, its own random seed, nor its own sizing code. A RedisBloom filter's names no
+/// seed and no shape, which is how a replica knows to create it by RedisBloom's rule.
+pub(super) fn replicate_creation(
+    command: &Command,
+    creation: &Creation,
+    partition: Option<&Partition>,
+) {
+    let (error_rate, capacity) = match creation {
+        Creation::Scalable { params, .. } => (params.error_rate, params.capacity),
+        Creation::Window { params, .. } => (params.error_rate, params.capacity),
+        Creation::RedisBloom {
+            capacity,
+            error_rate,
+            ..
+        } => (*error_rate, *capacity),
+    };
+    let [error_rate, capacity] = [error_rate.to_string(), capacity.to_string()];
+    let mut argv: Vec<String> = Vec::new();
+    let mut growth = |expansion: Option<u32>| match expansion {
+        Some(expansion) => argv.extend(["EXPANSION".into(), expansion.to_string()]),
+        None => argv.push("NONSCALING".into()),
+    };
+    let explicit = match creation {
+        Creation::Scalable {
+            params,
+            first_layer,
+        } => {
+            growth(match params.growth {
+                Growth::Scaling { expansion } => Some(expansion),
+                Growth::NonScaling => None,
+            });
+            Some((params.seed, *first_layer))
+        }
+        Creation::Window { params, slot } => {
+            argv.extend(["WINDOW".into(), params.window_ms.to_string()]);
+            Some((params.seed, *slot))
+        }
+        Creation::RedisBloom { expansion, .. } => {
+            growth(*expansion);
+            None
+        }
+    };
+    if let Some((seed, shape)) = explicit {
+        argv.extend(["SEED".into(), seed.to_string(), "SHAPE".into()]);
+        argv.extend(shape_args(shape));
+    }
+    if let Some(partition) = partition {
+        argv.extend(partition::identity_args(partition));
+    }
+    let head = [command.arg(1), error_rate.as_bytes(), capacity.as_bytes()];
+    command.replicate(
+        "BF.RESERVE",
+        head.into_iter().chain(argv.iter().map(String::as_bytes)),
+    );
+}

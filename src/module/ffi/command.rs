@@ -1,0 +1,126 @@
+//! One command call: its context, its arguments, and the panic guard it runs in.
+
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::raw;
+
+use super::strings::string_bytes;
+use super::{context_flags, is_replayed, log, now_ms, CommandResult, Key, INTERNAL, OK};
+
+/// The context of one command call, with its arguments borrowed from Redis without copying.
+pub struct Command {
+    pub(super) ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: usize,
+    /// A [`Key`] of this call is open: a second handle would alias its value.
+    pub(super) key_open: Cell<bool>,
+}
+
+impl Command {
+    pub fn ctx(&self) -> *mut raw::RedisModuleCtx {
+        self.ctx
+    }
+
+    /// Number of arguments, the command name included.
+    pub fn argc(&self) -> usize {
+        self.argc
+    }
+
+    /// The raw Redis string of argument `index`.
+    pub(super) fn raw_arg(&self, index: usize) -> *mut raw::RedisModuleString {
+        assert!(index < self.argc);
+        // SAFETY: Redis passes `argc` live argument pointers; index < argc.
+        unsafe { *self.argv.add(index) }
+    }
+
+    /// The bytes of argument `index` (0 is the command name), valid for the whole call.
+    pub fn arg(&self, index: usize) -> &[u8] {
+        // SAFETY: the arguments live, unchanged, until the command returns, longer than &self.
+        unsafe { string_bytes(self.raw_arg(index)) }
+    }
+
+    /// The bytes of arguments `from..`.
+    pub fn args_from(&self, from: usize) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        (from.min(self.argc)..self.argc).map(move |i| self.arg(i))
+    }
+
+    /// Context flags (REDISMODULE_CTX_FLAGS_*).
+    pub fn flags(&self) -> u32 {
+        context_flags(self.ctx)
+    }
+
+    /// True when the client speaks RESP3.
+    pub fn is_resp3(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_RESP3 != 0
+    }
+
+    /// The server's clock, Unix milliseconds (0 for a clock before 1970).
+    pub fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    /// True when this call comes from the primary's replication stream or from AOF loading:
+    /// its effects were admitted where it first ran and must be applied as they are.
+    pub fn is_replayed(&self) -> bool {
+        is_replayed(self.ctx)
+    }
+
+    /// Opens the key at argument 1. One key handle at a time (like a RefCell: a second open while
+    /// one lives is a bug, and panics into the guard's error reply), so a value borrowed through
+    /// one handle cannot be replaced through another.
+    pub fn open_key(&self, writable: bool) -> Key<'_> {
+        assert!(
+            !self.key_open.replace(true),
+            "a key of this command is already open"
+        );
+        let mode = if writable {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        };
+        // SAFETY: a live context and argument; Redis returns a key handle (never null for
+        // these modes) that stays valid until CloseKey.
+        let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.raw_arg(1), mode as c_int) };
+        Key {
+            key: key.cast(),
+            command: self,
+        }
+    }
+}
+
+/// The shape of every command handler.
+pub type Handler = fn(&Command) -> CommandResult;
+
+/// Runs `handler` for a command call: its error becomes the reply, and a panic becomes an error
+/// reply instead of taking the server down.
+pub fn run_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    handler: Handler,
+) -> c_int {
+    let command = Command {
+        ctx,
+        argv,
+        argc: usize::try_from(argc).unwrap_or(0),
+        key_open: Cell::new(false),
+    };
+    match catch_unwind(AssertUnwindSafe(|| handler(&command))) {
+        Ok(Ok(())) => OK,
+        Ok(Err(error)) => {
+            command.reply_error(&error);
+            OK
+        }
+        Err(_) => {
+            log(
+                ctx,
+                "warning",
+                "a BF.* command failed internally; its key may be unchanged",
+            );
+            command.reply_error(&INTERNAL);
+            OK
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The thin, unsafe edge between Redis' C module API and the rest of the glue: raw arguments
+//! without copies, keys and their values, replies, replication, logging, server info, RDB and AOF
+//! streams, registration, the type, config and INFO callbacks, and the panic guard every entry
+//! point goes through. Every call of a `RedisModule_*` function, and every callback that is handed
+//! raw pointers to read, is here (or in the allocator), behind a safe function.
+//!
+//! Redis runs commands and type callbacks on its main thread, one at a time; the pointers Redis
+//! hands a callback (context, arguments, IO) are valid until the callback returns. The wrappers
+//! take those pointers from Redis only and keep them no longer than the call.
+
+use std::ffi::{c_int, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::raw;
+
+/// A Redis module API function, which exists once `RedisModule_Init` has run. Used inside the
+/// `unsafe` block of the call: reading the pointer is sound because Redis sets it once, in
+/// RedisModule_Init, before any callback of this module runs.
+macro_rules! api {
+    ($name:ident) => {
+        raw::$name.expect(concat!("Redis module API ", stringify!($name)))
+    };
+}
+
+/// An optional Redis module API function (absent on older servers): None when missing.
+macro_rules! optional_api {
+    ($name:ident) => {{
+        #[allow(unused_unsafe)]
+        // SAFETY: as in `api!`.
+        let function = unsafe { raw::$name };
+        function
+    }};
+}
+
+pub const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+mod command;
+mod config;
+mod docs;
+mod io;
+mod key;
+mod load;
+mod replicate;
+mod reply;
+mod server;
+mod strings;
+mod value_type;
+
+pub use command::{run_command, Command};
+pub use config::{ConfigReply, StringConfig};
+pub use docs::{ArgDoc, ArgKind, CommandDoc};
+pub use io::{Digest, Io};
+pub use key::Key;
+pub use load::LoadCtx;
+pub use reply::{CommandError, CommandResult, INTERNAL};
+pub use server::{InfoCtx, InfoSection, ServerInfo};
+pub use strings::{string_text, RedisBuffer};
+pub use value_type::{ModuleValue, ValueType};
+
+/// The context flags of `ctx` (REDISMODULE_CTX_FLAGS_*); `ctx` may be null (then only the
+/// server's own flags: loading, replica, in a script or transaction, maxmemory set).
+pub fn context_flags(ctx: *mut raw::RedisModuleCtx) -> u32 {
+    // SAFETY: GetContextFlags accepts a null context and otherwise a live one from Redis.
+    unsafe { api!(RedisModule_GetContextFlags)(ctx) as u32 }
+}
+
+/// True when the call in `ctx` comes from the primary's replication stream or from AOF loading.
+pub fn is_replayed(ctx: *mut raw::RedisModuleCtx) -> bool {
+    context_flags(ctx)
+        & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
+        != 0
+}
+
+/// `used_memory` over `maxmemory` as Redis counts it for its own out-of-memory check (0 when
+/// maxmemory is not set); None on a server without the call. Cheap: no INFO is built.
+pub fn used_memory_ratio() -> Option<f32> {
+    let ratio = optional_api!(RedisModule_GetUsedMemoryRatio)?;
+    // SAFETY: a function without arguments, valid on the main thread where callbacks run.
+    Some(unsafe { ratio() })
+}
+
+/// The server's clock, Unix milliseconds (0 for a clock before 1970).
+pub fn now_ms() -> u64 {
+    // SAFETY: Milliseconds has no arguments and only reads the clock.
+    u64::try_from(unsafe { api!(RedisModule_Milliseconds)() }).unwrap_or(0)
+}
+
+/// Runs a type callback, returning `fallback` if it panicked.
+pub fn guard<T>(what: &str, fallback: T, callback: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(callback)).unwrap_or_else(|_| {
+        log(
+            std::ptr::null_mut(),
+            "warning",
+            &format!("rustbloom: internal error in {what}"),
+        );
+        fallback
+    })
+}
+
+/// Stops the server after logging why: for a write the primary (or the AOF) accepted that this
+/// server cannot apply. Serving on would leave it with different data from its primary — items
+/// that answer 0 here and 1 there — which is worse than stopping loudly. Redis stops the same way
+/// when its own allocator fails.
+pub fn stop_server(message: &str) -> ! {
+    log(
+        std::ptr::null_mut(),
+        "warning",
+        &format!("rustbloom: {message}; stopping the server so it never serves less than its primary or AOF accepted"),
+    );
+    std::process::exit(1)
+}
+
+/// Logs `message` verbatim (passed as a `%s` argument: a `%` in it is never a format directive).
+pub fn log(ctx: *mut raw::RedisModuleCtx, level: &str, message: &str) {
+    let (Ok(level), Ok(message)) = (
+        CString::new(level),
+        CString::new(message.replace('\0', " ")),
+    ) else {
+        return;
+    };
+    if let Some(log) = optional_api!(RedisModule_Log) {
+        // SAFETY: a null or live context, NUL-terminated level and message, and a "%s" format
+        // with exactly that one string argument.
+        unsafe { log(ctx, level.as_ptr(), c"%s".as_ptr(), message.as_ptr()) };
+    }
+}
