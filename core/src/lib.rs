@@ -71,7 +71,7 @@
 //! on inserts at 1e-2 and 1e-4. Either way a layer stays classic only while double hashing can
 //! reach its rate: one pair (h1, h2) places all k probes, and for about one item in m/c the step
 //! lands near a multiple of m/c, so its probes share a handful of bits, a false-positive floor
-//! near 0.3/m whatever ε (see [`sizing::CLASSIC_FLOOR`]). Where that exceeds ε/10 (m < 3/ε: small
+//! near 0.3/m whatever ε (see [`sizing::CLASSIC_FLOOR`]). Where that exceeds ε (m < 0.3/ε: small
 //! layers at low rates, any layer below about 1e-10) the layer goes in the lines with the fewest
 //! bits, whose probes each have their own multiplier and show no floor. The one-line case is the *blocked* layout of format
 //! version 1, bit for bit, and keeps its name and encoding code.

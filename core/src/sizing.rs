@@ -78,9 +78,12 @@ pub const LINES_MIN_BYTES: u64 = 512 << 10;
 pub const CLASSIC_FLOOR: f64 = 0.3;
 
 /// The share of ε the classic floor may take before a layer goes in lines instead: classic
-/// needs m ≥ [`CLASSIC_FLOOR`] / (this × ε) bits, 3/ε (300 bits at 1e-2, 30,000 at 1e-4,
-/// 3·10⁹ at 1e-9).
-pub const CLASSIC_FLOOR_SHARE: f64 = 0.1;
+/// needs m ≥ [`CLASSIC_FLOOR`] / (this × ε) bits, 0.3/ε (30 bits at 1e-2, 3,000 at 1e-4,
+/// 3·10⁸ at 1e-9). All of it, not less: a layer left classic answers at most about 2 ε, as
+/// RedisBloom's own double hashing does at those sizes, and keeps RedisBloom's sizes (its flow
+/// tests pin BF.INFO's Size of `0.001 100` and of a 3-item filter at 1%); every layer that would
+/// miss its rate by more (100 items at 1e-6 by 100×, at 1e-9 by 10⁴×) goes in lines.
+pub const CLASSIC_FLOOR_SHARE: f64 = 1.0;
 
 /// A layer's bits per item are searched to this relative width: the exact bits of the model for
 /// any layer below 10¹² bits, the same ones the 50-step bisection on [1, 200] of releases before

@@ -69,7 +69,7 @@
 //!    classic slot is at least [`LINES_MIN_BYTES`](crate::sizing::LINES_MIN_BYTES) (as for
 //!    layers: smaller ones are in cache): below 1e-4, 3 lines down to 1e-6 and 4 from 1e-7;
 //! 3. *classic* otherwise (small windows at high rates), unless double hashing's floor would take
-//!    over a tenth of the slot's rate ([`crate::sizing::past_classic_floor`]): then in the lines
+//!    more than the slot's rate ([`crate::sizing::past_classic_floor`]): then in the lines
 //!    with the fewest bits within the memory bound.
 //!
 //! [`crate::sizing::slot_size`] applies these rules; this module supplies the budget and costs.

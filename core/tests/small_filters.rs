@@ -168,11 +168,11 @@ fn a_small_scalable_filter_at_1e_6_meets_its_rate() {
     assert!(positives <= 8, "{positives} false positives in 2·10⁶");
 }
 
-/// Where classic layers are measurable (1e-4, 1e-3), small new filters meet their rate within
-/// sampling noise; classic layers of 100 items at 1e-4 gave 1.5·10⁻⁴.
+/// Where the miss is measurable (1e-4, 1e-3), small new filters past the classic floor meet their
+/// rate within sampling noise; classic layers of 100 items at 1e-4 gave 1.5·10⁻⁴.
 #[test]
 fn small_filters_meet_their_rate_where_it_is_measurable() {
-    for (capacity, error_rate) in [(100, 1e-4), (1_000, 1e-4), (100, 1e-3)] {
+    for (capacity, error_rate) in [(100, 1e-4), (30, 1e-4), (10, 1e-3)] {
         let params = FilterParams {
             capacity,
             error_rate,

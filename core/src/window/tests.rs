@@ -622,7 +622,7 @@ fn low_rates_put_big_slots_in_lines_within_five_percent_of_classic() {
         last_bits = slot.bits;
     }
     // A small slot stays classic, as a small layer does, while double hashing's floor
-    // (0.3/m) stays under a tenth of its rate: 2.7·10⁶ bits at 2.25·10⁻⁶ ...
+    // (0.3/m) stays under its rate: 2.7·10⁶ bits at 2.25·10⁻⁶ ...
     let small = params(1e-5, 300_000, 60_000).shape().unwrap().slot;
     assert_eq!(small.layout, Layout::Classic);
     // ... but not 3.7·10⁵ bits at 2.25·10⁻⁸: there it goes in the lines with the fewest bits.
