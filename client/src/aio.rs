@@ -32,12 +32,12 @@ use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
 
 use crate::connection::{
     checked, cluster_enabled, cluster_info_cmd, cluster_slots_cmd, errors_in_place,
-    parse_cluster_slots, parse_url, single_master, unreachable_server, Kind, Master,
-    CONNECT_TIMEOUT, RESPONSE_TIMEOUT,
+    parse_cluster_slots, parse_url, single_master, unreachable_server, Kind, CONNECT_TIMEOUT,
+    RESPONSE_TIMEOUT,
 };
 use crate::error::{Error, Result};
 use crate::filter::{AddCommand, Filter, FilterInfo, ReserveOptions, WriteOptions};
-use crate::routing::key_slot;
+use crate::routing::{key_slot, Master};
 use crate::transport::Transport;
 use crate::Client;
 

@@ -10,6 +10,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
 
 use crate::error::{explain, server_error_text, server_text, Error, Result};
+use crate::routing::Master;
 use crate::single::SingleConnection;
 use crate::transport::Transport;
 
@@ -245,21 +246,6 @@ impl Client {
 enum Conn {
     Single(Box<SingleConnection>),
     Cluster(Box<ClusterConnection>),
-}
-
-/// A master and the slots it serves, from `CLUSTER SLOTS`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Master {
-    /// `host:port` as the cluster announces it.
-    pub addr: String,
-    /// Inclusive slot ranges.
-    pub ranges: Vec<(u16, u16)>,
-}
-
-impl Master {
-    pub fn owns(&self, slot: u16) -> bool {
-        self.ranges.iter().any(|&(lo, hi)| lo <= slot && slot <= hi)
-    }
 }
 
 /// A connection from [`Client::connect`].

@@ -7,11 +7,42 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisResult, Value};
 
-use crate::connection::Master;
 use crate::error::{
-    explain, is_transient, is_transient_text, server_error_text, server_text, Error, Result,
+    explain, is_transient, is_transient_text, server_error_text, server_text, to_error, Error,
+    Result,
 };
-use crate::filter::{as_u64, to_error, WriteOptions};
+use crate::filter::reply::as_u64;
+use crate::routing::Master;
+
+/// How adds are sent.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// Most items per BF.INSERT command.
+    pub batch: usize,
+    /// After each pipeline, `WAIT replicas timeout` on every master it wrote to; fewer
+    /// acknowledgements than asked resend the pipeline.
+    pub wait: Option<(u32, Duration)>,
+    /// How long commands the server did not run (CLUSTERDOWN, TRYAGAIN, LOADING, …) and, with
+    /// `resend_lost_replies`, commands whose reply was lost are sent again before giving up.
+    pub retry_for: Duration,
+    /// Resend commands whose reply was lost (a dropped connection, a failover): they may or may
+    /// not have run, so an item the lost attempt added answers "not new" the second time. Adds
+    /// never create the filter (BF.INSERT … NOCREATE), so a resend can add only to the filter
+    /// it was meant for. Off for a caller whose output is the "new" answers (a dedup): a lost
+    /// reply is then an error, since its items' answers cannot be known.
+    pub resend_lost_replies: bool,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            batch: 1000,
+            wait: None,
+            retry_for: Duration::from_secs(120),
+            resend_lost_replies: true,
+        }
+    }
+}
 
 /// What the transport does next for a [`Delivery`].
 pub(crate) enum Step {

@@ -120,3 +120,12 @@ pub fn is_transient_text(text: &str) -> bool {
         "CLUSTERDOWN" | "TRYAGAIN" | "LOADING" | "MASTERDOWN" | "MOVED" | "ASK" | "READONLY"
     )
 }
+
+/// A redis crate error as this crate's: the server's words explained, or a connection error.
+pub(crate) fn to_error(e: &redis::RedisError) -> Error {
+    if e.code().is_some() {
+        explain(server_text(e))
+    } else {
+        Error::Connection(format!("connection error: {e}"))
+    }
+}

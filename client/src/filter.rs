@@ -3,7 +3,7 @@
 //! describe, delete.
 
 mod info;
-mod reply;
+pub(crate) mod reply;
 mod reserve;
 mod send;
 mod write;
@@ -11,15 +11,14 @@ mod write;
 pub use info::{scandump, FilterInfo, KeyInfo, PartitionInfo, Totals};
 use reply::{as_bytes, field};
 pub use reply::{as_u64, info_pairs};
-pub(crate) use send::to_error;
 use send::{send_raw, INFO_RETRY};
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use redis::{Cmd, Value};
 
 use crate::connection::Connection;
+pub use crate::delivery::WriteOptions;
 use crate::error::{Error, Result};
 use crate::routing::{key_slot, partition_keys, partition_of, MAX_PARTITIONS};
 use crate::transport::{block, Transport};
@@ -52,36 +51,6 @@ pub struct ReserveOptions {
 pub(crate) enum AddCommand {
     Insert,
     At(u64),
-}
-
-/// How adds are sent.
-#[derive(Clone, Debug)]
-pub struct WriteOptions {
-    /// Most items per BF.INSERT command.
-    pub batch: usize,
-    /// After each pipeline, `WAIT replicas timeout` on every master it wrote to; fewer
-    /// acknowledgements than asked resend the pipeline.
-    pub wait: Option<(u32, Duration)>,
-    /// How long commands the server did not run (CLUSTERDOWN, TRYAGAIN, LOADING, …) and, with
-    /// `resend_lost_replies`, commands whose reply was lost are sent again before giving up.
-    pub retry_for: Duration,
-    /// Resend commands whose reply was lost (a dropped connection, a failover): they may or may
-    /// not have run, so an item the lost attempt added answers "not new" the second time. Adds
-    /// never create the filter (BF.INSERT … NOCREATE), so a resend can add only to the filter
-    /// it was meant for. Off for a caller whose output is the "new" answers (a dedup): a lost
-    /// reply is then an error, since its items' answers cannot be known.
-    pub resend_lost_replies: bool,
-}
-
-impl Default for WriteOptions {
-    fn default() -> Self {
-        WriteOptions {
-            batch: 1000,
-            wait: None,
-            retry_for: Duration::from_secs(120),
-            resend_lost_replies: true,
-        }
-    }
 }
 
 /// A partitioned filter's routing: P, the routing seed and the partition keys in order.

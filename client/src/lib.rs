@@ -35,10 +35,11 @@ pub mod routing;
 mod single;
 mod transport;
 
-pub use connection::{Client, Connection, Master};
+pub use connection::{Client, Connection};
 pub use error::{Error, Result};
 pub use filter::{
     scandump, Filter, FilterInfo, Growth, KeyInfo, PartitionInfo, Partitioning, ReserveOptions,
     Totals, WriteOptions,
 };
+pub use routing::Master;
 pub use single::SingleConnection;

@@ -54,3 +54,18 @@ mod tests {
         assert_eq!(slot_tag(SLOTS), None);
     }
 }
+
+/// A master and the slots it serves, from `CLUSTER SLOTS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Master {
+    /// `host:port` as the cluster announces it.
+    pub addr: String,
+    /// Inclusive slot ranges.
+    pub ranges: Vec<(u16, u16)>,
+}
+
+impl Master {
+    pub fn owns(&self, slot: u16) -> bool {
+        self.ranges.iter().any(|&(lo, hi)| lo <= slot && slot <= hi)
+    }
+}

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use redis::{Cmd, RedisResult, Value};
 
-use crate::connection::Master;
 use crate::error::Result;
+use crate::routing::Master;
 
 /// A connection to a server or a cluster, as the operations use it.
 pub(crate) trait Transport {

@@ -12,7 +12,6 @@ use rustbloom_core::window::WindowError;
 use rustbloom_core::{DecodeError, InsertError};
 
 use super::ffi::{stop_server, Command, CommandError};
-use super::memory::CommandBudget;
 use super::stats;
 
 // RedisBloom's replies, word for word, with the `ERR ` prefix added where RedisBloom has none:
@@ -113,6 +112,12 @@ pub fn misrouted(partition: &Partition, routed: u32) -> CommandError {
     ))
 }
 
+/// What tells whether the running command replays a write from the primary or the AOF (which must
+/// never be refused, so a refusal stops the server); the command's memory budget knows it.
+pub trait Replayable {
+    fn is_replayed(&self) -> bool;
+}
+
 /// The error reply for a limit that refused an allocation: what was hit and how to raise it.
 pub fn limit_message(limit: LimitError) -> String {
     match limit {
@@ -125,7 +130,7 @@ pub fn limit_message(limit: LimitError) -> String {
 
 /// The reply to a memory limit: an error for a client; for a replayed write, which must not be
 /// dropped, the server stops.
-pub fn limit_error(command: &Command, budget: &CommandBudget, limit: LimitError) -> CommandError {
+pub fn limit_error(command: &Command, budget: &impl Replayable, limit: LimitError) -> CommandError {
     if budget.is_replayed() {
         let key = String::from_utf8_lossy(command.arg(1));
         stop_server(&format!(
@@ -146,7 +151,11 @@ pub fn replay_mismatch(command: &Command, why: &str) -> ! {
 }
 
 /// The error an add stopped at, as users see it.
-pub fn insert_error(command: &Command, budget: &CommandBudget, error: InsertError) -> CommandError {
+pub fn insert_error(
+    command: &Command,
+    budget: &impl Replayable,
+    error: InsertError,
+) -> CommandError {
     match error {
         InsertError::Limit(limit) => limit_error(command, budget, limit),
         error => core_error(error),
@@ -155,7 +164,11 @@ pub fn insert_error(command: &Command, budget: &CommandBudget, error: InsertErro
 
 /// The reply to a filter that cannot be created: a shape a replayed write named that this server
 /// cannot make stops it (see [`replay_mismatch`]).
-pub fn create_error(command: &Command, budget: &CommandBudget, error: CreateError) -> CommandError {
+pub fn create_error(
+    command: &Command,
+    budget: &impl Replayable,
+    error: CreateError,
+) -> CommandError {
     match error {
         CreateError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
         CreateError::Limit(limit) => limit_error(command, budget, limit),
@@ -164,7 +177,11 @@ pub fn create_error(command: &Command, budget: &CommandBudget, error: CreateErro
 }
 
 /// The reply to a window filter that cannot be created, as [`create_error`].
-pub fn window_error(command: &Command, budget: &CommandBudget, error: WindowError) -> CommandError {
+pub fn window_error(
+    command: &Command,
+    budget: &impl Replayable,
+    error: WindowError,
+) -> CommandError {
     match error {
         WindowError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
         WindowError::Limit(limit) => limit_error(command, budget, limit),
@@ -173,7 +190,7 @@ pub fn window_error(command: &Command, budget: &CommandBudget, error: WindowErro
 }
 
 /// The reply to a BF.GROW refused, as [`create_error`].
-pub fn push_error(command: &Command, budget: &CommandBudget, error: PushError) -> CommandError {
+pub fn push_error(command: &Command, budget: &impl Replayable, error: PushError) -> CommandError {
     match error {
         PushError::Shape(why) if budget.is_replayed() => replay_mismatch(command, why),
         PushError::Limit(limit) => limit_error(command, budget, limit),
@@ -182,7 +199,11 @@ pub fn push_error(command: &Command, budget: &CommandBudget, error: PushError) -
 }
 
 /// The reply to a BF.LOADCHUNK header that cannot be loaded: RedisBloom's for corrupt data.
-pub fn header_error(command: &Command, budget: &CommandBudget, error: DecodeError) -> CommandError {
+pub fn header_error(
+    command: &Command,
+    budget: &impl Replayable,
+    error: DecodeError,
+) -> CommandError {
     match error {
         DecodeError::Corrupt(_) => BAD_DATA,
         DecodeError::Limit(limit) => limit_error(command, budget, limit),

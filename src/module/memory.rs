@@ -10,6 +10,7 @@ use rustbloom_core::MemoryBudget;
 
 use super::alloc;
 use super::config;
+use super::errors::Replayable;
 use super::ffi::{self, ServerInfo};
 use super::stats;
 
@@ -65,6 +66,12 @@ impl CommandBudget {
         let replayed = ffi::is_replayed(self.ctx);
         self.replayed.set(Some(replayed));
         replayed
+    }
+}
+
+impl Replayable for CommandBudget {
+    fn is_replayed(&self) -> bool {
+        CommandBudget::is_replayed(self)
     }
 }
 

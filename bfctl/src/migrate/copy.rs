@@ -9,9 +9,9 @@ use rustbloom_client::filter::as_u64;
 use rustbloom_client::routing::{key_slot, slot_tag};
 use rustbloom_client::{scandump, Connection, Filter, KeyInfo};
 
-use super::check::{Mismatch, Probes};
 use super::filter::{bf_shape, describe, same_filter};
 use super::keys::Kind;
+use super::probes::{Mismatch, Probes};
 use super::{show, Options, QUIET_REPORT};
 use crate::dump::descriptor_args;
 

@@ -25,6 +25,7 @@ mod check;
 mod copy;
 mod filter;
 mod keys;
+mod probes;
 
 use std::time::{Duration, Instant};
 
@@ -34,10 +35,10 @@ use redis::Value;
 use rustbloom_client::{Client, Connection};
 
 use crate::bar;
-use check::Probes;
 use copy::Migrator;
 use filter::bf_shape;
 use keys::{existing, list_keys, Kind};
+use probes::Probes;
 
 /// The module type both RedisBloom and rustbloom register.
 const BLOOM_TYPE: &str = "MBbloom--";

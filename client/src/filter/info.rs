@@ -9,9 +9,10 @@ use super::reply::{as_bytes, as_u64, field, info_pairs};
 use super::reply::{as_text, display};
 use super::send::{send_raw, INFO_RETRY};
 use super::{info_cmd, key_cmd, Filter, Partitioning};
-use crate::connection::{Connection, Master};
+use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::routing::key_slot;
+use crate::routing::Master;
 use crate::transport::{block, Transport};
 
 /// One key's BF.INFO, as far as a client needs it.

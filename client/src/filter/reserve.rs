@@ -2,10 +2,9 @@
 
 use redis::{Cmd, Value};
 
-use super::send::to_error;
 use super::{key_cmd, Filter, Growth, Partitioning, ReserveOptions};
 use crate::connection::Connection;
-use crate::error::{explain, server_error_text, Error, Result};
+use crate::error::{explain, server_error_text, to_error, Error, Result};
 use crate::routing::{partition_capacity, partition_keys, MAX_PARTITIONS};
 use crate::transport::{block, Transport};
 

@@ -8,7 +8,7 @@ use redis::{Cmd, Value};
 use super::reply::first_server_error;
 use super::WriteOptions;
 use crate::delivery::{wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure};
-use crate::error::{explain, server_text, Error, Result};
+use crate::error::{explain, Result};
 use crate::transport::Transport;
 
 /// How long reads and deletes retry.
@@ -73,12 +73,4 @@ pub(super) async fn wait_for_replicas(
         wait_answer(reply, replicas, &addr)?;
     }
     Ok(())
-}
-
-pub(crate) fn to_error(e: &redis::RedisError) -> Error {
-    if e.code().is_some() {
-        explain(server_text(e))
-    } else {
-        Error::Connection(format!("connection error: {e}"))
-    }
 }
