@@ -5,6 +5,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rustbloom_client::{scandump, Client, Connection, Filter, FilterInfo, KeyInfo};
+use rustbloom_core::partition::decode_identity;
 use rustbloom_core::scalable::encoding::{parse_header, FilterShape};
 
 use crate::report::{human_bytes, scan_bits};
@@ -173,11 +174,15 @@ fn plain(c: &mut Connection, key: &str, scan: bool, error: f64, show: bool) -> R
         Ok((_, h)) => (Some(h), None),
         Err(e) => (None, Some(e)),
     };
+    // A partition's header is its identity, then its filter's own header.
+    let filter_header = header_bytes
+        .as_deref()
+        .map(|h| decode_identity(h).map_or(h, |(_, inner)| inner));
     // A window filter is a ring of slots, not layers: its own report.
-    if let Some(h) = header_bytes.as_deref().and_then(window::header) {
+    if let Some(h) = filter_header.and_then(window::header) {
         return window::info(c, key, &bi, &h, scan, show);
     }
-    let mut layers = match header_bytes.as_deref().and_then(|h| parse_header(h).ok()) {
+    let mut layers = match filter_header.and_then(|h| parse_header(h).ok()) {
         Some(h) => Layers::from_header(&h),
         None => {
             if let Some(e) = &source {

@@ -1041,3 +1041,47 @@ fn wrong_type_key_is_reported() {
     let err = fails(&s.bfctl(&["dedup", "str"], b"a\n"));
     assert!(err.contains("WRONGTYPE"), "{err}");
 }
+
+/// `bfctl info` of one partition's key reads the filter's header inside the partition's identity:
+/// a window partition reports its slots, a scalable one its layers from the header, not rebuilt.
+#[test]
+fn info_describes_one_partition_of_either_kind() {
+    let s = Server::start();
+    ok(&s.bfctl(
+        &[
+            "reserve",
+            "w",
+            "0.01",
+            "1000",
+            "--window",
+            "60000",
+            "--partitions",
+            "4",
+        ],
+        b"",
+    ));
+    ok(&s.bfctl(
+        &["reserve", "p", "0.001", "10000", "--partitions", "2"],
+        b"",
+    ));
+    let mut c = s.conn().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*/0").query(&mut c).unwrap();
+    let key_of = |name: &str| {
+        keys.iter()
+            .find(|k| k.ends_with(&format!("}}{name}/0")))
+            .unwrap_or_else(|| panic!("no partition 0 of {name} in {keys:?}"))
+            .clone()
+    };
+    let window = ok(&s.bfctl(&["info", &key_of("w")], b""));
+    assert!(
+        field(&window, "kind:").starts_with("sliding window"),
+        "{window}"
+    );
+    assert!(field(&window, "capacity:").starts_with("250 "), "{window}");
+    let layers = ok(&s.bfctl(&["info", &key_of("p")], b""));
+    assert_eq!(field(&layers, "capacity:"), "5000", "{layers}");
+    assert!(
+        field(&layers, "error rate:").starts_with("0.001 (from the filter's header)"),
+        "{layers}"
+    );
+}
