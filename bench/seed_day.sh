@@ -201,16 +201,23 @@ csv_row() { # t_s phase sent rate bfctl_pid: one CSV line of every node's memory
   echo "$row"
 }
 
+# A run's set-up: SERVER (server `name`'s binary), DIR (a fresh data dir under OUT), VERSION,
+# the log `log` emptied, and say (echo and log).
+prepare_run() { # name log
+  SERVER=$(server_bin $1)
+  [ -x "$SERVER" ] || { echo "no $1 server found" >&2; return 1; }
+  DIR="$(mktemp -d "$OUT/data.XXXXXX")"
+  VERSION=$("$SERVER" --version | cut -d' ' -f1-3)
+  RUN_LOG=$2
+  : > "$RUN_LOG"
+  say() { echo "$*" | tee -a "$RUN_LOG"; }
+}
+
 run_one() { # server name
   local name=$1
-  SERVER=$(server_bin $name)
-  [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
-  DIR="$(mktemp -d "$OUT/data.XXXXXX")"
   local tag="$name-$N" csv="$OUT/seed-$name.csv" log="$OUT/seed-$name.log"
-  local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
-  : > "$log"
-  say() { echo "$*" | tee -a "$log"; }
-  say "== $version, N=$N, commit $COMMIT, $(date -u +%FT%TZ)"
+  prepare_run $name "$log" || return 1
+  say "== $VERSION, N=$N, commit $COMMIT, $(date -u +%FT%TZ)"
   start_cluster || return 1
   "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $N --partitions 16 --nonscaling >>"$log"
 
@@ -325,7 +332,7 @@ run_one() { # server name
   "$BF" --url redis://127.0.0.1:$(live_port) info clicks | tail -n 3 >> "$log"
 
   "$VENV/bin/python" "$ROOT/bench/plot_seed.py" "$csv" "$OUT/seed-$name.png" \
-    "$version, N=$N, 3+3 cluster, --wait 1 — $(date -u +%F) commit $COMMIT"
+    "$VERSION, N=$N, 3+3 cluster, --wait 1 — $(date -u +%F) commit $COMMIT"
   say "csv $csv, chart $OUT/seed-$name.png"
   for p in "${PORTS[@]}"; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done
   rm -rf "$DIR"; DIR=""
@@ -355,14 +362,9 @@ slot_loads() { # "max slot items / slot capacity" over every partition's four sl
 
 run_window() { # server name
   local name=$1
-  SERVER=$(server_bin $name)
-  [ -x "$SERVER" ] || { echo "no $name server found" >&2; return 1; }
-  DIR="$(mktemp -d "$OUT/data.XXXXXX")"
   local csv="$OUT/seed-window-$name.csv" log="$OUT/seed-window-$name.log"
-  local version; version=$("$SERVER" --version | cut -d' ' -f1-3)
-  : > "$log"
-  say() { echo "$*" | tee -a "$log"; }
-  say "== window day: $version, N=$N, $WINDOW_CAP clicks per ${WINDOW_MS} ms window at 1e-9, commit $COMMIT, $(date -u +%FT%TZ)"
+  prepare_run $name "$log" || return 1
+  say "== window day: $VERSION, N=$N, $WINDOW_CAP clicks per ${WINDOW_MS} ms window at 1e-9, commit $COMMIT, $(date -u +%FT%TZ)"
   start_cluster || return 1
   "$BF" --url redis://127.0.0.1:$PORT0 reserve clicks 1e-9 $WINDOW_CAP --window $WINDOW_MS --partitions 16 >>"$log"
   DAY_START=$(( $(server_ms) + PACE * 1000 + WINDOW_MS - 5000 - 86400000 ))
@@ -443,7 +445,7 @@ run_window() { # server name
   done
 
   "$VENV/bin/python" "$ROOT/bench/plot_seed.py" "$csv" "$OUT/seed-window-$name.png" \
-    "$version, window day, N=$N, $WINDOW_CAP per ${WINDOW_MS} ms at 1e-9, 3+3 cluster, --wait 1 — $(date -u +%F) commit $COMMIT"
+    "$VERSION, window day, N=$N, $WINDOW_CAP per ${WINDOW_MS} ms at 1e-9, 3+3 cluster, --wait 1 — $(date -u +%F) commit $COMMIT"
   say "csv $csv, chart $OUT/seed-window-$name.png"
   for p in "${PORTS[@]}"; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done
   rm -rf "$DIR"; DIR=""

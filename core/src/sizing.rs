@@ -77,14 +77,6 @@ pub const LINES_MIN_BYTES: u64 = 512 << 10;
 /// size measured, down to one line).
 pub const CLASSIC_FLOOR: f64 = 0.3;
 
-/// The share of ε the classic floor may take before a layer goes in lines instead: classic
-/// needs m ≥ [`CLASSIC_FLOOR`] / (this × ε) bits, 0.3/ε (30 bits at 1e-2, 3,000 at 1e-4,
-/// 3·10⁸ at 1e-9). All of it, not less: a layer left classic answers at most about 2 ε, as
-/// RedisBloom's own double hashing does at those sizes, and keeps RedisBloom's sizes (its flow
-/// tests pin BF.INFO's Size of `0.001 100` and of a 3-item filter at 1%); every layer that would
-/// miss its rate by more (100 items at 1e-6 by 100×, at 1e-9 by 10⁴×) goes in lines.
-pub const CLASSIC_FLOOR_SHARE: f64 = 1.0;
-
 /// A layer's bits per item are searched to this relative width: the exact bits of the model for
 /// any layer below 10¹² bits, the same ones the 50-step bisection on [1, 200] of releases before
 /// found for the one-line layout (so those layers stay bit-identical), always on the safe side.
@@ -241,9 +233,14 @@ pub fn layer_size(capacity: u64, error_rate: f64) -> Result<LayerSize, SizingErr
 }
 
 /// Whether a classic layer of this shape would fall short of `error_rate`: whether the floor of
-/// double hashing, about [`CLASSIC_FLOOR`] / bits, exceeds [`CLASSIC_FLOOR_SHARE`] of it.
+/// double hashing, about [`CLASSIC_FLOOR`] / bits, exceeds it; classic thus needs m ≥ 0.3/ε bits
+/// (30 at 1e-2, 3,000 at 1e-4, 3·10⁸ at 1e-9). The whole of ε, not a share of it: a layer left
+/// classic answers at most about 2ε, as RedisBloom's own double hashing does at those sizes, and
+/// keeps RedisBloom's sizes (its flow tests pin BF.INFO's Size of `0.001 100` and of a 3-item
+/// filter at 1%); every layer that would miss its rate by more (100 items at 1e-6 by 100×, at
+/// 1e-9 by 10⁴×) goes in lines.
 pub fn past_classic_floor(size: LayerSize, error_rate: f64) -> bool {
-    CLASSIC_FLOOR > CLASSIC_FLOOR_SHARE * error_rate * size.bits as f64
+    CLASSIC_FLOOR > error_rate * size.bits as f64
 }
 
 /// The layout in lines (1 to [`MAX_LINES`]) with the fewest bits among those `fits` accepts, the
