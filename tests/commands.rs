@@ -1001,3 +1001,125 @@ fn single_item_adds_set_the_bits_batches_set() {
         Some((2 * layers).to_string())
     );
 }
+
+/// BF.MEXISTS of one item and BF.EXISTS (the single-item lookup) answer what the same item
+/// answers inside a batch (the general path), on every kind of key: a scalable and a window
+/// filter, a partition (routed items; a misrouted one refused), a missing key, a filter being
+/// loaded, a descriptor and a key of another type; and INFO bf counts each as one lookup.
+#[test]
+fn single_item_lookups_answer_as_batches() {
+    use rustbloom_core::partition::{partition_key, route};
+    let s = Server::start();
+    let mut c = s.conn();
+    let present = items("in", 40);
+    let absent = items("out", 40);
+    raw_ok(&mut c, &["BF.RESERVE", "scalable", "0.01", "20"]);
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "window", "0.01", "100", "WINDOW", "600000"],
+    );
+    let seed = "12345";
+    let partition = String::from_utf8(partition_key(b"routed", 0, 2)).unwrap();
+    raw_ok(
+        &mut c,
+        &[
+            "BF.RESERVE",
+            &partition,
+            "0.01",
+            "100",
+            "PARTITION",
+            "0",
+            "2",
+            seed,
+        ],
+    );
+    raw_ok(
+        &mut c,
+        &[
+            "BF.RESERVE",
+            "routed",
+            "0.01",
+            "200",
+            "PARTITIONS",
+            "2",
+            seed,
+        ],
+    );
+    let home = |item: &String| route(item.as_bytes(), 2, seed.parse().unwrap()) == 0;
+    for key in ["scalable", "window"] {
+        madd_all(&mut c, key, &present);
+    }
+    let routed_present: Vec<String> = present.iter().filter(|i| home(i)).cloned().collect();
+    let routed_absent: Vec<String> = absent.iter().filter(|i| home(i)).cloned().collect();
+    madd_all(&mut c, &partition, &routed_present);
+    let chunks = scandump(&mut c, "scalable");
+    let first: Value = redis::cmd("BF.LOADCHUNK")
+        .arg("loading")
+        .arg(chunks[0].0)
+        .arg(&chunks[0].1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(first, Value::Okay);
+    raw_ok(&mut c, &["SET", "string", "x"]);
+
+    let every: Vec<String> = present.iter().chain(&absent).cloned().collect();
+    let routed: Vec<String> = routed_present
+        .iter()
+        .chain(&routed_absent)
+        .cloned()
+        .collect();
+    let stray = absent.iter().find(|i| !home(i)).unwrap().clone();
+    let cases: [(&str, &[String]); 7] = [
+        ("scalable", &every),
+        ("window", &every),
+        (&partition, &routed),
+        ("missing", &every[..2]),
+        ("loading", &every[..2]),
+        ("routed", &every[..2]),
+        ("string", &every[..2]),
+    ];
+    for (key, items) in cases {
+        let mut batch = vec!["BF.MEXISTS", key];
+        batch.extend(items.iter().map(String::as_str));
+        let batched = raw(&mut c, &batch);
+        for (i, item) in items.iter().enumerate() {
+            let exists = raw(&mut c, &["BF.EXISTS", key, item]);
+            let one = raw(&mut c, &["BF.MEXISTS", key, item]);
+            match &batched {
+                Ok(answers) => {
+                    let expected = as_ints(answers.clone())[i];
+                    assert_eq!(exists.map(|v| as_int(&v)), Ok(expected), "{key} {item}");
+                    assert_eq!(one.map(as_ints), Ok(vec![expected]), "{key} {item}");
+                }
+                Err(error) => {
+                    assert_eq!(exists.as_ref(), Err(error), "{key} {item}");
+                    assert_eq!(one.as_ref(), Err(error), "{key} {item}");
+                }
+            }
+        }
+        if key == "scalable" || key == "window" {
+            let answers = as_ints(batched.unwrap());
+            assert_eq!(
+                answers[..present.len()],
+                vec![1; present.len()][..],
+                "{key}"
+            );
+        }
+    }
+    let misrouted = "ERR item routed to partition 1 of 2, not 0";
+    assert_err(&mut c, &["BF.EXISTS", &partition, &stray], misrouted);
+    assert_err(&mut c, &["BF.MEXISTS", &partition, &stray], misrouted);
+
+    let lookups = |c: &mut redis::Connection| {
+        let section = info_section(c, "bf");
+        info_field(&section, "bf_lookups")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = lookups(&mut c);
+    raw_ok(&mut c, &["BF.MEXISTS", "scalable", "x"]);
+    raw_ok(&mut c, &["BF.EXISTS", "scalable", "x"]);
+    raw_ok(&mut c, &["BF.MEXISTS", "missing", "x"]);
+    assert_eq!(lookups(&mut c), before + 3);
+}

@@ -12,15 +12,7 @@ pub fn exists(command: &Command) -> CommandResult {
     if command.argc() != 3 {
         return Err(CommandError::WrongArity);
     }
-    let key = command.open_key(false);
-    let found = match partition::lookup_filter(command, &key, 2)? {
-        Some(stored) => stored
-            .ready()
-            .ok_or(LOADING)?
-            .contains(command.arg(2), || command.now_ms()),
-        None => false,
-    };
-    stats::count(&stats::LOOKUPS, 1);
+    let found = lookup_one(command)?;
     command.reply_bool(found);
     Ok(())
 }
@@ -29,6 +21,12 @@ pub fn exists(command: &Command) -> CommandResult {
 pub fn mexists(command: &Command) -> CommandResult {
     if command.argc() < 3 {
         return Err(CommandError::WrongArity);
+    }
+    if command.argc() == 3 {
+        let found = lookup_one(command)?;
+        command.reply_array(1);
+        command.reply_bool(found);
+        return Ok(());
     }
     let key = command.open_key(false);
     let filter = match partition::lookup_filter(command, &key, 2)? {
@@ -51,6 +49,22 @@ pub fn mexists(command: &Command) -> CommandResult {
         command.reply_bool(answer);
     }
     Ok(())
+}
+
+/// The answer for the one item at argument 2 (BF.EXISTS, a BF.MEXISTS of one), counted: hashed
+/// once, with no batch, no vector and no allocation; the key is closed before the reply.
+#[inline]
+fn lookup_one(command: &Command) -> Result<bool, CommandError> {
+    let key = command.open_key(false);
+    let found = match partition::lookup_filter(command, &key, 2)? {
+        Some(stored) => stored
+            .ready()
+            .ok_or(LOADING)?
+            .contains(command.arg(2), || command.now_ms()),
+        None => false,
+    };
+    stats::count(&stats::LOOKUPS, 1);
+    Ok(found)
 }
 
 /// `BF.CARD key`

@@ -24,11 +24,13 @@ impl Command {
     }
 
     /// Number of arguments, the command name included.
+    #[inline]
     pub fn argc(&self) -> usize {
         self.argc
     }
 
     /// The raw Redis string of argument `index`.
+    #[inline]
     pub(super) fn raw_arg(&self, index: usize) -> *mut raw::RedisModuleString {
         assert!(index < self.argc);
         // SAFETY: Redis passes `argc` live argument pointers; index < argc.
@@ -36,6 +38,7 @@ impl Command {
     }
 
     /// The bytes of argument `index` (0 is the command name), valid for the whole call.
+    #[inline]
     pub fn arg(&self, index: usize) -> &[u8] {
         // SAFETY: the arguments live, unchanged, until the command returns, longer than &self.
         unsafe { string_bytes(self.raw_arg(index)) }
@@ -70,6 +73,7 @@ impl Command {
     /// Opens the key at argument 1. One key handle at a time (like a RefCell: a second open while
     /// one lives is a bug, and panics into the guard's error reply), so a value borrowed through
     /// one handle cannot be replaced through another.
+    #[inline]
     pub fn open_key(&self, writable: bool) -> Key<'_> {
         assert!(
             !self.key_open.replace(true),

@@ -22,6 +22,7 @@ impl Key<'_> {
     }
 
     /// The value as a pointer: Ok(None) for a missing key, WrongType for a key of another type.
+    #[inline]
     fn value_ptr<T: ModuleValue>(&self) -> Result<Option<*mut T>, CommandError> {
         // One call answers the common case (a key of our type); the key type is asked only
         // when it is not.
@@ -40,6 +41,7 @@ impl Key<'_> {
 
     /// The value stored here, to read: Ok(None) for a missing key, WrongType for a key of any
     /// other type.
+    #[inline]
     pub fn value<T: ModuleValue>(&self) -> Result<Option<&T>, CommandError> {
         // SAFETY: a value of T's type is a live Box<T> (the invariant of `ValueType`), owned by the
         // keyspace; it is replaced or freed only through `&mut self` or after this handle
@@ -48,6 +50,7 @@ impl Key<'_> {
     }
 
     /// The value stored here, to change: as [`value`](Self::value).
+    #[inline]
     pub fn value_mut<T: ModuleValue>(&mut self) -> Result<Option<&mut T>, CommandError> {
         // SAFETY: as in `value`; the exclusive borrow of the only handle (see Command::open_key)
         // makes this the only reference to the value.
@@ -69,6 +72,7 @@ impl Key<'_> {
     }
 
     /// Tells Redis the value changed in place (WATCH, client-side caching).
+    #[inline]
     pub fn signal_modified(&self) {
         // SAFETY: a live context and key name argument.
         unsafe { api!(RedisModule_SignalModifiedKey)(self.command.ctx, self.command.raw_arg(1)) };

@@ -9,6 +9,7 @@ use super::Command;
 
 impl Command {
     /// Replicates this call as it was received.
+    #[inline]
     pub fn replicate_verbatim(&self) {
         // SAFETY: a live context.
         unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
@@ -72,6 +73,7 @@ impl Command {
     }
 
     /// Fires a keyspace event of the generic class for the key at argument 1.
+    #[inline]
     pub fn notify(&self, event: &CStr) {
         // SAFETY: a live context, a NUL-terminated event name and a live argument.
         unsafe {

@@ -37,6 +37,7 @@ impl Command {
     }
 
     /// 1/0 in RESP2, true/false in RESP3.
+    #[inline]
     pub fn reply_bool(&self, value: bool) {
         // SAFETY: a live context.
         unsafe { api!(RedisModule_ReplyWithBool)(self.ctx, c_int::from(value)) };
@@ -73,6 +74,7 @@ impl Command {
     }
 
     /// Starts an array of `len` elements.
+    #[inline]
     pub fn reply_array(&self, len: usize) {
         // SAFETY: a live context.
         unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, len as c_long) };

@@ -57,6 +57,7 @@ impl<T: ModuleValue> ValueType<T> {
     }
 
     /// The type Redis registered (null before registration).
+    #[inline]
     pub(super) fn raw(&self) -> *mut raw::RedisModuleType {
         *self.redis_type.raw_type.borrow()
     }
