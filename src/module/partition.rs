@@ -21,7 +21,7 @@ use super::ffi::{Command, CommandError, CommandResult, Key};
 /// item from argument `first_item` must route to it, else the whole command is refused; a
 /// descriptor refuses items (each goes to its partition). Ok(None) for a missing key. The value
 /// is fetched once, and a plain filter pays nothing for the check.
-#[inline]
+#[inline(always)]
 pub fn lookup_filter<'k>(
     command: &Command,
     key: &'k Key,

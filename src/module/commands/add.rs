@@ -4,7 +4,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use rustbloom_core::layer::Layer;
 use rustbloom_core::replication::add_effects;
-use rustbloom_core::scalable::AddOutcome;
+use rustbloom_core::scalable::{AddOutcome, GrownLayer, InsertError};
 use rustbloom_core::{Filter, Outcome, StoredFilter, StoredValue};
 
 use crate::module::args::{self, CreateOptions};
@@ -12,6 +12,7 @@ use crate::module::errors::{
     insert_error, replay_mismatch, NOT_FOUND, NOT_WINDOW, TIMESTAMP_AHEAD,
 };
 use crate::module::ffi::{log, Command, CommandError, CommandResult, Key, INTERNAL};
+use crate::module::memory::CommandBudget;
 use crate::module::partition;
 use crate::module::stats::{self, BeforeAdd};
 
@@ -28,10 +29,30 @@ enum AddReply {
     Array,
 }
 
+/// Adds `command`'s arguments from `first_item` to the key's filter, creating it from
+/// `create_options()` when missing (None: the key must exist). One item to an existing scalable
+/// filter that is no partition takes [`add_one`]; the rest [`add_batch`].
+#[inline(always)]
+fn add_items(
+    command: &Command,
+    first_item: usize,
+    create_options: impl FnOnce() -> Option<CreateOptions>,
+    reply: AddReply,
+) -> CommandResult {
+    let mut key = command.open_key(true);
+    if command.argc() == first_item + 1 {
+        if let Some(result) = add_one(command, &mut key, first_item, reply) {
+            return result;
+        }
+    }
+    add_batch(command, key, first_item, create_options(), None, reply)
+}
+
 /// The common add, one item to an existing scalable filter that is no partition (BF.ADD, a
 /// BF.MADD or BF.INSERT of one): hashed once, tested and set, then answered, counted and
 /// replicated as received, with nothing allocated and no routing check. None, having done
-/// nothing, for any other key, which takes [`add_items`]' general path.
+/// nothing, for any other key, which takes [`add_batch`]' general path.
+#[inline(always)]
 fn add_one(
     command: &Command,
     key: &mut Key,
@@ -59,54 +80,21 @@ fn add_one(
     let Filter::Scalable(scalable) = &mut *filter else {
         return None;
     };
-    let result = catch_unwind(AssertUnwindSafe(|| scalable.insert_one(item, &mut budget)));
-    let added = match result {
-        Ok(Ok((added, grown))) => {
+    let added = match catch_unwind(AssertUnwindSafe(|| scalable.insert_one(item, &mut budget))) {
+        Ok(Ok((added, None))) => {
             stats::count(&stats::ADDS, 1);
-            match grown {
-                // The layer pushed first travels as BF.GROW before the item.
-                Some(grown) => {
-                    if let Some(before) = before {
-                        before.record(filter);
-                    }
-                    let outcome = Outcome::Scalable(AddOutcome {
-                        added: vec![true],
-                        error: None,
-                        grown: vec![grown],
-                    });
-                    replicate(
-                        command,
-                        first_item,
-                        &add_effects(filter, &outcome, 1, false),
-                    );
-                }
-                None if added => {
-                    stats::item_counted();
-                    command.replicate_verbatim();
-                }
-                None => {}
+            if added {
+                stats::item_counted();
+                command.replicate_verbatim();
             }
             added
         }
-        Ok(Err(error)) => {
-            let error = insert_error(command, &budget, error);
-            return Some(match reply {
-                AddReply::Single => Err(error),
-                AddReply::Array => {
-                    command.reply_array(1);
-                    command.reply_error(&error);
-                    Ok(())
-                }
-            });
+        Ok(Ok((_, Some(grown)))) => {
+            replicate_grown_one(command, filter, before, grown, first_item);
+            true
         }
-        Err(_) => {
-            log(
-                command.ctx(),
-                "warning",
-                "rustbloom: an add failed internally; the items added before it were kept and replicated",
-            );
-            return Some(Err(INTERNAL));
-        }
+        Ok(Err(error)) => return Some(refused_one(command, &budget, error, reply)),
+        Err(_) => return Some(Err(add_panicked(command))),
     };
     if added {
         key.signal_modified();
@@ -119,23 +107,75 @@ fn add_one(
     Some(Ok(()))
 }
 
-/// Adds `command`'s arguments from `first_item` to the key's filter at `at_ms` (None: the
-/// server's clock, read only for a window filter), creating it
-/// from `create_options` when missing (None: the key must exist).
-fn add_items(
+/// [`add_one`] pushed a layer for its item: counted from what the filter held `before`, and
+/// replicated as BF.GROW before the item.
+#[cold]
+fn replicate_grown_one(
     command: &Command,
+    filter: &Filter,
+    before: Option<BeforeAdd>,
+    grown: GrownLayer,
+    first_item: usize,
+) {
+    stats::count(&stats::ADDS, 1);
+    if let Some(before) = before {
+        before.record(filter);
+    }
+    let outcome = Outcome::Scalable(AddOutcome {
+        added: vec![true],
+        error: None,
+        grown: vec![grown],
+    });
+    replicate(
+        command,
+        first_item,
+        &add_effects(filter, &outcome, 1, false),
+    );
+}
+
+/// [`add_one`]'s item refused by a limit (nothing changed): the error, or for an array reply
+/// an array of that one error.
+#[cold]
+fn refused_one(
+    command: &Command,
+    budget: &CommandBudget,
+    error: InsertError,
+    reply: AddReply,
+) -> CommandResult {
+    let error = insert_error(command, budget, error);
+    match reply {
+        AddReply::Single => Err(error),
+        AddReply::Array => {
+            command.reply_array(1);
+            command.reply_error(&error);
+            Ok(())
+        }
+    }
+}
+
+/// An add panicked (a bug): logged, and answered as an internal error.
+#[cold]
+fn add_panicked(command: &Command) -> CommandError {
+    log(
+        command.ctx(),
+        "warning",
+        "rustbloom: an add failed internally; the items added before it were kept and replicated",
+    );
+    INTERNAL
+}
+
+/// Adds `command`'s arguments from `first_item` to the filter at `key` at `at_ms` (None: the
+/// server's clock, read only for a window filter), creating it from `create_options` when
+/// missing (None: the key must exist).
+fn add_batch(
+    command: &Command,
+    mut key: Key,
     first_item: usize,
     create_options: Option<CreateOptions>,
     at_ms: Option<u64>,
     reply: AddReply,
 ) -> CommandResult {
-    // Phase 1: the key, its items' routing, and the filter to add to.
-    let mut key = command.open_key(true);
-    if at_ms.is_none() && command.argc() == first_item + 1 {
-        if let Some(result) = add_one(command, &mut key, first_item, reply) {
-            return result;
-        }
-    }
+    // Phase 1: the key's items' routing, and the filter to add to.
     let routed = partition::routed_items(command, &key, first_item)?;
     let mut budget = budget(command);
     let mut created = None;
@@ -182,12 +222,7 @@ fn add_items(
         command.notify(c"bf.add");
     }
     if panicked {
-        log(
-            command.ctx(),
-            "warning",
-            "rustbloom: an add failed internally; the items added before it were kept and replicated",
-        );
-        return Err(INTERNAL);
+        return Err(add_panicked(command));
     }
     let error = outcome
         .error()
@@ -221,8 +256,7 @@ pub fn add(command: &Command) -> CommandResult {
     add_items(
         command,
         2,
-        Some(CreateOptions::default()),
-        None,
+        || Some(CreateOptions::default()),
         AddReply::Single,
     )
 }
@@ -235,8 +269,7 @@ pub fn madd(command: &Command) -> CommandResult {
     add_items(
         command,
         2,
-        Some(CreateOptions::default()),
-        None,
+        || Some(CreateOptions::default()),
         AddReply::Array,
     )
 }
@@ -245,7 +278,7 @@ pub fn madd(command: &Command) -> CommandResult {
 pub fn insert(command: &Command) -> CommandResult {
     let parsed = args::parse_insert(command)?;
     let create = (!parsed.nocreate).then_some(parsed.create);
-    add_items(command, parsed.first_item, create, None, AddReply::Array)
+    add_items(command, parsed.first_item, move || create, AddReply::Array)
 }
 
 /// `BF.ADDAT key timestamp_ms item [item ...]`: adds to a window filter at a given time. Sent
@@ -276,5 +309,12 @@ pub fn addat(command: &Command) -> CommandResult {
             None => return Err(NOT_FOUND),
         }
     }
-    add_items(command, 3, None, Some(at_ms), AddReply::Array)
+    add_batch(
+        command,
+        command.open_key(true),
+        3,
+        None,
+        Some(at_ms),
+        AddReply::Array,
+    )
 }

@@ -28,6 +28,11 @@ pub fn mexists(command: &Command) -> CommandResult {
         command.reply_bool(found);
         return Ok(());
     }
+    lookup_batch(command)
+}
+
+/// BF.MEXISTS of several items: looked up together, then answered.
+fn lookup_batch(command: &Command) -> CommandResult {
     let key = command.open_key(false);
     let filter = match partition::lookup_filter(command, &key, 2)? {
         Some(stored) => Some(stored.ready().ok_or(LOADING)?),
@@ -53,7 +58,7 @@ pub fn mexists(command: &Command) -> CommandResult {
 
 /// The answer for the one item at argument 2 (BF.EXISTS, a BF.MEXISTS of one), counted: hashed
 /// once, with no batch, no vector and no allocation; the key is closed before the reply.
-#[inline]
+#[inline(always)]
 fn lookup_one(command: &Command) -> Result<bool, CommandError> {
     let key = command.open_key(false);
     let found = match partition::lookup_filter(command, &key, 2)? {
