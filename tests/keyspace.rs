@@ -135,3 +135,67 @@ fn watch_is_invalidated_only_by_real_changes() {
         "a real add must abort the watching transaction"
     );
 }
+
+/// Adds of one item to an existing filter (BF.ADD, and BF.MADD and BF.INSERT of one, on a plain
+/// filter and on a partition, through a pushed layer) fire one `bf.add` event per new item, and
+/// none for an item already present or a lookup.
+#[test]
+fn single_item_adds_notify_once_per_new_item() {
+    let s = Server::start_with(&["--notify-keyspace-events", "KEA"]);
+    let mut sub = s.conn();
+    let mut c = s.conn();
+    let partition =
+        String::from_utf8(rustbloom_core::partition::partition_key(b"routed", 0, 1)).unwrap();
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "plain", "0.01", "2", "EXPANSION", "2"],
+    );
+    let reserve_partition = [
+        "BF.RESERVE",
+        &partition,
+        "0.01",
+        "2",
+        "PARTITION",
+        "0",
+        "1",
+        "7",
+    ];
+    raw_ok(&mut c, &reserve_partition);
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__keyevent@0__:*").unwrap();
+    for key in ["plain", partition.as_str()] {
+        raw_ok(&mut c, &["BF.ADD", key, "one"]);
+        raw_ok(&mut c, &["BF.MADD", key, "two"]);
+        // The filter holds 2: this add pushes a layer first.
+        raw_ok(&mut c, &["BF.INSERT", key, "ITEMS", "three"]);
+        assert_eq!(as_int(&raw_ok(&mut c, &["BF.ADD", key, "one"])), 0);
+        assert_eq!(as_ints(raw_ok(&mut c, &["BF.MADD", key, "two"])), [0]);
+        assert_eq!(
+            as_ints(raw_ok(&mut c, &["BF.INSERT", key, "ITEMS", "three"])),
+            [0]
+        );
+        raw_ok(&mut c, &["BF.EXISTS", key, "one"]);
+        raw_ok(&mut c, &["BF.MEXISTS", key, "one"]);
+        assert_eq!(as_int(&raw_ok(&mut c, &["BF.CARD", key])), 3, "{key}");
+        let layers = as_ints(raw_ok(&mut c, &["BF.INFO", key, "FILTERS"]));
+        assert_eq!(layers, [2], "{key}");
+    }
+    raw_ok(&mut c, &["SET", "marker", "1"]);
+    let seen = collect_events(
+        &mut ps,
+        &[("__keyevent@0__:set", "marker")],
+        Duration::from_secs(10),
+    );
+    for key in ["plain", partition.as_str()] {
+        let adds = seen
+            .iter()
+            .filter(|(ch, p)| ch == "__keyevent@0__:bf.add" && p == key)
+            .count();
+        assert_eq!(adds, 3, "{key}: {seen:?}");
+    }
+    let other: Vec<_> = seen
+        .iter()
+        .filter(|(ch, _)| ch.contains("bf.") && ch != "__keyevent@0__:bf.add")
+        .collect();
+    assert!(other.is_empty(), "{other:?}");
+}

@@ -94,7 +94,10 @@ fn add_one(
             true
         }
         Ok(Err(error)) => return Some(refused_one(command, &budget, error, reply)),
-        Err(_) => return Some(Err(add_panicked(command))),
+        Err(panic) => {
+            drop(panic);
+            return Some(Err(add_panicked(command)));
+        }
     };
     if added {
         key.signal_modified();

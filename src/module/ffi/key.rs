@@ -72,7 +72,7 @@ impl Key<'_> {
     }
 
     /// Tells Redis the value changed in place (WATCH, client-side caching).
-    #[inline]
+    #[inline(always)]
     pub fn signal_modified(&self) {
         // SAFETY: a live context and key name argument.
         unsafe { api!(RedisModule_SignalModifiedKey)(self.command.ctx, self.command.raw_arg(1)) };

@@ -73,7 +73,7 @@ impl Command {
     }
 
     /// Fires a keyspace event of the generic class for the key at argument 1.
-    #[inline]
+    #[inline(always)]
     pub fn notify(&self, event: &CStr) {
         // SAFETY: a live context, a NUL-terminated event name and a live argument.
         unsafe {

@@ -8,7 +8,7 @@ use redis_module::raw;
 ///
 /// # Safety
 /// `string` is null or a live Redis string that outlives `'a` unchanged.
-#[inline]
+#[inline(always)]
 pub(super) unsafe fn string_bytes<'a>(string: *const raw::RedisModuleString) -> &'a [u8] {
     if string.is_null() {
         return &[];
