@@ -252,6 +252,7 @@ fn add_batch(
 }
 
 /// `BF.ADD key item`
+#[inline(always)]
 pub fn add(command: &Command) -> CommandResult {
     if command.argc() != 3 {
         return Err(CommandError::WrongArity);
@@ -265,6 +266,7 @@ pub fn add(command: &Command) -> CommandResult {
 }
 
 /// `BF.MADD key item [item ...]`
+#[inline(always)]
 pub fn madd(command: &Command) -> CommandResult {
     if command.argc() < 3 {
         return Err(CommandError::WrongArity);

@@ -8,6 +8,7 @@ use crate::module::stats::{self};
 use super::ready;
 
 /// `BF.EXISTS key item`
+#[inline(always)]
 pub fn exists(command: &Command) -> CommandResult {
     if command.argc() != 3 {
         return Err(CommandError::WrongArity);
@@ -18,6 +19,7 @@ pub fn exists(command: &Command) -> CommandResult {
 }
 
 /// `BF.MEXISTS key item [item ...]`
+#[inline(always)]
 pub fn mexists(command: &Command) -> CommandResult {
     if command.argc() < 3 {
         return Err(CommandError::WrongArity);
