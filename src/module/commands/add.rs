@@ -95,6 +95,7 @@ fn add_one(
         }
         Ok(Err(error)) => return Some(refused_one(command, &budget, error, reply)),
         Err(panic) => {
+            // Dropped here, so that the common path has no payload to drop.
             drop(panic);
             return Some(Err(add_panicked(command)));
         }
