@@ -17,11 +17,12 @@ use crate::module::stats::{self, BeforeAdd};
 
 use super::create::create;
 use super::replication::replicate;
+use super::window::add_to_window;
 use super::{budget, ready, ready_mut, store};
 
 /// How an add command answers.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum AddReply {
+pub(super) enum AddReply {
     /// BF.ADD: one boolean, or the error itself.
     Single,
     /// BF.MADD, BF.INSERT: an array, ending at the first error.
@@ -135,6 +136,9 @@ fn add_items(
         if let Some(result) = add_one(command, &mut key, first_item, reply) {
             return result;
         }
+    }
+    if let Some(result) = add_to_window(command, &mut key, first_item, at_ms, reply) {
+        return result;
     }
     let routed = partition::routed_items(command, &key, first_item)?;
     let mut budget = budget(command);
