@@ -12,7 +12,7 @@ use crate::module::stats::{self, BeforeAdd};
 use super::add::AddReply;
 
 /// Adds `command`'s arguments from `first_item` (at least one) to the window filter at `key`
-/// at `at_ms` (None: the server's clock), then replicates, signals, notifies and answers as
+/// at `at_time` (BF.ADDAT's; None: the server's clock), then replicates, signals, notifies and answers as
 /// [`add_items`](super::add) does. None, having done nothing, for any other key: missing, of
 /// another kind, a partition (routed), still loading or of another type, which the general
 /// path answers.
@@ -20,7 +20,7 @@ pub(super) fn add_to_window(
     command: &Command,
     key: &mut Key,
     first_item: usize,
-    at_ms: Option<u64>,
+    at_time: Option<u64>,
     reply: AddReply,
 ) -> Option<CommandResult> {
     let Ok(Some(StoredValue::Filter(stored))) = key.value_mut::<StoredValue>() else {
@@ -42,7 +42,7 @@ pub(super) fn add_to_window(
     };
     // The time the write uses, which replicas and the AOF must apply: known before it starts,
     // so that the items added before a panic are replicated at it.
-    let at_ms = window.write_time(at_ms.unwrap_or_else(|| command.now_ms()));
+    let at_ms = window.write_time(at_time.unwrap_or_else(|| command.now_ms()));
     let mut one = false;
     let mut many = Vec::new();
     let panicked = catch_unwind(AssertUnwindSafe(|| {
@@ -63,7 +63,13 @@ pub(super) fn add_to_window(
     stats::count(&stats::ADDS, added.len());
 
     if !added.is_empty() {
-        command.replicate_at(c"BF.ADDAT", at_ms, first_item, added.len());
+        if at_time.is_some() && !panicked {
+            // BF.ADDAT as received: a replica or the AOF applies its time as the primary did,
+            // never before the filter's (equal there) latest time, so it reaches the same state.
+            command.replicate_verbatim();
+        } else {
+            command.replicate_at(c"BF.ADDAT", at_ms, first_item, added.len());
+        }
         // A window write changes the filter's time even when it adds nothing new.
         key.signal_modified();
     }
