@@ -159,7 +159,13 @@ mod tests {
             let power = 10u64.pow(exp);
             [power - 1, power, power + 1]
         });
-        let values = [0, 1_764_000_000_123, 1_764_000_000_001, u64::MAX - 1, u64::MAX];
+        let values = [
+            0,
+            1_764_000_000_123,
+            1_764_000_000_001,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
         for value in around_powers.chain(values) {
             let mut digits = [0u8; 20];
             assert_eq!(decimal(value, &mut digits), value.to_string().as_bytes());
