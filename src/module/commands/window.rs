@@ -12,8 +12,8 @@ use crate::module::stats::{self, BeforeAdd};
 use super::add::AddReply;
 
 /// Adds `command`'s arguments from `first_item` (at least one) to the window filter at `key`
-/// at `at_time` (BF.ADDAT's; None: the server's clock), then replicates, signals, notifies and answers as
-/// [`add_items`](super::add) does. None, having done nothing, for any other key: missing, of
+/// at `at_time` (BF.ADDAT's; None: the server's clock), then replicates, signals, notifies and
+/// answers as the general add does. None, having done nothing, for any other key: missing, of
 /// another kind, a partition (routed), still loading or of another type, which the general
 /// path answers.
 pub(super) fn add_to_window(
