@@ -628,8 +628,8 @@ fn assert_same_filters(a: &mut Connection, b: &mut Connection, what: &str) {
 /// Writes of every kind to window filters over `duration_ms`, a step every ~120 ms so that they
 /// fall in many generations: new items, repeated items that only refresh (or change nothing but
 /// the filter's time), BF.INSERT into an existing filter and one created mid-way, client
-/// BF.ADDAT from the past, a window at 1e-7 (its slots in lines, encoding version 2) and a plain
-/// filter alongside. `between` runs after each step.
+/// BF.ADDAT from the past and ahead of the clock, a window at 1e-7 (its slots in lines, encoding
+/// version 2) and a plain filter alongside. `between` runs after each step.
 fn window_workload(c: &mut Connection, duration_ms: u64, mut between: impl FnMut(u32)) {
     raw_ok(
         c,
@@ -678,13 +678,17 @@ fn window_workload(c: &mut Connection, duration_ms: u64, mut between: impl FnMut
                 args.extend(["a", "b"]);
                 raw_ok(c, &args);
             }
-            // A client's timestamp from the past counts as the filter's latest.
+            // A client's timestamp from the past counts as the filter's latest; one ahead of
+            // the clock (by less than a window) becomes it, and the writes after it use it.
             3 => {
                 let past = (now_ms() - 5000).to_string();
                 raw_ok(
                     c,
                     &["BF.ADDAT", "reserved", &past, "from-the-past", &fresh[0]],
                 );
+                let ahead = (now_ms() + 400).to_string();
+                raw_ok(c, &["BF.ADDAT", "lines", &ahead, "ahead", &fresh[1]]);
+                madd(c, "lines", &fresh[2..4]);
             }
             4 => {
                 raw_ok(c, &["BF.ADD", "reserved", "a"]);

@@ -165,11 +165,14 @@ pub(super) struct Live {
 impl Live {
     pub(super) fn at(seen: u64) -> Live {
         let mut masks = [0u8; SLOTS + 1];
-        for (d, mask) in masks.iter_mut().enumerate().take(SLOTS) {
-            // Generations seen − d down to seen − 3, those that exist.
-            for age in d as u64..=(SLOTS as u64 - 1).min(seen) {
-                *mask |= 1 << ((seen - age) % SLOTS as u64);
+        // masks[d]: the generations seen − d down to seen − 3, those that exist; built from the
+        // oldest age, each adding its slot to the older ones' (one pass, on every write).
+        let mut mask = 0u8;
+        for age in (0..SLOTS).rev() {
+            if age as u64 <= seen {
+                mask |= 1 << ((seen - age as u64) % SLOTS as u64);
             }
+            masks[age] = mask;
         }
         Live { seen, masks }
     }
@@ -190,5 +193,25 @@ impl Live {
         (0..ages)
             .map(move |age| (seen.wrapping_sub(age) % SLOTS as u64) as usize)
             .filter(move |&slot| mask & (1 << slot) != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Live, SLOTS};
+
+    #[test]
+    fn live_slots_hold_the_generations_from_the_region_s_down_to_three_before_seen() {
+        let seens = (0..12).chain([u64::MAX / 3, u64::MAX - 1, u64::MAX]);
+        for seen in seens {
+            let live = Live::at(seen);
+            for region in seen.saturating_sub(6)..=seen {
+                let expected = (seen.saturating_sub(SLOTS as u64 - 1)..=region)
+                    .fold(0u8, |mask, generation| {
+                        mask | 1 << (generation % SLOTS as u64)
+                    });
+                assert_eq!(live.mask(region), expected, "seen {seen}, region {region}");
+            }
+        }
     }
 }

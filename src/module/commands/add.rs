@@ -18,11 +18,12 @@ use crate::module::stats::{self, BeforeAdd};
 
 use super::create::create;
 use super::replication::replicate;
+use super::window::add_to_window;
 use super::{budget, ready, ready_mut, store};
 
 /// How an add command answers.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum AddReply {
+pub(super) enum AddReply {
     /// BF.ADD: one boolean, or the error itself.
     Single,
     /// BF.MADD, BF.INSERT: an array, ending at the first error.
@@ -179,7 +180,11 @@ fn add_batch(
     at_ms: Option<u64>,
     reply: AddReply,
 ) -> CommandResult {
-    // Phase 1: the key's items' routing, and the filter to add to.
+    // Phase 1: the key's items' routing, and the filter to add to (an existing window filter's
+    // writes take their own path).
+    if let Some(result) = add_to_window(command, &mut key, first_item, at_ms, reply) {
+        return result;
+    }
     let routed = partition::routed_items(command, &key, first_item)?;
     let mut budget = budget(command);
     let mut created = None;

@@ -20,8 +20,9 @@
 //!
 //! One file per concern: `create.rs` (BF.RESERVE, the creation behind a first add, BF.GROW),
 //! `add.rs` (the adds and the single-item fast path), `lookup.rs`, `info.rs` (BF.INFO,
-//! BF.DEBUG), `chunks.rs` (BF.SCANDUMP, BF.LOADCHUNK) and `replication.rs` (the commands that
-//! carry a write's effects); here, what they share.
+//! BF.DEBUG), `chunks.rs` (BF.SCANDUMP, BF.LOADCHUNK), `replication.rs` (the commands that
+//! carry a write's effects) and `window.rs` (adds to an existing window filter); here, what they
+//! share.
 
 mod add;
 mod chunks;
@@ -29,6 +30,7 @@ mod create;
 mod info;
 mod lookup;
 mod replication;
+mod window;
 
 pub use add::{add, addat, insert, madd};
 pub use chunks::{loadchunk, scandump};

@@ -35,11 +35,9 @@ pub(super) fn replicate(command: &Command, first_item: usize, effects: &[Effect]
                 let made = [&index, &bits, &hashes, &layout].map(|arg| arg.as_bytes());
                 command.replicate_received(c"BF.GROW", &made, std::iter::empty());
             }
-            Effect::AddAt { at_ms, count } => command.replicate_received(
-                c"BF.ADDAT",
-                &[at_ms.to_string().as_bytes()],
-                first_item..first_item + count,
-            ),
+            Effect::AddAt { at_ms, count } => {
+                command.replicate_at(c"BF.ADDAT", *at_ms, first_item, *count)
+            }
         }
     }
 }

@@ -37,6 +37,14 @@ impl Command {
         unsafe { *self.argv.add(index) }
     }
 
+    /// The raw Redis strings of arguments `from..from + count`, as one vector in Redis' own
+    /// argument array.
+    pub(super) fn raw_args(&self, from: usize, count: usize) -> *mut *mut raw::RedisModuleString {
+        assert!(from.checked_add(count).is_some_and(|end| end <= self.argc));
+        // SAFETY: Redis passes `argc` live argument pointers; from + count <= argc.
+        unsafe { self.argv.add(from) }
+    }
+
     /// The bytes of argument `index` (0 is the command name), valid for the whole call.
     #[inline]
     pub fn arg(&self, index: usize) -> &[u8] {
