@@ -36,9 +36,9 @@ use crate::connection::{
     RESPONSE_TIMEOUT,
 };
 use crate::error::{Error, Result};
-use crate::filter::{AddCommand, Filter, FilterInfo, ReserveOptions, WriteOptions};
+use crate::filter::{Filter, FilterInfo, Head, ReserveOptions, WriteOptions};
 use crate::routing::{key_slot, Master};
-use crate::transport::Transport;
+use crate::transport::{Commands, Transport};
 use crate::Client;
 
 fn config() -> AsyncConnectionConfig {
@@ -233,8 +233,12 @@ impl Transport for Connection {
         self.pipeline(cmds).await
     }
 
-    async fn send_replies(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Option<Value>>> {
-        errors_in_place(self.pipeline(cmds).await, cmds.len())
+    async fn send_replies<C: Commands + ?Sized>(
+        &mut self,
+        cmds: &C,
+        which: &[usize],
+    ) -> RedisResult<Vec<Option<Value>>> {
+        errors_in_place(self.pipeline(&cmds.cmds(which)).await, which.len())
     }
 
     async fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {
@@ -274,7 +278,7 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
-        self.add_on(conn, items, opts, AddCommand::Insert).await
+        self.add_on(conn, items, opts, Head::Insert).await
     }
 
     /// [`Filter::create_with_defaults`], async.

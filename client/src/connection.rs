@@ -12,7 +12,7 @@ use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Va
 use crate::error::{explain, server_error_text, server_text, Error, Result};
 use crate::routing::Master;
 use crate::single::SingleConnection;
-use crate::transport::Transport;
+use crate::transport::{Commands, Transport};
 
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest a single reply may take (a BF.LOADCHUNK of a big chunk, a WAIT).
@@ -405,8 +405,18 @@ impl Transport for Connection {
         self.pipeline(cmds)
     }
 
-    async fn send_replies(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Option<Value>>> {
-        self.pipeline_replies(cmds)
+    async fn send_replies<C: Commands + ?Sized>(
+        &mut self,
+        cmds: &C,
+        which: &[usize],
+    ) -> RedisResult<Vec<Option<Value>>> {
+        match &mut self.conn {
+            // Packed straight into the connection's buffer, never built as a `Cmd`.
+            Conn::Single(c) => {
+                errors_in_place(c.send_commands(cmds, which.iter().copied()), which.len())
+            }
+            Conn::Cluster(_) => self.pipeline_replies(&cmds.cmds(which)),
+        }
     }
 
     async fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {

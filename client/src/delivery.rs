@@ -2,7 +2,6 @@
 //! the decisions (what to resend, when to pause, when to WAIT, when to give up) are made here,
 //! and the synchronous and the async transports only carry them out.
 
-use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisResult, Value};
@@ -46,7 +45,7 @@ impl Default for WriteOptions {
 
 /// What the transport does next for a [`Delivery`].
 pub(crate) enum Step {
-    /// Send [`Delivery::pending_cmds`] again at once.
+    /// Send [`Delivery::pending`] again at once.
     Resend,
     /// `WAIT replicas timeout` on the masters of these slots, and tell [`Delivery::waited`].
     Wait((u32, Duration), Vec<u16>),
@@ -62,7 +61,7 @@ pub(crate) enum WaitFailure {
     Fatal(Error),
 }
 
-/// Sends `cmds` as one pipeline until every command is answered: a command the server did not
+/// Sends `n` commands as one pipeline until every command is answered: a command the server did not
 /// run (a transient error reply: CLUSTERDOWN, TRYAGAIN, LOADING, …) is sent again, the answered
 /// ones are kept; commands whose replies were lost are sent again when
 /// `opts.resend_lost_replies`, else that is an error. Each resend follows a reconnect, until
@@ -73,13 +72,12 @@ pub(crate) enum WaitFailure {
 /// commands ran, and are sent again for their answers when `opts.resend_lost_replies`, else
 /// come back as `Value::Nil`.
 pub(crate) struct Delivery<'a> {
-    cmds: &'a [Cmd],
     wait: Option<((u32, Duration), &'a [u16])>,
     opts: &'a WriteOptions,
     deadline: Instant,
     pause: Duration,
     replies: Vec<Option<Value>>,
-    /// The positions [`Delivery::pending_cmds`] last gave out.
+    /// The positions [`Delivery::pending`] last gave out.
     sending: Vec<usize>,
     /// The first complete answer: when only the WAIT fell short, the pipeline is resent for
     /// durability, and its second answer would call every item already present.
@@ -90,36 +88,31 @@ pub(crate) struct Delivery<'a> {
 
 impl<'a> Delivery<'a> {
     pub(crate) fn new(
-        cmds: &'a [Cmd],
+        n: usize,
         wait_slots: Option<&'a [u16]>,
         opts: &'a WriteOptions,
     ) -> Delivery<'a> {
         Delivery {
-            cmds,
             wait: opts.wait.zip(wait_slots),
             opts,
             deadline: Instant::now() + opts.retry_for,
             pause: Duration::from_millis(50),
-            replies: vec![None; cmds.len()],
+            replies: vec![None; n],
             sending: Vec::new(),
             answered: None,
             waiting: Vec::new(),
         }
     }
 
-    /// The commands to send now: those not answered yet.
-    pub(crate) fn pending_cmds(&mut self) -> Cow<'a, [Cmd]> {
-        self.sending = (0..self.cmds.len())
+    /// The positions of the commands to send now: those not answered yet.
+    pub(crate) fn pending(&mut self) -> &[usize] {
+        self.sending = (0..self.replies.len())
             .filter(|&i| self.replies[i].is_none())
             .collect();
-        if self.sending.len() == self.cmds.len() {
-            Cow::Borrowed(self.cmds)
-        } else {
-            Cow::Owned(self.sending.iter().map(|&i| self.cmds[i].clone()).collect())
-        }
+        &self.sending
     }
 
-    /// Takes the result of sending [`Delivery::pending_cmds`]: a reply per command, `None` for one
+    /// Takes the result of sending [`Delivery::pending`]: a reply per command, `None` for one
     /// a cluster hid beside an error reply.
     pub(crate) fn received(&mut self, sent: RedisResult<Vec<Option<Value>>>) -> Result<Step> {
         let pending = std::mem::take(&mut self.sending);

@@ -30,6 +30,7 @@ pub mod connection;
 mod delivery;
 pub mod error;
 pub mod filter;
+pub mod pack;
 mod resp;
 pub mod routing;
 mod single;

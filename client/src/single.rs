@@ -11,6 +11,7 @@ use std::time::Duration;
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult, Value};
 
 use crate::resp::ReplyReader;
+use crate::transport::Commands;
 
 enum Socket {
     Tcp(TcpStream),
@@ -118,15 +119,27 @@ impl SingleConnection {
 
     /// `cmds` written at once, then their replies in order.
     pub(crate) fn pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
+        self.send_commands(cmds, 0..cmds.len())
+    }
+
+    /// Commands `which` of `cmds`, packed into the connection's buffer and written at once,
+    /// then their replies in order.
+    pub(crate) fn send_commands<C: Commands + ?Sized>(
+        &mut self,
+        cmds: &C,
+        which: impl IntoIterator<Item = usize>,
+    ) -> RedisResult<Vec<Value>> {
         let mut packed = std::mem::take(&mut self.packed);
         packed.clear();
-        for cmd in cmds {
-            cmd.write_packed_command(&mut packed);
+        let mut count = 0;
+        for i in which {
+            cmds.pack(i, &mut packed);
+            count += 1;
         }
         let sent = self.send_packed(&packed);
         self.packed = packed;
         sent?;
-        cmds.iter().map(|_| self.recv()).collect()
+        (0..count).map(|_| self.recv()).collect()
     }
 
     fn usable(&self) -> RedisResult<()> {

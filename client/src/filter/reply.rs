@@ -17,35 +17,47 @@ pub(super) fn first_server_error(replies: &[Value]) -> Option<String> {
     })
 }
 
-/// A BF.MADD / BF.INSERT / BF.MEXISTS reply of `n` answers; an error inside it (a full
-/// NONSCALING filter, an item of another partition) is the error.
-pub(super) fn bool_array(reply: &Value, n: usize) -> Result<Vec<bool>> {
+/// Writes the answers of a BF.MADD / BF.INSERT / BF.MEXISTS reply to the items at `positions`
+/// of `out`; an error inside it (a full NONSCALING filter, an item of another partition) is
+/// the error, before a count that differs from the items'.
+pub(super) fn fill_answers(reply: &Value, positions: &[usize], out: &mut [bool]) -> Result<()> {
     let Value::Array(a) = reply else {
         return Err(Error::Protocol(format!("expected an array, got {reply:?}")));
     };
-    // BF.MADD stops at its first failing item, so an error may end a short reply.
-    if let Some(e) = a.iter().find_map(|v| match v {
-        Value::ServerError(e) => Some(explain(server_error_text(e))),
-        _ => None,
-    }) {
-        return Err(e);
+    for (j, v) in a.iter().enumerate() {
+        let answer = match v {
+            Value::Int(1) | Value::Boolean(true) => true,
+            Value::Int(0) | Value::Boolean(false) => false,
+            v => match as_u64(v) {
+                Some(1) => true,
+                Some(0) => false,
+                // BF.MADD stops at its first failing item, so an error may end a short reply.
+                _ => {
+                    return Err(first_error_in(&a[j..])
+                        .unwrap_or_else(|| Error::Protocol(format!("answer {v:?}"))))
+                }
+            },
+        };
+        if let Some(&p) = positions.get(j) {
+            out[p] = answer;
+        }
     }
-    if a.len() != n {
+    if a.len() != positions.len() {
         return Err(Error::Protocol(format!(
-            "{} answers for {n} items",
-            a.len()
+            "{} answers for {} items",
+            a.len(),
+            positions.len()
         )));
     }
-    a.iter()
-        .map(|v| match v {
-            Value::ServerError(e) => Err(explain(server_error_text(e))),
-            v => match as_u64(v) {
-                Some(1) => Ok(true),
-                Some(0) => Ok(false),
-                _ => Err(Error::Protocol(format!("answer {v:?}"))),
-            },
-        })
-        .collect()
+    Ok(())
+}
+
+/// The first error reply among `values`, explained.
+fn first_error_in(values: &[Value]) -> Option<Error> {
+    values.iter().find_map(|v| match v {
+        Value::ServerError(e) => Some(explain(server_error_text(e))),
+        _ => None,
+    })
 }
 
 /// BF.INFO's field/value pairs, from a RESP2 array or a RESP3 map.

@@ -5,22 +5,52 @@ use std::time::Duration;
 use redis::{Cmd, Value};
 
 use super::reply::as_u64;
-use super::reply::{bool_array, is_not_found};
+use super::reply::{fill_answers, is_not_found};
 use super::send::send_raw;
 use super::send::send_until_answered;
-use super::{key_cmd, AddCommand, Filter, WriteOptions};
+use super::{key_cmd, Batches, Filter, Head, WriteOptions};
 use crate::connection::Connection;
 use crate::error::{explain, server_error_text, Error, Result};
+use crate::pack::{array_header, bulk};
 use crate::routing::key_slot;
-use crate::transport::{block, Transport};
+use crate::transport::{block, Commands, Transport};
+
+/// A command of a lookup.
+enum Lookup {
+    /// `EXISTS key` of a partition, before its first BF.MEXISTS.
+    Check(u32),
+    /// BF.MEXISTS command `i` of the batches.
+    Batch(usize),
+}
 
 /// The commands of a lookup: BF.MEXISTS commands with the EXISTS checks of their partitions.
-struct ExistsPlan {
-    cmds: Vec<Cmd>,
-    /// Position in `cmds` and partition of each EXISTS.
-    checks: Vec<(usize, u32)>,
-    /// Partition and input positions of each BF.MEXISTS, in order.
-    placed: Vec<(Option<u32>, Vec<usize>)>,
+struct ExistsPlan<'a> {
+    batches: Batches<'a>,
+    lookups: Vec<Lookup>,
+}
+
+impl Commands for ExistsPlan<'_> {
+    fn len(&self) -> usize {
+        self.lookups.len()
+    }
+
+    fn pack(&self, i: usize, out: &mut Vec<u8>) {
+        match self.lookups[i] {
+            Lookup::Check(p) => {
+                array_header(out, 2);
+                bulk(out, b"EXISTS");
+                bulk(out, self.batches.key(Some(p)));
+            }
+            Lookup::Batch(j) => self.batches.pack(j, out),
+        }
+    }
+
+    fn cmd(&self, i: usize) -> Cmd {
+        match self.lookups[i] {
+            Lookup::Check(p) => key_cmd("EXISTS", self.batches.key(Some(p))),
+            Lookup::Batch(j) => self.batches.cmd(j),
+        }
+    }
 }
 
 impl Filter {
@@ -36,7 +66,7 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
-        block(self.add_on(conn, items, opts, AddCommand::Insert))
+        block(self.add_on(conn, items, opts, Head::Insert))
     }
 
     /// Adds `items` to a window filter at the time `at_ms` (Unix ms), as [`Filter::add`] does,
@@ -50,7 +80,7 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
-        block(self.add_on(conn, items, opts, AddCommand::At(at_ms)))
+        block(self.add_on(conn, items, opts, Head::At(at_ms)))
     }
 
     pub(crate) async fn add_on(
@@ -58,57 +88,32 @@ impl Filter {
         conn: &mut impl Transport,
         items: &[&[u8]],
         opts: &WriteOptions,
-        command: AddCommand,
+        head: Head,
     ) -> Result<Vec<bool>> {
-        let (cmds, placed) = self.add_commands(items, opts, command);
-        let slots = self.write_slots(&placed);
-        let replies = send_until_answered(conn, &cmds, Some(&slots), opts).await?;
-        self.add_answers(&replies, &placed, items.len())
+        let batches = Batches::new(self, items, opts.batch, head);
+        let slots = self.write_slots(&batches);
+        let replies = send_until_answered(conn, &batches, Some(&slots), opts).await?;
+        self.add_answers(&replies, &batches, items.len())
     }
 
-    /// The add commands of [`Filter::add`] / [`Filter::add_at`] and where their items are.
-    #[allow(clippy::type_complexity)]
-    fn add_commands(
-        &self,
-        items: &[&[u8]],
-        opts: &WriteOptions,
-        command: AddCommand,
-    ) -> (Vec<Cmd>, Vec<(Option<u32>, Vec<usize>)>) {
-        self.commands(items, opts.batch.max(1), |cmd, key, _| match command {
-            AddCommand::Insert => {
-                cmd.arg("BF.INSERT").arg(key).arg("NOCREATE").arg("ITEMS");
-            }
-            AddCommand::At(at_ms) => {
-                cmd.arg("BF.ADDAT").arg(key).arg(at_ms);
-            }
-        })
-    }
-
-    /// [`Filter::add`]'s answers from the replies to [`Filter::add_commands`]: a key that no
-    /// longer exists is [`Error::Vanished`] with the items acknowledged beside it.
-    fn add_answers(
-        &self,
-        replies: &[Value],
-        placed: &[(Option<u32>, Vec<usize>)],
-        n: usize,
-    ) -> Result<Vec<bool>> {
+    /// [`Filter::add`]'s answers from the replies to `batches`: a key that no longer exists is
+    /// [`Error::Vanished`] with the items acknowledged beside it.
+    fn add_answers(&self, replies: &[Value], batches: &Batches, n: usize) -> Result<Vec<bool>> {
         let mut out = vec![false; n];
         let mut acknowledged = 0u64;
         let mut vanished = None;
-        for (reply, (part, idx)) in replies.iter().zip(placed) {
+        for (i, reply) in replies.iter().enumerate() {
             match reply {
                 Value::ServerError(e) if is_not_found(&server_error_text(e)) => {
-                    vanished.get_or_insert(*part);
+                    vanished.get_or_insert(batches.part(i));
                 }
                 // Ran beside a failed command, its reply unknown: not counted as acknowledged.
                 Value::Nil => {}
                 Value::ServerError(e) => return Err(explain(server_error_text(e))),
                 reply => {
-                    let answers = bool_array(reply, idx.len())?;
-                    for (&i, a) in idx.iter().zip(answers) {
-                        out[i] = a;
-                    }
-                    acknowledged += idx.len() as u64;
+                    let positions = batches.positions(i);
+                    fill_answers(reply, positions, &mut out)?;
+                    acknowledged += positions.len() as u64;
                 }
             }
         }
@@ -152,15 +157,16 @@ impl Filter {
             ..opts.clone()
         };
         let slots = vec![key_slot(name)];
-        let replies = send_until_answered(conn, &[cmd], Some(&slots), &policy).await?;
+        let replies = send_until_answered(conn, &[cmd][..], Some(&slots), &policy).await?;
         let reply = replies
             .first()
             .ok_or_else(|| Error::Protocol("no reply to BF.INSERT".into()))?;
         if let Value::ServerError(e) = reply {
             return Err(explain(server_error_text(e)));
         }
-        let new = bool_array(reply, 1)?.first().copied().unwrap_or(false);
-        Ok((filter, new))
+        let mut new = [false];
+        fill_answers(reply, &[0], &mut new)?;
+        Ok((filter, new[0]))
     }
 
     /// Looks `items` up, answers in order. On a partitioned filter every partition consulted is
@@ -181,57 +187,44 @@ impl Filter {
         batch: usize,
     ) -> Result<Vec<bool>> {
         let plan = self.exists_plan(items, batch);
-        let replies = send_raw(conn, &plan.cmds, Duration::from_secs(120)).await?;
+        let replies = send_raw(conn, &plan, Duration::from_secs(120)).await?;
         self.exists_answers(&plan, &replies, items.len())
     }
 
     /// The commands of [`Filter::exists`]: BF.MEXISTS of up to `batch` items, each partition's
     /// first one preceded by the EXISTS of its key.
-    fn exists_plan(&self, items: &[&[u8]], batch: usize) -> ExistsPlan {
-        let (cmds, placed) = self.commands(items, batch.max(1), |cmd, key, _| {
-            cmd.arg("BF.MEXISTS").arg(key);
-        });
-        let mut with_checks: Vec<Cmd> = Vec::with_capacity(cmds.len() * 2);
-        let mut checks = Vec::new();
-        let mut checked: Vec<u32> = Vec::new();
-        for (cmd, (part, _)) in cmds.into_iter().zip(&placed) {
-            if let Some(p) = part {
-                if !checked.contains(p) {
-                    checked.push(*p);
-                    checks.push((with_checks.len(), *p));
-                    with_checks.push(key_cmd("EXISTS", self.key_of(Some(*p))));
-                }
+    fn exists_plan<'a>(&'a self, items: &'a [&'a [u8]], batch: usize) -> ExistsPlan<'a> {
+        let batches = Batches::new(self, items, batch, Head::MExists);
+        let mut lookups = Vec::with_capacity(batches.len() * 2);
+        let mut last = None;
+        for i in 0..batches.len() {
+            let part = batches.part(i);
+            if let Some(p) = part.filter(|_| last != Some(part)) {
+                lookups.push(Lookup::Check(p));
             }
-            with_checks.push(cmd);
+            last = Some(part);
+            lookups.push(Lookup::Batch(i));
         }
-        ExistsPlan {
-            cmds: with_checks,
-            checks,
-            placed,
-        }
+        ExistsPlan { batches, lookups }
     }
 
     /// [`Filter::exists`]'s answers from the replies to [`Filter::exists_plan`]'s commands: a
     /// partition that does not exist is [`Error::MissingPartition`], never a 0.
     fn exists_answers(&self, plan: &ExistsPlan, replies: &[Value], n: usize) -> Result<Vec<bool>> {
-        let mut out = vec![false; n];
-        for (at, p) in &plan.checks {
-            if replies.get(*at).and_then(as_u64) != Some(1) {
-                return Err(Error::MissingPartition {
-                    name: self.name_text(),
-                    key: String::from_utf8_lossy(self.key_of(Some(*p))).into_owned(),
-                });
+        for (lookup, reply) in plan.lookups.iter().zip(replies) {
+            if let Lookup::Check(p) = lookup {
+                if as_u64(reply) != Some(1) {
+                    return Err(Error::MissingPartition {
+                        name: self.name_text(),
+                        key: String::from_utf8_lossy(self.key_of(Some(*p))).into_owned(),
+                    });
+                }
             }
         }
-        let check_positions: Vec<usize> = plan.checks.iter().map(|(at, _)| *at).collect();
-        let answers = replies
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !check_positions.contains(i))
-            .map(|(_, r)| r);
-        for (reply, (_, idx)) in answers.zip(&plan.placed) {
-            for (&i, a) in idx.iter().zip(bool_array(reply, idx.len())?) {
-                out[i] = a;
+        let mut out = vec![false; n];
+        for (lookup, reply) in plan.lookups.iter().zip(replies) {
+            if let Lookup::Batch(i) = lookup {
+                fill_answers(reply, plan.batches.positions(*i), &mut out)?;
             }
         }
         Ok(out)
