@@ -3,12 +3,8 @@
 
 /// Appends `$len\r\ndata\r\n`; answers where `data` starts.
 pub fn bulk(buf: &mut Vec<u8>, data: &[u8]) -> usize {
-    let mut len = [0u8; 20];
-    let n = decimal(&mut len, data.len() as u64);
-    buf.reserve(n + data.len() + 5);
-    buf.push(b'$');
-    buf.extend_from_slice(&len[..n]);
-    buf.extend_from_slice(b"\r\n");
+    buf.reserve(data.len() + 25);
+    prefixed(buf, b'$', data.len() as u64);
     let at = buf.len();
     buf.extend_from_slice(data);
     buf.extend_from_slice(b"\r\n");
@@ -17,29 +13,32 @@ pub fn bulk(buf: &mut Vec<u8>, data: &[u8]) -> usize {
 
 /// Appends the header `*n\r\n` of a command of `n` arguments.
 pub fn array_header(buf: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    let len = decimal(&mut digits, n);
-    buf.push(b'*');
-    buf.extend_from_slice(&digits[..len]);
-    buf.extend_from_slice(b"\r\n");
+    prefixed(buf, b'*', n);
+}
+
+/// Appends `kind`, `n` in decimal and CRLF, with one copy.
+fn prefixed(buf: &mut Vec<u8>, kind: u8, n: u64) {
+    let mut line = [0u8; 23];
+    line[0] = kind;
+    let len = decimal(&mut line[1..21], n) + 1;
+    line[len..len + 2].copy_from_slice(b"\r\n");
+    buf.extend_from_slice(&line[..len + 2]);
 }
 
 /// Writes `v` in decimal at the start of `out` (20 bytes hold any u64); answers its length.
-pub fn decimal(out: &mut [u8], mut v: u64) -> usize {
-    let mut digits = [0u8; 20];
-    let mut n = 0;
-    loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+pub fn decimal(out: &mut [u8], v: u64) -> usize {
+    let digits = match v {
+        0..=9 => 1,
+        10..=99 => 2,
+        100..=999 => 3,
+        _ => v.ilog10() as usize + 1,
+    };
+    let mut rest = v;
+    for d in out[..digits].iter_mut().rev() {
+        *d = b'0' + (rest % 10) as u8;
+        rest /= 10;
     }
-    for i in 0..n {
-        out[i] = digits[n - 1 - i];
-    }
-    n
+    digits
 }
 
 #[cfg(test)]
@@ -60,7 +59,7 @@ mod tests {
         }
         assert_eq!(ours, cmd.get_packed_command());
         let mut out = [0u8; 20];
-        for v in [0, 9, 10, 99, 100, u64::MAX] {
+        for v in [0, 9, 10, 99, 100, 999, 1000, 123_456_789, u64::MAX] {
             let n = decimal(&mut out, v);
             assert_eq!(&out[..n], v.to_string().as_bytes());
         }

@@ -133,12 +133,15 @@ impl Commands for Batches<'_> {
 
     fn cmd(&self, i: usize) -> Cmd {
         let mut at = [0u8; 20];
-        let head = self.head_args(i, &mut at);
-        let mut cmd = Cmd::new();
-        for arg in &head[..self.head_len()] {
+        let head = &self.head_args(i, &mut at)[..self.head_len()];
+        let positions = self.positions(i);
+        let data: usize = head.iter().map(|a| a.len()).sum::<usize>()
+            + positions.iter().map(|&p| self.items[p].len()).sum::<usize>();
+        let mut cmd = Cmd::with_capacity(head.len() + positions.len(), data);
+        for arg in head {
             cmd.arg(*arg);
         }
-        for &p in self.positions(i) {
+        for &p in positions {
             cmd.arg(self.items[p]);
         }
         cmd
