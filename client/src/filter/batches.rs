@@ -136,7 +136,10 @@ impl Commands for Batches<'_> {
         let head = &self.head_args(i, &mut at)[..self.head_len()];
         let positions = self.positions(i);
         let data: usize = head.iter().map(|a| a.len()).sum::<usize>()
-            + positions.iter().map(|&p| self.items[p].len()).sum::<usize>();
+            + positions
+                .iter()
+                .map(|&p| self.items[p].len())
+                .sum::<usize>();
         let mut cmd = Cmd::with_capacity(head.len() + positions.len(), data);
         for arg in head {
             cmd.arg(*arg);

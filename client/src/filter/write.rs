@@ -230,3 +230,217 @@ impl Filter {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use redis::{RedisResult, Value};
+
+    use super::*;
+    use crate::filter::Partitioning;
+    use crate::routing::{partition_keys, partition_of, Master};
+
+    /// A server in memory: a set per key, and error replies scripted by the commands' order
+    /// of arrival (the n-th command sent gets `faults[n]` instead of running).
+    struct FakeServer {
+        sets: HashMap<Vec<u8>, HashSet<Vec<u8>>>,
+        faults: HashMap<usize, &'static [u8]>,
+        /// Every command received, as its arguments, in order.
+        received: Vec<Vec<Vec<u8>>>,
+    }
+
+    impl FakeServer {
+        fn new(keys: &[Vec<u8>], faults: &[(usize, &'static [u8])]) -> FakeServer {
+            FakeServer {
+                sets: keys.iter().map(|k| (k.clone(), HashSet::new())).collect(),
+                faults: faults.iter().copied().collect(),
+                received: Vec::new(),
+            }
+        }
+
+        fn run(&mut self, packed: &[u8]) -> Value {
+            let Ok(Value::Array(args)) = redis::parse_redis_value(packed) else {
+                panic!("not a command: {:?}", String::from_utf8_lossy(packed));
+            };
+            let args: Vec<Vec<u8>> = args
+                .into_iter()
+                .map(|a| match a {
+                    Value::BulkString(b) => b,
+                    other => panic!("argument {other:?}"),
+                })
+                .collect();
+            self.received.push(args.clone());
+            if let Some(fault) = self.faults.get(&(self.received.len() - 1)) {
+                return redis::parse_redis_value(fault).expect("a scripted reply");
+            }
+            let (name, key) = (&args[0], &args[1]);
+            assert_eq!(
+                &args[2..4],
+                [b"NOCREATE".to_vec(), b"ITEMS".to_vec()],
+                "{name:?}"
+            );
+            let Some(set) = self.sets.get_mut(key) else {
+                return redis::parse_redis_value(b"-ERR not found\r\n").expect("an error");
+            };
+            Value::Array(
+                args[4..]
+                    .iter()
+                    .map(|item| Value::Int(i64::from(set.insert(item.clone()))))
+                    .collect(),
+            )
+        }
+    }
+
+    impl Transport for FakeServer {
+        async fn send_one(&mut self, _: &Cmd) -> Result<Value> {
+            unreachable!("adds send pipelines")
+        }
+
+        async fn send_pipeline(&mut self, _: &[Cmd]) -> RedisResult<Vec<Value>> {
+            unreachable!("adds send pipelines")
+        }
+
+        async fn send_replies<C: Commands + ?Sized>(
+            &mut self,
+            cmds: &C,
+            which: &[usize],
+        ) -> RedisResult<Vec<Option<Value>>> {
+            let mut replies = Vec::new();
+            for &i in which {
+                let mut packed = Vec::new();
+                cmds.pack(i, &mut packed);
+                replies.push(Some(self.run(&packed)));
+            }
+            Ok(replies)
+        }
+
+        async fn send_to_slot(&mut self, _: &Cmd, _: u16) -> RedisResult<Value> {
+            unreachable!("no WAIT asked")
+        }
+
+        async fn slot_map(&mut self) -> Result<Vec<Master>> {
+            unreachable!("no WAIT asked")
+        }
+
+        async fn pause_then_reconnect(&mut self, _: Duration) {}
+    }
+
+    fn partitioned(partitions: u32) -> Filter {
+        Filter {
+            name: b"f".to_vec(),
+            partitioning: Some(Partitioning {
+                partitions,
+                routing_seed: 9,
+                keys: partition_keys(b"f", partitions),
+            }),
+        }
+    }
+
+    fn words() -> Vec<Vec<u8>> {
+        // Every tenth word comes again later in the same call.
+        (0..300u32)
+            .map(|i| format!("w{}", if i % 10 == 9 { i - 5 } else { i }).into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn commands_redirected_mid_batch_are_resent_alone_and_every_item_answered_once() {
+        let filter = partitioned(4);
+        let words = words();
+        let items: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        let opts = WriteOptions {
+            batch: 20,
+            ..WriteOptions::default()
+        };
+        let faults: [(usize, &'static [u8]); 2] = [
+            (2, b"-MOVED 866 127.0.0.1:7001\r\n"),
+            (5, b"-ASK 866 127.0.0.1:7002\r\n"),
+        ];
+        let keys = filter.keys();
+        let mut server = FakeServer::new(&keys[1..], &faults);
+        let answers = block(filter.add_on(&mut server, &items, &opts, Head::Insert))
+            .expect("the redirected commands resent");
+        // Every distinct item answers "new" exactly once: a redirected command ran after the
+        // commands behind it, so a repeated item may be new at its later place.
+        let mut new_at: HashMap<&[u8], usize> = HashMap::new();
+        for (item, new) in items.iter().zip(&answers) {
+            *new_at.entry(item).or_default() += usize::from(*new);
+        }
+        assert_eq!(answers.len(), items.len());
+        assert!(new_at.values().all(|&n| n == 1), "{new_at:?}");
+        // The first round sent every command once; the second only the two redirected ones,
+        // as they were.
+        let sent = &server.received;
+        let first_round = sent.len() - 2;
+        assert_eq!(&sent[first_round..], [sent[2].clone(), sent[5].clone()]);
+        for command in sent {
+            let part = partition_of(&command[4], 9, 4);
+            assert_eq!(command[1], keys[1 + part as usize]);
+            assert!(command[4..].iter().all(|i| partition_of(i, 9, 4) == part));
+            assert!(command.len() - 4 <= 20);
+        }
+    }
+
+    #[test]
+    fn a_partition_gone_mid_batch_counts_exactly_the_items_acknowledged() {
+        let filter = partitioned(4);
+        let words = words();
+        let items: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        let opts = WriteOptions {
+            batch: 20,
+            ..WriteOptions::default()
+        };
+        let keys = filter.keys();
+        // Partition 2 does not exist.
+        let present: Vec<Vec<u8>> = keys[1..]
+            .iter()
+            .filter(|k| **k != keys[3])
+            .cloned()
+            .collect();
+        let mut server = FakeServer::new(&present, &[]);
+        let got = block(filter.add_on(&mut server, &items, &opts, Head::Insert));
+        let elsewhere = items.iter().filter(|i| partition_of(i, 9, 4) != 2).count() as u64;
+        match got {
+            Err(Error::Vanished {
+                key, acknowledged, ..
+            }) => {
+                assert_eq!(key.as_bytes(), keys[3]);
+                assert_eq!(acknowledged, elsewhere);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_error_inside_an_answer_array_is_the_servers_error() {
+        let mut out = [false; 3];
+        let reply = redis::parse_redis_value(b"*2\r\n:1\r\n-ERR non scaling filter is full\r\n")
+            .expect("valid");
+        match fill_answers(&reply, &[0, 1, 2], &mut out) {
+            Err(Error::Server(t)) => assert_eq!(t, "ERR non scaling filter is full"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_reply_of_the_wrong_shape_is_refused_with_what_came() {
+        for (reply, says) in [
+            (&b"+OK\r\n"[..], "expected an array, got"),
+            (b"*2\r\n:1\r\n$1\r\nx\r\n", "answer"),
+            (b"*2\r\n:1\r\n:2\r\n", "answer"),
+            (b"*3\r\n:1\r\n:0\r\n:1\r\n", "3 answers for 2 items"),
+            (b"*1\r\n:1\r\n", "1 answers for 2 items"),
+        ] {
+            let mut out = [false; 2];
+            let reply = redis::parse_redis_value(reply).expect("valid");
+            match fill_answers(&reply, &[0, 1], &mut out) {
+                Err(e @ Error::Protocol(_)) => {
+                    let text = e.to_string();
+                    assert!(text.contains(says), "{text}");
+                }
+                other => panic!("{reply:?}: {other:?}"),
+            }
+        }
+    }
+}
