@@ -211,11 +211,8 @@ fn pipe<'a>(cmds: impl IntoIterator<Item = &'a Cmd>) -> redis::Pipeline {
 /// names its key first), in order within each group.
 fn by_slot(cmds: &[Cmd]) -> Vec<(u16, Vec<usize>)> {
     let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-    for (i, cmd) in cmds.iter().enumerate() {
-        let slot = match cmd.args_iter().nth(1) {
-            Some(redis::Arg::Simple(key)) => key_slot(key),
-            _ => 0,
-        };
+    for i in 0..cmds.len() {
+        let slot = cmds.slot(i);
         match groups.iter_mut().find(|(s, _)| *s == slot) {
             Some((_, positions)) => positions.push(i),
             None => groups.push((slot, vec![i])),

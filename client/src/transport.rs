@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::{Cmd, RedisResult, Value};
 
 use crate::error::Result;
-use crate::routing::Master;
+use crate::routing::{key_slot, Master};
 
 /// A connection to a server or a cluster, as the operations use it.
 pub(crate) trait Transport {
@@ -39,9 +39,13 @@ pub(crate) trait Commands {
     /// Appends command `i` packed in RESP.
     fn pack(&self, i: usize, out: &mut Vec<u8>);
     /// Command `i` for the `redis` crate.
+    #[cfg(feature = "async")]
     fn cmd(&self, i: usize) -> Cmd;
+    /// The slot of command `i`'s key.
+    fn slot(&self, i: usize) -> u16;
 
     /// Commands `which` for the `redis` crate.
+    #[cfg(feature = "async")]
     fn cmds(&self, which: &[usize]) -> Vec<Cmd> {
         which.iter().map(|&i| self.cmd(i)).collect()
     }
@@ -56,8 +60,17 @@ impl Commands for [Cmd] {
         self[i].write_packed_command(out);
     }
 
+    #[cfg(feature = "async")]
     fn cmd(&self, i: usize) -> Cmd {
         self[i].clone()
+    }
+
+    /// Every command this crate sends names its key first.
+    fn slot(&self, i: usize) -> u16 {
+        match self[i].args_iter().nth(1) {
+            Some(redis::Arg::Simple(key)) => key_slot(key),
+            _ => 0,
+        }
     }
 }
 

@@ -3,11 +3,12 @@
 
 use std::ops::Range;
 
+#[cfg(feature = "async")]
 use redis::Cmd;
 
 use super::Filter;
 use crate::pack::{array_header, bulk, decimal};
-use crate::routing::partition_of;
+use crate::routing::{key_slot, partition_of};
 use crate::transport::Commands;
 
 /// The command of a batch, before its key and items.
@@ -131,6 +132,11 @@ impl Commands for Batches<'_> {
         }
     }
 
+    fn slot(&self, i: usize) -> u16 {
+        key_slot(self.key(self.part(i)))
+    }
+
+    #[cfg(feature = "async")]
     fn cmd(&self, i: usize) -> Cmd {
         let mut at = [0u8; 20];
         let head = &self.head_args(i, &mut at)[..self.head_len()];

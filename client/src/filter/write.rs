@@ -2,13 +2,17 @@
 
 use std::time::Duration;
 
-use redis::{Cmd, Value};
+#[cfg(feature = "async")]
+use redis::Cmd;
+use redis::Value;
 
+#[cfg(feature = "async")]
+use super::key_cmd;
 use super::reply::as_u64;
 use super::reply::{fill_answers, is_not_found};
 use super::send::send_raw;
 use super::send::send_until_answered;
-use super::{key_cmd, Batches, Filter, Head, WriteOptions};
+use super::{Batches, Filter, Head, WriteOptions};
 use crate::connection::Connection;
 use crate::error::{explain, server_error_text, Error, Result};
 use crate::pack::{array_header, bulk};
@@ -45,6 +49,14 @@ impl Commands for ExistsPlan<'_> {
         }
     }
 
+    fn slot(&self, i: usize) -> u16 {
+        match self.lookups[i] {
+            Lookup::Check(p) => key_slot(self.batches.key(Some(p))),
+            Lookup::Batch(j) => self.batches.slot(j),
+        }
+    }
+
+    #[cfg(feature = "async")]
     fn cmd(&self, i: usize) -> Cmd {
         match self.lookups[i] {
             Lookup::Check(p) => key_cmd("EXISTS", self.batches.key(Some(p))),
