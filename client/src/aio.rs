@@ -37,7 +37,7 @@ use crate::connection::{
 };
 use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterInfo, Head, ReserveOptions, WriteOptions};
-use crate::routing::{key_slot, Master};
+use crate::routing::Master;
 use crate::transport::{Commands, Transport};
 use crate::Client;
 
