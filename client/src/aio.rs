@@ -37,6 +37,7 @@ use crate::connection::{
 };
 use crate::error::{Error, Result};
 use crate::filter::{Filter, FilterInfo, Head, ReserveOptions, WriteOptions};
+use crate::resp::Reply;
 use crate::routing::Master;
 use crate::transport::{Commands, Transport};
 use crate::Client;
@@ -234,8 +235,9 @@ impl Transport for Connection {
         &mut self,
         cmds: &C,
         which: &[usize],
-    ) -> RedisResult<Vec<Option<Value>>> {
-        errors_in_place(self.pipeline(&cmds.cmds(which)).await, which.len())
+    ) -> RedisResult<Vec<Option<Reply>>> {
+        let replies = errors_in_place(self.pipeline(&cmds.cmds(which)).await, which.len())?;
+        Ok(replies.into_iter().map(|r| r.map(Reply::Value)).collect())
     }
 
     async fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {

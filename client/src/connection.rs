@@ -11,6 +11,7 @@ use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Va
 
 use crate::error::{explain, server_error_text, server_text, Error, Result};
 use crate::nodes::Nodes;
+use crate::resp::Reply;
 use crate::routing::Master;
 use crate::single::SingleConnection;
 use crate::transport::{Commands, Transport};
@@ -436,17 +437,19 @@ impl Transport for Connection {
         &mut self,
         cmds: &C,
         which: &[usize],
-    ) -> RedisResult<Vec<Option<Value>>> {
-        match &mut self.conn {
-            // Packed straight into the connection's buffer, never built as a `Cmd`.
+    ) -> RedisResult<Vec<Option<Reply>>> {
+        // Packed straight into the connections' buffers, never built as a `Cmd`; every reply
+        // comes back in its place.
+        let replies = match &mut self.conn {
             Conn::Single(c) => {
-                errors_in_place(c.send_commands(cmds, which.iter().copied()), which.len())
+                c.send_commands(cmds, which.iter().copied(), SingleConnection::recv_answers)?
             }
             Conn::Cluster(c) => {
                 c.slot_map_for_nodes()?;
-                errors_in_place(c.nodes.pipeline(cmds, which), which.len())
+                c.nodes.pipeline(cmds, which)?
             }
-        }
+        };
+        Ok(replies.into_iter().map(Some).collect())
     }
 
     /// On a cluster, through the connection [`Transport::send_replies`] wrote on.

@@ -11,6 +11,7 @@ use crate::error::{
     Result,
 };
 use crate::filter::reply::as_u64;
+use crate::resp::Reply;
 use crate::routing::Master;
 
 /// How adds are sent.
@@ -52,7 +53,7 @@ pub(crate) enum Step {
     /// Sleep this long, reconnect (for a cluster: a fresh slot map), then send again.
     Pause(Duration),
     /// Every command answered: the replies, in order.
-    Done(Vec<Value>),
+    Done(Vec<Reply>),
 }
 
 /// A WAIT that fell short.
@@ -76,14 +77,14 @@ pub(crate) struct Delivery<'a> {
     opts: &'a WriteOptions,
     deadline: Instant,
     pause: Duration,
-    replies: Vec<Option<Value>>,
+    replies: Vec<Option<Reply>>,
     /// The positions [`Delivery::pending`] last gave out.
     sending: Vec<usize>,
     /// The first complete answer: when only the WAIT fell short, the pipeline is resent for
     /// durability, and its second answer would call every item already present.
-    answered: Option<Vec<Value>>,
+    answered: Option<Vec<Reply>>,
     /// The answer waiting for its WAIT.
-    waiting: Vec<Value>,
+    waiting: Vec<Reply>,
 }
 
 impl<'a> Delivery<'a> {
@@ -114,7 +115,7 @@ impl<'a> Delivery<'a> {
 
     /// Takes the result of sending [`Delivery::pending`]: a reply per command, `None` for one
     /// a cluster hid beside an error reply.
-    pub(crate) fn received(&mut self, sent: RedisResult<Vec<Option<Value>>>) -> Result<Step> {
+    pub(crate) fn received(&mut self, sent: RedisResult<Vec<Option<Reply>>>) -> Result<Step> {
         let pending = std::mem::take(&mut self.sending);
         // Replies lost with the connection, and replies a cluster hid beside an error reply.
         let (mut transient, mut lost, mut hidden) = (None, 0usize, 0usize);
@@ -122,10 +123,13 @@ impl<'a> Delivery<'a> {
             Ok(got) => {
                 for (&i, reply) in pending.iter().zip(got) {
                     match reply {
-                        Some(Value::ServerError(e))
-                            if is_transient_text(&server_error_text(&e)) =>
+                        Some(reply)
+                            if reply
+                                .server_error()
+                                .is_some_and(|e| is_transient_text(&server_error_text(e))) =>
                         {
-                            transient.get_or_insert_with(|| server_error_text(&e));
+                            let text = reply.server_error().map(server_error_text);
+                            transient.get_or_insert(text.unwrap_or_default());
                         }
                         Some(reply) => self.replies[i] = Some(reply),
                         None => hidden += 1,
@@ -141,7 +145,7 @@ impl<'a> Delivery<'a> {
         let failed = self
             .replies
             .iter()
-            .any(|r| matches!(r, Some(Value::ServerError(_))));
+            .any(|r| r.as_ref().is_some_and(|r| r.server_error().is_some()));
         // The hidden replies of commands that ran are asked again at once (when resending is
         // harmless), so that the caller learns what the server acknowledged.
         if failed && hidden > 0 && self.opts.resend_lost_replies && transient.is_none() {
@@ -152,7 +156,7 @@ impl<'a> Delivery<'a> {
             return Ok(Step::Done(
                 replies
                     .into_iter()
-                    .map(|r| r.unwrap_or(Value::Nil))
+                    .map(|r| r.unwrap_or(Reply::Value(Value::Nil)))
                     .collect(),
             ));
         }
@@ -167,7 +171,7 @@ impl<'a> Delivery<'a> {
             Some(text) => text,
             None if lost > 0 => "replies lost".to_string(),
             None => {
-                let done: Vec<Value> = self.replies.iter_mut().filter_map(Option::take).collect();
+                let done: Vec<Reply> = self.replies.iter_mut().filter_map(Option::take).collect();
                 return Ok(match self.wait {
                     None => Step::Done(self.answered.take().unwrap_or(done)),
                     Some((wait, slots)) => {

@@ -10,6 +10,7 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisResult, Value};
 
 use crate::connection::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::error::server_error_text;
+use crate::resp::Reply;
 use crate::routing::Master;
 use crate::single::SingleConnection;
 use crate::transport::Commands;
@@ -95,7 +96,7 @@ impl Nodes {
         &mut self,
         cmds: &C,
         which: &[usize],
-    ) -> RedisResult<Vec<Value>> {
+    ) -> RedisResult<Vec<Reply>> {
         let sent = self.send_and_follow(cmds, which);
         if sent.is_err() {
             self.conns.clear();
@@ -118,8 +119,8 @@ impl Nodes {
         &mut self,
         cmds: &C,
         which: &[usize],
-    ) -> RedisResult<Vec<Value>> {
-        let mut replies: Vec<Option<Value>> = vec![None; which.len()];
+    ) -> RedisResult<Vec<Reply>> {
+        let mut replies: Vec<Option<Reply>> = vec![None; which.len()];
         let mut routes: Vec<(usize, Target)> = Vec::with_capacity(which.len());
         for (k, &i) in which.iter().enumerate() {
             let addr = self.master_of(cmds.slot(i))?;
@@ -145,7 +146,7 @@ impl Nodes {
                         // ASKING's own +OK; a refusal shows in the command's reply.
                         conn.recv()?;
                     }
-                    let reply = conn.recv()?;
+                    let reply = conn.recv_answers()?;
                     match redirection(&reply, &target.addr) {
                         Some(next) if round < MAX_REDIRECTS => {
                             moved |= !next.asking;
@@ -162,7 +163,10 @@ impl Nodes {
                 break;
             }
         }
-        Ok(replies.into_iter().map(Option::unwrap_or_default).collect())
+        Ok(replies
+            .into_iter()
+            .map(|r| r.unwrap_or(Reply::Value(Value::Nil)))
+            .collect())
     }
 
     /// Writes the commands at positions `ks` of `which` to `target`, packed at once.
@@ -203,10 +207,8 @@ fn by_target(routes: Vec<(usize, Target)>) -> Vec<(Target, Vec<usize>)> {
 
 /// Where a `MOVED slot host:port` or `ASK slot host:port` reply (from the node at `from`)
 /// sends its command; an empty host is `from`'s.
-fn redirection(reply: &Value, from: &str) -> Option<Target> {
-    let Value::ServerError(e) = reply else {
-        return None;
-    };
+fn redirection(reply: &Reply, from: &str) -> Option<Target> {
+    let e = reply.server_error()?;
     let text = server_error_text(e);
     let mut words = text.split(' ');
     let asking = match words.next()? {
@@ -239,8 +241,9 @@ fn host_port(addr: &str) -> RedisResult<(String, u16)> {
 mod tests {
     use super::*;
 
-    fn error(text: &str) -> Value {
-        redis::parse_redis_value(format!("-{text}\r\n").as_bytes()).expect("an error reply")
+    fn error(text: &str) -> Reply {
+        let value = redis::parse_redis_value(format!("-{text}\r\n").as_bytes());
+        Reply::Value(value.expect("an error reply"))
     }
 
     #[test]
@@ -264,7 +267,7 @@ mod tests {
         for other in [
             error("CLUSTERDOWN The cluster is down"),
             error("ERR not found"),
-            Value::Int(1),
+            Reply::Answers(vec![true]),
         ] {
             assert_eq!(redirection(&other, "10.0.0.1:7000"), None);
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::{Cmd, RedisResult, Value};
 
 use crate::error::Result;
+use crate::resp::Reply;
 use crate::routing::{key_slot, Master};
 
 /// A connection to a server or a cluster, as the operations use it.
@@ -23,7 +24,7 @@ pub(crate) trait Transport {
         &mut self,
         cmds: &C,
         which: &[usize],
-    ) -> impl Future<Output = RedisResult<Vec<Option<Value>>>>;
+    ) -> impl Future<Output = RedisResult<Vec<Option<Reply>>>>;
     /// One command to the master of `slot`.
     fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> impl Future<Output = RedisResult<Value>>;
     /// The masters and their slots.

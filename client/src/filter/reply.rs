@@ -3,26 +3,31 @@
 use redis::Value;
 
 use crate::error::{explain, server_error_text, Error, Result};
+use crate::resp::Reply;
 
 /// True for the error reply to an add to a key that does not exist (BF.INSERT … NOCREATE).
 pub(super) fn is_not_found(text: &str) -> bool {
     text == "ERR not found" || text == "not found"
 }
 
-/// The first top-level error reply of a pipeline.
-pub(super) fn first_server_error(replies: &[Value]) -> Option<String> {
-    replies.iter().find_map(|r| match r {
-        Value::ServerError(e) => Some(server_error_text(e)),
-        _ => None,
-    })
-}
-
 /// Writes the answers of a BF.MADD / BF.INSERT / BF.MEXISTS reply to the items at `positions`
 /// of `out`; an error inside it (a full NONSCALING filter, an item of another partition) is
 /// the error, before a count that differs from the items'.
-pub(super) fn fill_answers(reply: &Value, positions: &[usize], out: &mut [bool]) -> Result<()> {
-    let Value::Array(a) = reply else {
-        return Err(Error::Protocol(format!("expected an array, got {reply:?}")));
+pub(super) fn fill_answers(reply: &Reply, positions: &[usize], out: &mut [bool]) -> Result<()> {
+    let a = match reply {
+        Reply::Answers(answers) => {
+            if answers.len() != positions.len() {
+                return Err(answer_count(answers.len(), positions.len()));
+            }
+            for (&p, &answer) in positions.iter().zip(answers) {
+                out[p] = answer;
+            }
+            return Ok(());
+        }
+        Reply::Value(Value::Array(a)) => a,
+        Reply::Value(other) => {
+            return Err(Error::Protocol(format!("expected an array, got {other:?}")))
+        }
     };
     for (j, v) in a.iter().enumerate() {
         let answer = match v {
@@ -43,13 +48,13 @@ pub(super) fn fill_answers(reply: &Value, positions: &[usize], out: &mut [bool])
         }
     }
     if a.len() != positions.len() {
-        return Err(Error::Protocol(format!(
-            "{} answers for {} items",
-            a.len(),
-            positions.len()
-        )));
+        return Err(answer_count(a.len(), positions.len()));
     }
     Ok(())
+}
+
+fn answer_count(answers: usize, items: usize) -> Error {
+    Error::Protocol(format!("{answers} answers for {items} items"))
 }
 
 /// The first error reply among `values`, explained.

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::reply::first_server_error;
 use super::WriteOptions;
 use crate::delivery::{wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure};
-use crate::error::{explain, Result};
+use crate::error::{explain, server_error_text, Result};
+use crate::resp::Reply;
 use crate::transport::{Commands, Transport};
 
 /// How long reads and deletes retry.
@@ -21,13 +21,23 @@ pub(super) async fn send_raw<C: Commands + ?Sized>(
     cmds: &C,
     retry_for: Duration,
 ) -> Result<Vec<Value>> {
+    let replies = send_reads(conn, cmds, retry_for).await?;
+    Ok(replies.into_iter().map(Reply::into_value).collect())
+}
+
+/// [`send_raw`] with answer arrays left as answers.
+pub(super) async fn send_reads<C: Commands + ?Sized>(
+    conn: &mut impl Transport,
+    cmds: &C,
+    retry_for: Duration,
+) -> Result<Vec<Reply>> {
     let opts = WriteOptions {
         retry_for,
         ..WriteOptions::default()
     };
     let replies = send_until_answered(conn, cmds, None, &opts).await?;
-    match first_server_error(&replies) {
-        Some(text) => Err(explain(text)),
+    match replies.iter().find_map(Reply::server_error) {
+        Some(e) => Err(explain(server_error_text(e))),
         None => Ok(replies),
     }
 }
@@ -39,7 +49,7 @@ pub(super) async fn send_until_answered<C: Commands + ?Sized>(
     cmds: &C,
     wait_slots: Option<&[u16]>,
     opts: &WriteOptions,
-) -> Result<Vec<Value>> {
+) -> Result<Vec<Reply>> {
     if cmds.len() == 0 {
         return Ok(Vec::new());
     }

@@ -10,12 +10,12 @@ use redis::Value;
 use super::key_cmd;
 use super::reply::as_u64;
 use super::reply::{fill_answers, is_not_found};
-use super::send::send_raw;
-use super::send::send_until_answered;
+use super::send::{send_reads, send_until_answered};
 use super::{Batches, Filter, Head, WriteOptions};
 use crate::connection::Connection;
 use crate::error::{explain, server_error_text, Error, Result};
 use crate::pack::{array_header, bulk};
+use crate::resp::Reply;
 use crate::routing::key_slot;
 use crate::transport::{block, Commands, Transport};
 
@@ -110,18 +110,18 @@ impl Filter {
 
     /// [`Filter::add`]'s answers from the replies to `batches`: a key that no longer exists is
     /// [`Error::Vanished`] with the items acknowledged beside it.
-    fn add_answers(&self, replies: &[Value], batches: &Batches, n: usize) -> Result<Vec<bool>> {
+    fn add_answers(&self, replies: &[Reply], batches: &Batches, n: usize) -> Result<Vec<bool>> {
         let mut out = vec![false; n];
         let mut acknowledged = 0u64;
         let mut vanished = None;
         for (i, reply) in replies.iter().enumerate() {
             match reply {
-                Value::ServerError(e) if is_not_found(&server_error_text(e)) => {
+                Reply::Value(Value::ServerError(e)) if is_not_found(&server_error_text(e)) => {
                     vanished.get_or_insert(batches.part(i));
                 }
                 // Ran beside a failed command, its reply unknown: not counted as acknowledged.
-                Value::Nil => {}
-                Value::ServerError(e) => return Err(explain(server_error_text(e))),
+                Reply::Value(Value::Nil) => {}
+                Reply::Value(Value::ServerError(e)) => return Err(explain(server_error_text(e))),
                 reply => {
                     let positions = batches.positions(i);
                     fill_answers(reply, positions, &mut out)?;
@@ -173,7 +173,7 @@ impl Filter {
         let reply = replies
             .first()
             .ok_or_else(|| Error::Protocol("no reply to BF.INSERT".into()))?;
-        if let Value::ServerError(e) = reply {
+        if let Some(e) = reply.server_error() {
             return Err(explain(server_error_text(e)));
         }
         let mut new = [false];
@@ -199,7 +199,7 @@ impl Filter {
         batch: usize,
     ) -> Result<Vec<bool>> {
         let plan = self.exists_plan(items, batch);
-        let replies = send_raw(conn, &plan, Duration::from_secs(120)).await?;
+        let replies = send_reads(conn, &plan, Duration::from_secs(120)).await?;
         self.exists_answers(&plan, &replies, items.len())
     }
 
@@ -222,10 +222,14 @@ impl Filter {
 
     /// [`Filter::exists`]'s answers from the replies to [`Filter::exists_plan`]'s commands: a
     /// partition that does not exist is [`Error::MissingPartition`], never a 0.
-    fn exists_answers(&self, plan: &ExistsPlan, replies: &[Value], n: usize) -> Result<Vec<bool>> {
+    fn exists_answers(&self, plan: &ExistsPlan, replies: &[Reply], n: usize) -> Result<Vec<bool>> {
         for (lookup, reply) in plan.lookups.iter().zip(replies) {
             if let Lookup::Check(p) = lookup {
-                if as_u64(reply) != Some(1) {
+                let exists = match reply {
+                    Reply::Value(v) => as_u64(v),
+                    Reply::Answers(_) => None,
+                };
+                if exists != Some(1) {
                     return Err(Error::MissingPartition {
                         name: self.name_text(),
                         key: String::from_utf8_lossy(self.key_of(Some(*p))).into_owned(),
@@ -251,6 +255,7 @@ mod tests {
 
     use super::*;
     use crate::filter::Partitioning;
+    use crate::resp::ReplyReader;
     use crate::routing::{partition_keys, partition_of, Master};
 
     /// A server in memory: a set per key, and error replies scripted by the commands' order
@@ -317,12 +322,12 @@ mod tests {
             &mut self,
             cmds: &C,
             which: &[usize],
-        ) -> RedisResult<Vec<Option<Value>>> {
+        ) -> RedisResult<Vec<Option<Reply>>> {
             let mut replies = Vec::new();
             for &i in which {
                 let mut packed = Vec::new();
                 cmds.pack(i, &mut packed);
-                replies.push(Some(self.run(&packed)));
+                replies.push(Some(Reply::Value(self.run(&packed))));
             }
             Ok(replies)
         }
@@ -429,7 +434,7 @@ mod tests {
         let mut out = [false; 3];
         let reply = redis::parse_redis_value(b"*2\r\n:1\r\n-ERR non scaling filter is full\r\n")
             .expect("valid");
-        match fill_answers(&reply, &[0, 1, 2], &mut out) {
+        match fill_answers(&Reply::Value(reply), &[0, 1, 2], &mut out) {
             Err(Error::Server(t)) => assert_eq!(t, "ERR non scaling filter is full"),
             other => panic!("{other:?}"),
         }
@@ -445,7 +450,10 @@ mod tests {
             (b"*1\r\n:1\r\n", "1 answers for 2 items"),
         ] {
             let mut out = [false; 2];
-            let reply = redis::parse_redis_value(reply).expect("valid");
+            // As read off the connection: answer arrays as answers, the rest as values.
+            let reply = ReplyReader::default()
+                .read_answers(&mut &reply[..])
+                .expect("valid");
             match fill_answers(&reply, &[0, 1], &mut out) {
                 Err(e @ Error::Protocol(_)) => {
                     let text = e.to_string();
