@@ -1,7 +1,10 @@
 //! One connection to rustbloom, whether it is a single server or a Redis Cluster (or Valkey
-//! cluster) reached through any of its nodes. Cluster routing, `MOVED` and `ASK` are the `redis`
-//! crate's (feature `cluster`); this adds the detection, reconnection after a failure, and the
-//! slot map that [`crate::filter`] groups partitions by.
+//! cluster) reached through any of its nodes. A filter's adds and lookups (and the WAITs after
+//! them) go out on this crate's own connections, packed straight from the items and read with
+//! its reply reader: to the server, or to each master of a cluster ([`crate::nodes`], which
+//! follows `MOVED` and `ASK`). Every other command of a cluster is routed by the `redis` crate
+//! (feature `cluster`); this adds the detection, reconnection after a failure, and the slot map
+//! that [`crate::filter`] groups partitions by.
 
 use std::time::Duration;
 
