@@ -18,6 +18,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use redis::Value;
 use rustbloom_client::error::{explain, server_error_text, server_text};
+use rustbloom_client::pack::{bulk, decimal};
 use rustbloom_client::{Client, Error, Filter, SingleConnection, WriteOptions};
 
 use crate::input::{Line, LineBlocks};
@@ -184,38 +185,6 @@ fn insert_prefix(key: &[u8]) -> Vec<u8> {
     bulk(&mut prefix, b"NOCREATE");
     bulk(&mut prefix, b"ITEMS");
     prefix
-}
-
-/// Appends `$len\r\ndata\r\n`; answers where `data` starts.
-fn bulk(buf: &mut Vec<u8>, data: &[u8]) -> usize {
-    let mut len = [0u8; 20];
-    let n = decimal(&mut len, data.len() as u64);
-    buf.reserve(n + data.len() + 5);
-    buf.push(b'$');
-    buf.extend_from_slice(&len[..n]);
-    buf.extend_from_slice(b"\r\n");
-    let at = buf.len();
-    buf.extend_from_slice(data);
-    buf.extend_from_slice(b"\r\n");
-    at
-}
-
-/// Writes `v` in decimal at the start of `out` (20 bytes hold any u64); answers its length.
-fn decimal(out: &mut [u8], mut v: u64) -> usize {
-    let mut digits = [0u8; 20];
-    let mut n = 0;
-    loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    for i in 0..n {
-        out[i] = digits[n - 1 - i];
-    }
-    n
 }
 
 /// The single-server path: up to `depth` packed BF.INSERTs in flight; the oldest is answered

@@ -471,3 +471,114 @@ fn info_dedup_dump_restore_and_migrate_on_clusters() {
         "{text}"
     );
 }
+
+/// A command of `args` on node `i`.
+fn on_node(cl: &Cluster, i: usize, args: &[&str]) -> Value {
+    let mut c = redis::Client::open(cl.url(i))
+        .and_then(|c| c.get_connection())
+        .expect("a node connection");
+    let mut cmd = redis::Cmd::new();
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut c)
+        .unwrap_or_else(|e| panic!("{args:?} on node {i}: {e}"))
+}
+
+#[test]
+fn adds_follow_ask_and_moved_of_a_partition_mid_migration_at_once() {
+    let cl = Cluster::start(3, 0);
+    let mut conn = Client::open(&cl.url(0))
+        .and_then(|c| c.connect())
+        .expect("connect");
+    let opts = rustbloom_client::ReserveOptions {
+        error_rate: 0.001,
+        capacity: 30_000,
+        growth: rustbloom_client::Growth::NonScaling,
+        partitions: Some(3),
+    };
+    let filter = Filter::reserve(&mut conn, b"moving", &opts).expect("reserve");
+    let routing = filter.partitioning().expect("partitioned").clone();
+    // No pause and no retry: a redirection is followed within the call, or the call fails.
+    let write = rustbloom_client::WriteOptions {
+        batch: 50,
+        retry_for: std::time::Duration::ZERO,
+        ..Default::default()
+    };
+    let all = items("moving", 3000);
+    let rounds: Vec<Vec<&[u8]>> = all
+        .chunks(1000)
+        .map(|c| c.iter().map(|s| s.as_bytes()).collect())
+        .collect();
+    // Round 1 opens the connections to the masters, with the slot map of before.
+    assert!(filter
+        .add(&mut conn, &rounds[0], &write)
+        .expect("add")
+        .iter()
+        .all(|&n| n));
+
+    let key = &routing.keys[0];
+    let slot = key_slot(key);
+    let owners = cl.slot_owners(0);
+    let src = owners[slot as usize];
+    let dst = *Cluster::masters(&owners)
+        .iter()
+        .find(|&&m| m != src)
+        .expect("another master");
+    let (src_id, dst_id) = (cl.id(src), cl.id(dst));
+    let key_text = String::from_utf8(key.clone()).expect("a text key");
+    let slot_text = slot.to_string();
+    on_node(
+        &cl,
+        dst,
+        &["CLUSTER", "SETSLOT", &slot_text, "IMPORTING", &src_id],
+    );
+    on_node(
+        &cl,
+        src,
+        &["CLUSTER", "SETSLOT", &slot_text, "MIGRATING", &dst_id],
+    );
+    let port = cl.addr(dst).rsplit_once(':').expect("port").1.to_string();
+    let migrate = [
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+        &key_text,
+    ];
+    on_node(&cl, src, &migrate);
+
+    // Round 2: partition 0's commands meet ASK at the old master.
+    assert!(filter
+        .add(&mut conn, &rounds[1], &write)
+        .expect("add")
+        .iter()
+        .all(|&n| n));
+    for m in Cluster::masters(&owners) {
+        on_node(&cl, m, &["CLUSTER", "SETSLOT", &slot_text, "NODE", &dst_id]);
+    }
+    // Round 3: MOVED from the old master; every item of the three rounds again.
+    assert!(filter
+        .add(&mut conn, &rounds[2], &write)
+        .expect("add")
+        .iter()
+        .all(|&n| n));
+    let again: Vec<&[u8]> = rounds.concat();
+    assert!(filter
+        .add(&mut conn, &again, &write)
+        .expect("add")
+        .iter()
+        .all(|&n| !n));
+    // The partition on its new master holds exactly its items.
+    let in_part0 = all
+        .iter()
+        .filter(|i| partition_of(i.as_bytes(), routing.routing_seed, 3) == 0)
+        .count() as i64;
+    let Value::Int(count) = on_node(&cl, dst, &["BF.CARD", &key_text]) else {
+        panic!("BF.CARD");
+    };
+    assert_eq!(count, in_part0);
+}

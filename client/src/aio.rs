@@ -36,9 +36,10 @@ use crate::connection::{
     RESPONSE_TIMEOUT,
 };
 use crate::error::{Error, Result};
-use crate::filter::{AddCommand, Filter, FilterInfo, ReserveOptions, WriteOptions};
-use crate::routing::{key_slot, Master};
-use crate::transport::Transport;
+use crate::filter::{Filter, FilterInfo, Head, ReserveOptions, WriteOptions};
+use crate::resp::Reply;
+use crate::routing::Master;
+use crate::transport::{Commands, Transport};
 use crate::Client;
 
 fn config() -> AsyncConnectionConfig {
@@ -211,11 +212,8 @@ fn pipe<'a>(cmds: impl IntoIterator<Item = &'a Cmd>) -> redis::Pipeline {
 /// names its key first), in order within each group.
 fn by_slot(cmds: &[Cmd]) -> Vec<(u16, Vec<usize>)> {
     let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-    for (i, cmd) in cmds.iter().enumerate() {
-        let slot = match cmd.args_iter().nth(1) {
-            Some(redis::Arg::Simple(key)) => key_slot(key),
-            _ => 0,
-        };
+    for i in 0..cmds.len() {
+        let slot = cmds.slot(i);
         match groups.iter_mut().find(|(s, _)| *s == slot) {
             Some((_, positions)) => positions.push(i),
             None => groups.push((slot, vec![i])),
@@ -233,8 +231,13 @@ impl Transport for Connection {
         self.pipeline(cmds).await
     }
 
-    async fn send_replies(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Option<Value>>> {
-        errors_in_place(self.pipeline(cmds).await, cmds.len())
+    async fn send_replies<C: Commands + ?Sized>(
+        &mut self,
+        cmds: &C,
+        which: &[usize],
+    ) -> RedisResult<Vec<Option<Reply>>> {
+        let replies = errors_in_place(self.pipeline(&cmds.cmds(which)).await, which.len())?;
+        Ok(replies.into_iter().map(|r| r.map(Reply::Value)).collect())
     }
 
     async fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {
@@ -274,7 +277,7 @@ impl Filter {
         items: &[&[u8]],
         opts: &WriteOptions,
     ) -> Result<Vec<bool>> {
-        self.add_on(conn, items, opts, AddCommand::Insert).await
+        self.add_on(conn, items, opts, Head::Insert).await
     }
 
     /// [`Filter::create_with_defaults`], async.

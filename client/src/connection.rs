@@ -1,7 +1,10 @@
 //! One connection to rustbloom, whether it is a single server or a Redis Cluster (or Valkey
-//! cluster) reached through any of its nodes. Cluster routing, `MOVED` and `ASK` are the `redis`
-//! crate's (feature `cluster`); this adds the detection, reconnection after a failure, and the
-//! slot map that [`crate::filter`] groups partitions by.
+//! cluster) reached through any of its nodes. A filter's adds and lookups (and the WAITs after
+//! them) go out on this crate's own connections, packed straight from the items and read with
+//! its reply reader: to the server, or to each master of a cluster ([`crate::nodes`], which
+//! follows `MOVED` and `ASK`). Every other command of a cluster is routed by the `redis` crate
+//! (feature `cluster`); this adds the detection, reconnection after a failure, and the slot map
+//! that [`crate::filter`] groups partitions by.
 
 use std::time::Duration;
 
@@ -10,9 +13,11 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
 
 use crate::error::{explain, server_error_text, server_text, Error, Result};
+use crate::nodes::Nodes;
+use crate::resp::Reply;
 use crate::routing::Master;
 use crate::single::SingleConnection;
-use crate::transport::Transport;
+use crate::transport::{Commands, Transport};
 
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest a single reply may take (a BF.LOADCHUNK of a big chunk, a WAIT).
@@ -231,13 +236,17 @@ impl Client {
                 Ok(Conn::Single(Box::new(conn)))
             }
             Kind::Cluster(c) => {
-                let conn = c.get_connection().map_err(|e| {
+                let routed = c.get_connection().map_err(|e| {
                     Error::Connect(format!(
                         "cannot connect to the cluster of {}: {e}",
                         self.url
                     ))
                 })?;
-                Ok(Conn::Cluster(Box::new(conn)))
+                let node_settings = parse_url(&self.url)?.get_connection_info().clone();
+                Ok(Conn::Cluster(Box::new(ClusterConn {
+                    routed,
+                    nodes: Nodes::new(node_settings),
+                })))
             }
         }
     }
@@ -245,7 +254,29 @@ impl Client {
 
 enum Conn {
     Single(Box<SingleConnection>),
-    Cluster(Box<ClusterConnection>),
+    Cluster(Box<ClusterConn>),
+}
+
+/// A cluster: the `redis` crate's connection routes single commands and other pipelines;
+/// adds, lookups and the WAITs after them go to the masters through [`Nodes`], the WAIT on the
+/// connection that wrote (a WAIT counts the writes of its own connection).
+struct ClusterConn {
+    routed: ClusterConnection,
+    nodes: Nodes,
+}
+
+impl ClusterConn {
+    /// Fetches the slot map for [`Nodes`] when it has none.
+    fn slot_map_for_nodes(&mut self) -> RedisResult<()> {
+        if self.nodes.needs_slot_map() {
+            let reply = self.routed.req_command(&cluster_slots_cmd())?;
+            let masters = parse_cluster_slots(reply).map_err(|e| {
+                redis::RedisError::from((redis::ErrorKind::Parse, "CLUSTER SLOTS", e.to_string()))
+            })?;
+            self.nodes.set_slot_map(masters);
+        }
+        Ok(())
+    }
 }
 
 /// A connection from [`Client::connect`].
@@ -283,7 +314,7 @@ impl Connection {
     pub fn raw(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match &mut self.conn {
             Conn::Single(c) => c.request(cmd),
-            Conn::Cluster(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.routed.req_command(cmd),
         }
     }
 
@@ -306,7 +337,7 @@ impl Connection {
                 for cmd in cmds {
                     p.add_command(cmd.clone());
                 }
-                p.query(c)
+                p.query(&mut c.routed)
             }
         }
     }
@@ -323,7 +354,7 @@ impl Connection {
     pub fn to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {
         match &mut self.conn {
             Conn::Single(c) => c.request(cmd),
-            Conn::Cluster(c) => c.route_command(
+            Conn::Cluster(c) => c.routed.route_command(
                 cmd,
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
                     slot,
@@ -405,12 +436,34 @@ impl Transport for Connection {
         self.pipeline(cmds)
     }
 
-    async fn send_replies(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Option<Value>>> {
-        self.pipeline_replies(cmds)
+    async fn send_replies<C: Commands + ?Sized>(
+        &mut self,
+        cmds: &C,
+        which: &[usize],
+    ) -> RedisResult<Vec<Option<Reply>>> {
+        // Packed straight into the connections' buffers, never built as a `Cmd`; every reply
+        // comes back in its place.
+        let replies = match &mut self.conn {
+            Conn::Single(c) => {
+                c.send_commands(cmds, which.iter().copied(), SingleConnection::recv_answers)?
+            }
+            Conn::Cluster(c) => {
+                c.slot_map_for_nodes()?;
+                c.nodes.pipeline(cmds, which)?
+            }
+        };
+        Ok(replies.into_iter().map(Some).collect())
     }
 
+    /// On a cluster, through the connection [`Transport::send_replies`] wrote on.
     async fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {
-        self.to_slot(cmd, slot)
+        match &mut self.conn {
+            Conn::Single(c) => c.request(cmd),
+            Conn::Cluster(c) => {
+                c.slot_map_for_nodes()?;
+                c.nodes.request_at_slot(&cmd.get_packed_command(), slot)
+            }
+        }
     }
 
     async fn slot_map(&mut self) -> Result<Vec<Master>> {

@@ -2,7 +2,6 @@
 //! the decisions (what to resend, when to pause, when to WAIT, when to give up) are made here,
 //! and the synchronous and the async transports only carry them out.
 
-use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisResult, Value};
@@ -12,6 +11,7 @@ use crate::error::{
     Result,
 };
 use crate::filter::reply::as_u64;
+use crate::resp::Reply;
 use crate::routing::Master;
 
 /// How adds are sent.
@@ -46,14 +46,14 @@ impl Default for WriteOptions {
 
 /// What the transport does next for a [`Delivery`].
 pub(crate) enum Step {
-    /// Send [`Delivery::pending_cmds`] again at once.
+    /// Send [`Delivery::pending`] again at once.
     Resend,
     /// `WAIT replicas timeout` on the masters of these slots, and tell [`Delivery::waited`].
     Wait((u32, Duration), Vec<u16>),
     /// Sleep this long, reconnect (for a cluster: a fresh slot map), then send again.
     Pause(Duration),
     /// Every command answered: the replies, in order.
-    Done(Vec<Value>),
+    Done(Vec<Reply>),
 }
 
 /// A WAIT that fell short.
@@ -62,7 +62,7 @@ pub(crate) enum WaitFailure {
     Fatal(Error),
 }
 
-/// Sends `cmds` as one pipeline until every command is answered: a command the server did not
+/// Sends `n` commands as one pipeline until every command is answered: a command the server did not
 /// run (a transient error reply: CLUSTERDOWN, TRYAGAIN, LOADING, …) is sent again, the answered
 /// ones are kept; commands whose replies were lost are sent again when
 /// `opts.resend_lost_replies`, else that is an error. Each resend follows a reconnect, until
@@ -73,55 +73,49 @@ pub(crate) enum WaitFailure {
 /// commands ran, and are sent again for their answers when `opts.resend_lost_replies`, else
 /// come back as `Value::Nil`.
 pub(crate) struct Delivery<'a> {
-    cmds: &'a [Cmd],
     wait: Option<((u32, Duration), &'a [u16])>,
     opts: &'a WriteOptions,
     deadline: Instant,
     pause: Duration,
-    replies: Vec<Option<Value>>,
-    /// The positions [`Delivery::pending_cmds`] last gave out.
+    replies: Vec<Option<Reply>>,
+    /// The positions [`Delivery::pending`] last gave out.
     sending: Vec<usize>,
     /// The first complete answer: when only the WAIT fell short, the pipeline is resent for
     /// durability, and its second answer would call every item already present.
-    answered: Option<Vec<Value>>,
+    answered: Option<Vec<Reply>>,
     /// The answer waiting for its WAIT.
-    waiting: Vec<Value>,
+    waiting: Vec<Reply>,
 }
 
 impl<'a> Delivery<'a> {
     pub(crate) fn new(
-        cmds: &'a [Cmd],
+        n: usize,
         wait_slots: Option<&'a [u16]>,
         opts: &'a WriteOptions,
     ) -> Delivery<'a> {
         Delivery {
-            cmds,
             wait: opts.wait.zip(wait_slots),
             opts,
             deadline: Instant::now() + opts.retry_for,
             pause: Duration::from_millis(50),
-            replies: vec![None; cmds.len()],
+            replies: vec![None; n],
             sending: Vec::new(),
             answered: None,
             waiting: Vec::new(),
         }
     }
 
-    /// The commands to send now: those not answered yet.
-    pub(crate) fn pending_cmds(&mut self) -> Cow<'a, [Cmd]> {
-        self.sending = (0..self.cmds.len())
+    /// The positions of the commands to send now: those not answered yet.
+    pub(crate) fn pending(&mut self) -> &[usize] {
+        self.sending = (0..self.replies.len())
             .filter(|&i| self.replies[i].is_none())
             .collect();
-        if self.sending.len() == self.cmds.len() {
-            Cow::Borrowed(self.cmds)
-        } else {
-            Cow::Owned(self.sending.iter().map(|&i| self.cmds[i].clone()).collect())
-        }
+        &self.sending
     }
 
-    /// Takes the result of sending [`Delivery::pending_cmds`]: a reply per command, `None` for one
+    /// Takes the result of sending [`Delivery::pending`]: a reply per command, `None` for one
     /// a cluster hid beside an error reply.
-    pub(crate) fn received(&mut self, sent: RedisResult<Vec<Option<Value>>>) -> Result<Step> {
+    pub(crate) fn received(&mut self, sent: RedisResult<Vec<Option<Reply>>>) -> Result<Step> {
         let pending = std::mem::take(&mut self.sending);
         // Replies lost with the connection, and replies a cluster hid beside an error reply.
         let (mut transient, mut lost, mut hidden) = (None, 0usize, 0usize);
@@ -129,10 +123,13 @@ impl<'a> Delivery<'a> {
             Ok(got) => {
                 for (&i, reply) in pending.iter().zip(got) {
                     match reply {
-                        Some(Value::ServerError(e))
-                            if is_transient_text(&server_error_text(&e)) =>
+                        Some(reply)
+                            if reply
+                                .server_error()
+                                .is_some_and(|e| is_transient_text(&server_error_text(e))) =>
                         {
-                            transient.get_or_insert_with(|| server_error_text(&e));
+                            let text = reply.server_error().map(server_error_text);
+                            transient.get_or_insert(text.unwrap_or_default());
                         }
                         Some(reply) => self.replies[i] = Some(reply),
                         None => hidden += 1,
@@ -148,7 +145,7 @@ impl<'a> Delivery<'a> {
         let failed = self
             .replies
             .iter()
-            .any(|r| matches!(r, Some(Value::ServerError(_))));
+            .any(|r| r.as_ref().is_some_and(|r| r.server_error().is_some()));
         // The hidden replies of commands that ran are asked again at once (when resending is
         // harmless), so that the caller learns what the server acknowledged.
         if failed && hidden > 0 && self.opts.resend_lost_replies && transient.is_none() {
@@ -159,7 +156,7 @@ impl<'a> Delivery<'a> {
             return Ok(Step::Done(
                 replies
                     .into_iter()
-                    .map(|r| r.unwrap_or(Value::Nil))
+                    .map(|r| r.unwrap_or(Reply::Value(Value::Nil)))
                     .collect(),
             ));
         }
@@ -174,7 +171,7 @@ impl<'a> Delivery<'a> {
             Some(text) => text,
             None if lost > 0 => "replies lost".to_string(),
             None => {
-                let done: Vec<Value> = self.replies.iter_mut().filter_map(Option::take).collect();
+                let done: Vec<Reply> = self.replies.iter_mut().filter_map(Option::take).collect();
                 return Ok(match self.wait {
                     None => Step::Done(self.answered.take().unwrap_or(done)),
                     Some((wait, slots)) => {

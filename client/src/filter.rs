@@ -2,25 +2,26 @@
 //! the name and P partition keys), with the same operations on both: reserve, add, look up,
 //! describe, delete.
 
+mod batches;
 mod info;
 pub(crate) mod reply;
 mod reserve;
 mod send;
 mod write;
 
+use batches::Batches;
+pub(crate) use batches::Head;
 pub use info::{scandump, FilterInfo, KeyInfo, PartitionInfo, Totals};
 use reply::{as_bytes, field};
 pub use reply::{as_u64, info_pairs};
 use send::{send_raw, INFO_RETRY};
-
-use std::collections::BTreeMap;
 
 use redis::{Cmd, Value};
 
 use crate::connection::Connection;
 pub use crate::delivery::WriteOptions;
 use crate::error::{Error, Result};
-use crate::routing::{key_slot, partition_keys, partition_of, MAX_PARTITIONS};
+use crate::routing::{key_slot, partition_keys, MAX_PARTITIONS};
 use crate::transport::{block, Transport};
 
 /// How a filter grows once its capacity is reached.
@@ -43,14 +44,6 @@ pub struct ReserveOptions {
     pub growth: Growth,
     /// Partitions; `None` reserves a plain filter.
     pub partitions: Option<u32>,
-}
-
-/// The command an add sends: `BF.INSERT key NOCREATE ITEMS …`, or for a window filter at a given
-/// time `BF.ADDAT key at_ms …` (which never creates a filter either).
-#[derive(Clone, Copy)]
-pub(crate) enum AddCommand {
-    Insert,
-    At(u64),
 }
 
 /// A partitioned filter's routing: P, the routing seed and the partition keys in order.
@@ -181,51 +174,9 @@ impl Filter {
         }
     }
 
-    /// Groups items by partition (in input order within each) and builds one command per
-    /// `batch` of them with `head` writing the command name and key: the commands, and for each
-    /// its partition and the input positions of its items.
-    #[allow(clippy::type_complexity)]
-    fn commands(
-        &self,
-        items: &[&[u8]],
-        batch: usize,
-        head: impl Fn(&mut Cmd, &[u8], Option<u32>),
-    ) -> (Vec<Cmd>, Vec<(Option<u32>, Vec<usize>)>) {
-        let groups: Vec<(Option<u32>, Vec<usize>)> = match &self.partitioning {
-            None => vec![(None, (0..items.len()).collect())],
-            Some(r) => {
-                let mut by_part: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-                for (i, item) in items.iter().enumerate() {
-                    by_part
-                        .entry(partition_of(item, r.routing_seed, r.partitions))
-                        .or_default()
-                        .push(i);
-                }
-                by_part.into_iter().map(|(p, v)| (Some(p), v)).collect()
-            }
-        };
-        let mut cmds = Vec::new();
-        let mut placed = Vec::new();
-        for (part, idx) in groups {
-            for chunk in idx.chunks(batch) {
-                let mut cmd = Cmd::new();
-                head(&mut cmd, self.key_of(part), part);
-                for &i in chunk {
-                    cmd.arg(items[i]);
-                }
-                cmds.push(cmd);
-                placed.push((part, chunk.to_vec()));
-            }
-        }
-        (cmds, placed)
-    }
-
-    /// The slots [`Filter::add`] WAITs on: those of every key its commands write to.
-    fn write_slots(&self, placed: &[(Option<u32>, Vec<usize>)]) -> Vec<u16> {
-        let mut slots: Vec<u16> = placed
-            .iter()
-            .map(|(p, _)| key_slot(self.key_of(*p)))
-            .collect();
+    /// The slots [`Filter::add`] WAITs on: those of every key `batches` write to.
+    fn write_slots(&self, batches: &Batches) -> Vec<u16> {
+        let mut slots: Vec<u16> = batches.parts().map(|p| key_slot(self.key_of(p))).collect();
         slots.sort_unstable();
         slots.dedup();
         slots
@@ -240,8 +191,8 @@ impl Filter {
     pub(crate) async fn drop_on(&self, conn: &mut impl Transport) -> Result<u64> {
         let mut dels: Vec<Cmd> = self.keys().iter().map(|k| key_cmd("DEL", k)).collect();
         let partitions = dels.split_off(1);
-        let first = send_raw(conn, &dels, INFO_RETRY).await?;
-        let rest = send_raw(conn, &partitions, INFO_RETRY).await?;
+        let first = send_raw(conn, &dels[..], INFO_RETRY).await?;
+        let rest = send_raw(conn, &partitions[..], INFO_RETRY).await?;
         Ok(first.iter().chain(&rest).filter_map(as_u64).sum())
     }
 }

@@ -30,6 +30,8 @@ pub mod connection;
 mod delivery;
 pub mod error;
 pub mod filter;
+mod nodes;
+pub mod pack;
 mod resp;
 pub mod routing;
 mod single;

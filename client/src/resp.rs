@@ -33,17 +33,65 @@ impl From<Malformed> for RedisError {
     }
 }
 
+/// A reply to a command of adds or lookups: its answers when it is an array of 0/1 integers
+/// or booleans (read without building a value per answer), else the reply as a value.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Reply {
+    Answers(Vec<bool>),
+    Value(Value),
+}
+
+impl Reply {
+    /// The error reply this is, if it is one.
+    pub(crate) fn server_error(&self) -> Option<&redis::ServerError> {
+        match self {
+            Reply::Value(Value::ServerError(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The reply as the `redis` crate's value (answers as integers).
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Reply::Answers(a) => {
+                Value::Array(a.into_iter().map(|b| Value::Int(b.into())).collect())
+            }
+            Reply::Value(v) => v,
+        }
+    }
+}
+
 impl ReplyReader {
     /// The next reply, reading from `src` as long as it is incomplete. An end of stream inside
     /// a reply is an I/O error (`UnexpectedEof`); bytes that cannot be a reply are a parse
     /// error, after which the stream is out of step and must not be read again.
     pub(crate) fn read_reply(&mut self, src: &mut impl Read) -> RedisResult<Value> {
+        self.read_with(src, answer_array, |v| v)
+    }
+
+    /// [`ReplyReader::read_reply`] for a reply to adds or lookups.
+    pub(crate) fn read_answers(&mut self, src: &mut impl Read) -> RedisResult<Reply> {
+        self.read_with(
+            src,
+            |bytes| answer_bools(bytes).map(|(a, len)| (Reply::Answers(a), len)),
+            Reply::Value,
+        )
+    }
+
+    /// The next reply: `fast`'s reading of it when it has one, else the `redis` crate's value
+    /// as `other` makes it.
+    fn read_with<T>(
+        &mut self,
+        src: &mut impl Read,
+        fast: impl Fn(&[u8]) -> Option<(T, usize)>,
+        other: impl Fn(Value) -> T,
+    ) -> RedisResult<T> {
         loop {
             let unread = &self.buf[self.start..self.end];
-            let (reply, len) = match answer_array(unread) {
+            let (reply, len) = match fast(unread) {
                 Some((answers, len)) => (Ok(answers), len),
                 None => match frame(unread)? {
-                    Some(len) => (decode(&unread[..len]), len),
+                    Some(len) => (decode(&unread[..len]).map(&other), len),
                     None => {
                         self.fill(src)?;
                         continue;
@@ -221,6 +269,28 @@ fn answer_array(bytes: &[u8]) -> Option<(Value, usize)> {
     Some((Value::Array(out), pos))
 }
 
+/// The array of 0/1 integers and booleans complete at the start of `bytes`, and its length;
+/// `None` for an incomplete reply or any other shape.
+fn answer_bools(bytes: &[u8]) -> Option<(Vec<bool>, usize)> {
+    let (b'*', header, mut pos) = line_at(bytes, 0)? else {
+        return None;
+    };
+    let n = usize::try_from(decimal(header)?).ok()?;
+    // Every answer takes 4 bytes, and the reply is read only once it has arrived.
+    let end = n.checked_mul(4)?.checked_add(pos)?;
+    let body = bytes.get(pos..end)?;
+    let mut out = Vec::with_capacity(n);
+    for answer in body.chunks_exact(4) {
+        out.push(match answer {
+            b":1\r\n" | b"#t\r\n" => true,
+            b":0\r\n" | b"#f\r\n" => false,
+            _ => return None,
+        });
+    }
+    pos = end;
+    Some((out, pos))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +301,10 @@ mod tests {
         b"*2\r\n#t\r\n#f\r\n",
         b"*0\r\n",
         b"*3\r\n:1\r\n:0\r\n-ERR non scaling filter is full\r\n",
+        b"-MOVED 866 127.0.0.1:7001\r\n",
+        b"*2\r\n:0\r\n:1\r\n",
+        b"-ASK 866 127.0.0.1:7002\r\n",
+        b"-CLUSTERDOWN The cluster is down\r\n",
         b"-ERR not found\r\n",
         b"*-1\r\n",
         b"$-1\r\n",
@@ -247,23 +321,23 @@ mod tests {
         b">2\r\n+message\r\n:1\r\n",
     ];
 
-    fn replies_read(bytes: &[u8], cut: usize) -> Vec<RedisResult<Value>> {
-        // A stream that hands out its bytes in two reads, cut at `cut`.
-        struct Two<'a>(Vec<&'a [u8]>);
-        impl Read for Two<'_> {
-            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-                let Some(first) = self.0.first_mut() else {
-                    return Ok(0);
-                };
-                let n = first.len().min(out.len());
-                out[..n].copy_from_slice(&first[..n]);
-                *first = &first[n..];
-                if first.is_empty() {
-                    self.0.remove(0);
-                }
-                Ok(n)
-            }
+    /// A stream that hands out its pieces of bytes in as many reads.
+    struct Two<'a>(Vec<&'a [u8]>);
+
+    impl Read for Two<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            self.0.retain(|p| !p.is_empty());
+            let Some(first) = self.0.first_mut() else {
+                return Ok(0);
+            };
+            let n = first.len().min(out.len());
+            out[..n].copy_from_slice(&first[..n]);
+            *first = &first[n..];
+            Ok(n)
         }
+    }
+
+    fn replies_read(bytes: &[u8], cut: usize) -> Vec<RedisResult<Value>> {
         let mut pieces = vec![&bytes[..cut], &bytes[cut..]];
         pieces.retain(|p| !p.is_empty());
         let mut src = Two(pieces);
@@ -316,6 +390,78 @@ mod tests {
         // Errors inside, nested values and odd integers are left to the redis crate.
         assert_eq!(answer_array(b"*2\r\n:1\r\n-ERR x\r\n"), None);
         assert_eq!(answer_array(b"*1\r\n:+1\r\n"), None);
+    }
+
+    #[test]
+    fn answers_read_as_answers_whatever_the_reads_split() {
+        // Answers, errors and other shapes between them: each reply whole and in order, the
+        // 0/1 arrays as answers and everything else as the redis crate's value.
+        let bytes: Vec<u8> = STREAM.concat();
+        let expected: Vec<Reply> = STREAM
+            .iter()
+            .map(|r| {
+                let value = redis::parse_redis_value(r).expect("a valid reply");
+                let Value::Array(a) = &value else {
+                    return Reply::Value(value);
+                };
+                let answers: Option<Vec<bool>> = a
+                    .iter()
+                    .map(|v| match v {
+                        Value::Int(0) | Value::Boolean(false) => Some(false),
+                        Value::Int(1) | Value::Boolean(true) => Some(true),
+                        _ => None,
+                    })
+                    .collect();
+                answers.map_or(Reply::Value(value), Reply::Answers)
+            })
+            .collect();
+        assert!(matches!(&expected[0], Reply::Answers(a) if a == &[true, false, true]));
+        assert!(matches!(&expected[3], Reply::Value(Value::Array(_))));
+        for cut in 0..=bytes.len() {
+            let mut src = Two(vec![&bytes[..cut], &bytes[cut..]]);
+            let mut reader = ReplyReader::default();
+            let got: Vec<Reply> = (0..STREAM.len())
+                .map(|_| reader.read_answers(&mut src).expect("a valid reply"))
+                .collect();
+            assert_eq!(got, expected, "split at {cut}");
+        }
+    }
+
+    #[test]
+    fn only_arrays_of_zeros_and_ones_are_answers() {
+        assert_eq!(
+            answer_bools(b"*4\r\n:1\r\n#f\r\n:0\r\n#t\r\n"),
+            Some((vec![true, false, false, true], 20))
+        );
+        assert_eq!(answer_bools(b"*0\r\n"), Some((vec![], 4)));
+        for other in [
+            &b"*2\r\n:1\r\n:2\r\n"[..],
+            b"*2\r\n:1\r\n-ERR x\r\n",
+            b"*1\r\n:10\r\n",
+            b"*1\r\n$1\r\n1\r\n",
+            b"*-1\r\n",
+            b"%1\r\n:1\r\n:1\r\n",
+            b":1\r\n",
+        ] {
+            assert_eq!(
+                answer_bools(other),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(other)
+            );
+        }
+        // Incomplete: left for more bytes, and a declared count allocates nothing until its
+        // answers have arrived.
+        let reply = b"*3\r\n:1\r\n:0\r\n:1\r\n";
+        for cut in 0..reply.len() {
+            assert_eq!(answer_bools(&reply[..cut]), None);
+        }
+        assert_eq!(answer_bools(b"*100000000000000000\r\n:1\r\n"), None);
+        assert_eq!(answer_bools(b"*999999999999999999\r\n"), None);
+        let mut reader = ReplyReader::default();
+        let got = reader.read_answers(&mut &b"*100000000000000000\r\n:1\r\n:0\r\n"[..]);
+        assert!(matches!(got, Err(e) if e.is_io_error()));
+        assert!(reader.buf.len() <= 2 * READ_SIZE);
     }
 
     #[test]

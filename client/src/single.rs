@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult, Value};
 
-use crate::resp::ReplyReader;
+use crate::resp::{Reply, ReplyReader};
+use crate::transport::Commands;
 
 enum Socket {
     Tcp(TcpStream),
@@ -96,10 +97,25 @@ impl SingleConnection {
 
     /// The next reply (an error reply is `Value::ServerError`); push messages are skipped.
     pub fn recv(&mut self) -> RedisResult<Value> {
+        self.recv_with(ReplyReader::read_reply, |v| matches!(v, Value::Push { .. }))
+    }
+
+    /// The next reply to adds or lookups, its answers read without a value each.
+    pub(crate) fn recv_answers(&mut self) -> RedisResult<Reply> {
+        self.recv_with(ReplyReader::read_answers, |r| {
+            matches!(r, Reply::Value(Value::Push { .. }))
+        })
+    }
+
+    fn recv_with<T>(
+        &mut self,
+        read: fn(&mut ReplyReader, &mut Socket) -> RedisResult<T>,
+        is_push: fn(&T) -> bool,
+    ) -> RedisResult<T> {
         self.usable()?;
         loop {
-            match self.reader.read_reply(&mut self.socket) {
-                Ok(Value::Push { .. }) => {}
+            match read(&mut self.reader, &mut self.socket) {
+                Ok(v) if is_push(&v) => {}
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     self.broken = true;
@@ -118,15 +134,28 @@ impl SingleConnection {
 
     /// `cmds` written at once, then their replies in order.
     pub(crate) fn pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
+        self.send_commands(cmds, 0..cmds.len(), SingleConnection::recv)
+    }
+
+    /// Commands `which` of `cmds`, packed into the connection's buffer and written at once,
+    /// then their replies in order, each read by `recv`.
+    pub(crate) fn send_commands<C: Commands + ?Sized, T>(
+        &mut self,
+        cmds: &C,
+        which: impl IntoIterator<Item = usize>,
+        recv: fn(&mut Self) -> RedisResult<T>,
+    ) -> RedisResult<Vec<T>> {
         let mut packed = std::mem::take(&mut self.packed);
         packed.clear();
-        for cmd in cmds {
-            cmd.write_packed_command(&mut packed);
+        let mut count = 0;
+        for i in which {
+            cmds.pack(i, &mut packed);
+            count += 1;
         }
         let sent = self.send_packed(&packed);
         self.packed = packed;
         sent?;
-        cmds.iter().map(|_| self.recv()).collect()
+        (0..count).map(|_| recv(self)).collect()
     }
 
     fn usable(&self) -> RedisResult<()> {

@@ -9,7 +9,8 @@ use std::time::Duration;
 use redis::{Cmd, RedisResult, Value};
 
 use crate::error::Result;
-use crate::routing::Master;
+use crate::resp::Reply;
+use crate::routing::{key_slot, Master};
 
 /// A connection to a server or a cluster, as the operations use it.
 pub(crate) trait Transport {
@@ -17,17 +18,61 @@ pub(crate) trait Transport {
     fn send_one(&mut self, cmd: &Cmd) -> impl Future<Output = Result<Value>>;
     /// A pipeline, error replies in their place as `Value::ServerError`.
     fn send_pipeline(&mut self, cmds: &[Cmd]) -> impl Future<Output = RedisResult<Vec<Value>>>;
-    /// A pipeline whose replies a cluster may hide beside an error reply (`None`).
-    fn send_replies(
+    /// Commands `which` of `cmds` as a pipeline, whose replies a cluster may hide beside an
+    /// error reply (`None`).
+    fn send_replies<C: Commands + ?Sized>(
         &mut self,
-        cmds: &[Cmd],
-    ) -> impl Future<Output = RedisResult<Vec<Option<Value>>>>;
+        cmds: &C,
+        which: &[usize],
+    ) -> impl Future<Output = RedisResult<Vec<Option<Reply>>>>;
     /// One command to the master of `slot`.
     fn send_to_slot(&mut self, cmd: &Cmd, slot: u16) -> impl Future<Output = RedisResult<Value>>;
     /// The masters and their slots.
     fn slot_map(&mut self) -> impl Future<Output = Result<Vec<Master>>>;
     /// Waits `pause`, then reconnects (a failure is left for the next attempt to meet).
     fn pause_then_reconnect(&mut self, pause: Duration) -> impl Future<Output = ()>;
+}
+
+/// Commands sent by position: packed straight into a connection's own buffer, or built as
+/// `redis::Cmd`s for a connection of the `redis` crate.
+pub(crate) trait Commands {
+    fn len(&self) -> usize;
+    /// Appends command `i` packed in RESP.
+    fn pack(&self, i: usize, out: &mut Vec<u8>);
+    /// Command `i` for the `redis` crate.
+    #[cfg(feature = "async")]
+    fn cmd(&self, i: usize) -> Cmd;
+    /// The slot of command `i`'s key.
+    fn slot(&self, i: usize) -> u16;
+
+    /// Commands `which` for the `redis` crate.
+    #[cfg(feature = "async")]
+    fn cmds(&self, which: &[usize]) -> Vec<Cmd> {
+        which.iter().map(|&i| self.cmd(i)).collect()
+    }
+}
+
+impl Commands for [Cmd] {
+    fn len(&self) -> usize {
+        <[Cmd]>::len(self)
+    }
+
+    fn pack(&self, i: usize, out: &mut Vec<u8>) {
+        self[i].write_packed_command(out);
+    }
+
+    #[cfg(feature = "async")]
+    fn cmd(&self, i: usize) -> Cmd {
+        self[i].clone()
+    }
+
+    /// Every command this crate sends names its key first.
+    fn slot(&self, i: usize) -> u16 {
+        match self[i].args_iter().nth(1) {
+            Some(redis::Arg::Simple(key)) => key_slot(key),
+            _ => 0,
+        }
+    }
 }
 
 /// Runs `f` to its end on this thread. Meant for the futures of the synchronous transport,

@@ -139,9 +139,9 @@ impl Filter {
         let Some(routing) = &self.partitioning else {
             return self.info_from(head, &[], Vec::new(), &[]);
         };
-        let present = send_raw(conn, &exists_cmds(routing), INFO_RETRY).await?;
+        let present = send_raw(conn, &exists_cmds(routing)[..], INFO_RETRY).await?;
         let asked = partition_info_cmds(routing, &present);
-        let infos = send_raw(conn, &asked, INFO_RETRY).await?;
+        let infos = send_raw(conn, &asked[..], INFO_RETRY).await?;
         let masters = conn.slot_map().await?;
         self.info_from(head, &present, infos, &masters)
     }

@@ -3,49 +3,66 @@
 use redis::Value;
 
 use crate::error::{explain, server_error_text, Error, Result};
+use crate::resp::Reply;
 
 /// True for the error reply to an add to a key that does not exist (BF.INSERT … NOCREATE).
 pub(super) fn is_not_found(text: &str) -> bool {
     text == "ERR not found" || text == "not found"
 }
 
-/// The first top-level error reply of a pipeline.
-pub(super) fn first_server_error(replies: &[Value]) -> Option<String> {
-    replies.iter().find_map(|r| match r {
-        Value::ServerError(e) => Some(server_error_text(e)),
-        _ => None,
-    })
+/// Writes the answers of a BF.MADD / BF.INSERT / BF.MEXISTS reply to the items at `positions`
+/// of `out`; an error inside it (a full NONSCALING filter, an item of another partition) is
+/// the error, before a count that differs from the items'.
+pub(super) fn fill_answers(reply: &Reply, positions: &[usize], out: &mut [bool]) -> Result<()> {
+    let a = match reply {
+        Reply::Answers(answers) => {
+            if answers.len() != positions.len() {
+                return Err(answer_count(answers.len(), positions.len()));
+            }
+            for (&p, &answer) in positions.iter().zip(answers) {
+                out[p] = answer;
+            }
+            return Ok(());
+        }
+        Reply::Value(Value::Array(a)) => a,
+        Reply::Value(other) => {
+            return Err(Error::Protocol(format!("expected an array, got {other:?}")))
+        }
+    };
+    for (j, v) in a.iter().enumerate() {
+        let answer = match v {
+            Value::Int(1) | Value::Boolean(true) => true,
+            Value::Int(0) | Value::Boolean(false) => false,
+            v => match as_u64(v) {
+                Some(1) => true,
+                Some(0) => false,
+                // BF.MADD stops at its first failing item, so an error may end a short reply.
+                _ => {
+                    return Err(first_error_in(&a[j..])
+                        .unwrap_or_else(|| Error::Protocol(format!("answer {v:?}"))))
+                }
+            },
+        };
+        if let Some(&p) = positions.get(j) {
+            out[p] = answer;
+        }
+    }
+    if a.len() != positions.len() {
+        return Err(answer_count(a.len(), positions.len()));
+    }
+    Ok(())
 }
 
-/// A BF.MADD / BF.INSERT / BF.MEXISTS reply of `n` answers; an error inside it (a full
-/// NONSCALING filter, an item of another partition) is the error.
-pub(super) fn bool_array(reply: &Value, n: usize) -> Result<Vec<bool>> {
-    let Value::Array(a) = reply else {
-        return Err(Error::Protocol(format!("expected an array, got {reply:?}")));
-    };
-    // BF.MADD stops at its first failing item, so an error may end a short reply.
-    if let Some(e) = a.iter().find_map(|v| match v {
+fn answer_count(answers: usize, items: usize) -> Error {
+    Error::Protocol(format!("{answers} answers for {items} items"))
+}
+
+/// The first error reply among `values`, explained.
+fn first_error_in(values: &[Value]) -> Option<Error> {
+    values.iter().find_map(|v| match v {
         Value::ServerError(e) => Some(explain(server_error_text(e))),
         _ => None,
-    }) {
-        return Err(e);
-    }
-    if a.len() != n {
-        return Err(Error::Protocol(format!(
-            "{} answers for {n} items",
-            a.len()
-        )));
-    }
-    a.iter()
-        .map(|v| match v {
-            Value::ServerError(e) => Err(explain(server_error_text(e))),
-            v => match as_u64(v) {
-                Some(1) => Ok(true),
-                Some(0) => Ok(false),
-                _ => Err(Error::Protocol(format!("answer {v:?}"))),
-            },
-        })
-        .collect()
+    })
 }
 
 /// BF.INFO's field/value pairs, from a RESP2 array or a RESP3 map.

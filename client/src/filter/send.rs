@@ -3,49 +3,59 @@
 
 use std::time::Duration;
 
-use redis::{Cmd, Value};
+use redis::Value;
 
-use super::reply::first_server_error;
 use super::WriteOptions;
 use crate::delivery::{wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure};
-use crate::error::{explain, Result};
-use crate::transport::Transport;
+use crate::error::{explain, server_error_text, Result};
+use crate::resp::Reply;
+use crate::transport::{Commands, Transport};
 
 /// How long reads and deletes retry.
 pub(super) const INFO_RETRY: Duration = Duration::from_secs(30);
 
 /// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient failure)
 /// and answers the replies; the first error reply is the error.
-pub(super) async fn send_raw(
+pub(super) async fn send_raw<C: Commands + ?Sized>(
     conn: &mut impl Transport,
-    cmds: &[Cmd],
+    cmds: &C,
     retry_for: Duration,
 ) -> Result<Vec<Value>> {
+    let replies = send_reads(conn, cmds, retry_for).await?;
+    Ok(replies.into_iter().map(Reply::into_value).collect())
+}
+
+/// [`send_raw`] with answer arrays left as answers.
+pub(super) async fn send_reads<C: Commands + ?Sized>(
+    conn: &mut impl Transport,
+    cmds: &C,
+    retry_for: Duration,
+) -> Result<Vec<Reply>> {
     let opts = WriteOptions {
         retry_for,
         ..WriteOptions::default()
     };
     let replies = send_until_answered(conn, cmds, None, &opts).await?;
-    match first_server_error(&replies) {
-        Some(text) => Err(explain(text)),
+    match replies.iter().find_map(Reply::server_error) {
+        Some(e) => Err(explain(server_error_text(e))),
         None => Ok(replies),
     }
 }
 
 /// Sends `cmds` until every one is answered, as [`Delivery`] decides: resending what the
 /// server did not run, reconnecting and pausing between attempts, WAITing when asked.
-pub(super) async fn send_until_answered(
+pub(super) async fn send_until_answered<C: Commands + ?Sized>(
     conn: &mut impl Transport,
-    cmds: &[Cmd],
+    cmds: &C,
     wait_slots: Option<&[u16]>,
     opts: &WriteOptions,
-) -> Result<Vec<Value>> {
-    if cmds.is_empty() {
+) -> Result<Vec<Reply>> {
+    if cmds.len() == 0 {
         return Ok(Vec::new());
     }
-    let mut delivery = Delivery::new(cmds, wait_slots, opts);
+    let mut delivery = Delivery::new(cmds.len(), wait_slots, opts);
     loop {
-        let sent = conn.send_replies(&delivery.pending_cmds()).await;
+        let sent = conn.send_replies(cmds, delivery.pending()).await;
         let mut step = delivery.received(sent)?;
         if let Step::Wait(wait, slots) = step {
             step = delivery.waited(wait_for_replicas(conn, wait, &slots).await)?;
