@@ -582,3 +582,34 @@ fn adds_follow_ask_and_moved_of_a_partition_mid_migration_at_once() {
     };
     assert_eq!(count, in_part0);
 }
+
+/// A one-node cluster (every slot on a node that never met another) names itself with an empty
+/// host in `CLUSTER SLOTS`: partitioned loads and lookups still reach it, at the URL's host.
+#[test]
+fn a_one_node_cluster_takes_partitioned_loads_and_lookups() {
+    let node = Server::start_cluster_node(&[]);
+    let mut c = node.conn_tcp();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(16383)
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        wait_until(std::time::Duration::from_secs(30), || {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
+            info.contains("cluster_state:ok")
+        }),
+        "the one-node cluster never became healthy"
+    );
+    let url = format!("redis://127.0.0.1:{}", node.port());
+    ok(&bfctl_at(
+        &url,
+        &["reserve", "alone", "0.001", "10000", "--partitions", "4"],
+        b"",
+    ));
+    let want = items("alone", 2000);
+    let out = ok(&bfctl_at(&url, &["load", "alone"], lines(&want).as_bytes()));
+    assert!(out.contains("2000 items, 2000 new"), "{out}");
+    assert_eq!(count_present(&url, "alone", &want), 2000);
+}

@@ -80,13 +80,25 @@ impl Nodes {
     fn conn(&mut self, addr: &str) -> RedisResult<&mut SingleConnection> {
         if !self.conns.contains_key(addr) {
             let (host, port) = host_port(addr)?;
-            let info = self.info.clone().set_addr(ConnectionAddr::Tcp(host, port));
+            let info = self
+                .info
+                .clone()
+                .set_addr(ConnectionAddr::Tcp(self.known_host(host), port));
             let conn = SingleConnection::open(&info, CONNECT_TIMEOUT, RESPONSE_TIMEOUT)?;
             self.conns.insert(addr.to_string(), conn);
         }
         self.conns
             .get_mut(addr)
             .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Io, "no connection")))
+    }
+
+    /// `host`, or for an empty one the URL's: a node that never met another (a one-node
+    /// cluster) names itself with an empty host in `CLUSTER SLOTS`.
+    fn known_host(&self, host: String) -> String {
+        match self.info.addr() {
+            ConnectionAddr::Tcp(url_host, _) if host.is_empty() => url_host.clone(),
+            _ => host,
+        }
     }
 
     /// Commands `which` of `cmds` and their replies in order, error replies in place. A failed
