@@ -1,6 +1,6 @@
 //! One fixed-size Bloom filter layer.
 
-use super::bits::{self, AdoptableBlock, BitStore};
+use super::bits::{self, AdoptableBlock, BitStore, GroupLines, LineOps, Portable};
 use super::budget::LimitError;
 use super::hash::ItemHash;
 use super::sizing::{LayerSize, Layout};
@@ -174,17 +174,78 @@ impl Layer {
                 // compiler knows, which would reload it for every line.
                 let per_line = u32::from(self.per_line);
                 for j in 0..self.layout.lines() as usize {
-                    let line = words.line_mut(hash.line(j, lines) as usize);
-                    for p in hash.line_probes(j, per_line) {
-                        let word = &mut line[(p / 64) as usize];
-                        let bit = 1 << (p % 64);
-                        changed |= !*word & bit;
-                        *word |= bit;
+                    let (line, seed) = (
+                        words.line_mut(hash.line(j, lines) as usize),
+                        hash.line_seed(j),
+                    );
+                    if changed != 0 {
+                        Portable.or_in(line, seed, per_line);
+                    } else {
+                        changed = u64::from(Portable.set(line, seed, per_line));
                     }
                 }
             }
         }
         changed != 0
+    }
+
+    /// Adds the items of `group` (at most [`bits::GROUP`]) in order while this layer, the
+    /// newest of its filter, has room: an item an `older` layer holds is present; any other is
+    /// set here, and new (and counted) when a bit of this layer changed. Pushes each answer to
+    /// `added` and returns how many items it took: all, or up to the one that filled the layer.
+    /// Each item's lines are found (and their loading started) in a first pass and tested and
+    /// set through `ops` in a second.
+    #[inline(always)]
+    pub(crate) fn add_while_room<L: LineOps>(
+        &mut self,
+        ops: L,
+        older: &[Layer],
+        group: &[ItemHash],
+        added: &mut Vec<bool>,
+    ) -> usize {
+        let held_before = |hash: &ItemHash| older.iter().rev().any(|layer| layer.contains(hash));
+        if self.layout == Layout::Classic {
+            if group.len() >= 2 {
+                group.iter().for_each(|hash| self.prefetch(hash));
+            }
+            for (taken, hash) in group.iter().enumerate() {
+                if self.is_full() {
+                    return taken;
+                }
+                let new = !held_before(hash) && self.set(hash);
+                self.items += u64::from(new);
+                added.push(new);
+            }
+            return group.len();
+        }
+        let (count, per_line) = (self.layout.lines() as usize, u32::from(self.per_line));
+        let total = self.bits.len() as u64 / 8;
+        let mut lines = GroupLines::new(&mut self.bits);
+        for (i, hash) in group.iter().enumerate() {
+            for j in 0..count {
+                lines.resolve(i, j, hash.line(j, total) as usize);
+            }
+        }
+        for (i, hash) in group.iter().enumerate() {
+            if self.items >= self.capacity {
+                return i;
+            }
+            let mut new = false;
+            if !held_before(hash) {
+                for j in 0..count {
+                    let (line, seed) = (lines.line_mut(i, j), hash.line_seed(j));
+                    // Once a bit changed the item is new: the other lines need no test.
+                    if new {
+                        ops.or_in(line, seed, per_line);
+                    } else {
+                        new = ops.set(line, seed, per_line);
+                    }
+                }
+            }
+            self.items += u64::from(new);
+            added.push(new);
+        }
+        group.len()
     }
 
     pub(crate) fn count_item(&mut self) {
