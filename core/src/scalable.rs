@@ -706,6 +706,101 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_into_a_grown_filter_answers_as_testing_every_layer_before_setting() {
+        let item = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+        // Three layers of the layout (0: the sizing's own, classic at this size), the newest
+        // with room, holding items 0..400.
+        for (error_rate, lines) in [(0.02, 0), (0.02, 1), (1e-9, 4)] {
+            let params = FilterParams {
+                capacity: 50,
+                error_rate,
+                growth: Growth::Scaling { expansion: 3 },
+                seed: 5,
+            };
+            let shape = |index: usize| match lines {
+                0 => params.layer_size(index).unwrap(),
+                lines => crate::sizing::lines_size(
+                    params.layer_capacity(index).unwrap(),
+                    params.layer_error_rate(index),
+                    lines,
+                )
+                .unwrap(),
+            };
+            let mut filter =
+                BloomFilter::with_first_layer(params, shape(0), &mut Unlimited).unwrap();
+            for i in 0..400 {
+                if filter.newest().is_full() {
+                    let index = filter.layers().len();
+                    filter
+                        .push_layer(index, shape(index), &mut Unlimited)
+                        .unwrap();
+                }
+                filter.insert(&item(i), &mut Unlimited).unwrap();
+            }
+            assert_eq!(filter.layers().len(), 3);
+            assert_eq!(filter.layers()[2].size().layout.lines(), lines);
+            // Items of every layer (some only in the older ones), new items, each new one
+            // again at once (present in the newest layer), and enough to grow twice.
+            let batch: Vec<[u8; 8]> = (0..4_500u64)
+                .map(|i| match i % 3 {
+                    0 => item(i / 3 % 400),
+                    _ => item(1_000 + i / 3),
+                })
+                .collect();
+            let mut reference = filter.try_clone(&mut Unlimited).unwrap();
+            let mut grown = Vec::new();
+            let expected: Vec<bool> = batch
+                .iter()
+                .enumerate()
+                .map(|(at, item)| {
+                    let hash = reference.hash(item);
+                    if reference.layers.iter().any(|layer| layer.contains(&hash)) {
+                        return false;
+                    }
+                    if reference.newest().is_full() {
+                        let (index, size) = reference.grow(&mut Unlimited).unwrap();
+                        grown.push(GrownLayer {
+                            index,
+                            size,
+                            first_item: at,
+                        });
+                    }
+                    let newest = reference.layers.last_mut().unwrap();
+                    newest.set(&hash);
+                    newest.count_item();
+                    true
+                })
+                .collect();
+            let mut one_by_one = filter.try_clone(&mut Unlimited).unwrap();
+            let singly: Vec<bool> = batch
+                .iter()
+                .map(|item| one_by_one.insert(item, &mut Unlimited).unwrap())
+                .collect();
+            let mut outcome = AddOutcome::default();
+            filter.insert_many(
+                batch.iter().map(|item| item.as_slice()),
+                &mut Unlimited,
+                &mut outcome,
+            );
+            assert_eq!(outcome.error, None);
+            let first_difference = |answers: &[bool]| {
+                (0..expected.len()).find(|&at| answers.get(at) != Some(&expected[at]))
+            };
+            assert_eq!(first_difference(&outcome.added), None, "{lines} lines");
+            assert_eq!(first_difference(&singly), None, "{lines} lines");
+            assert_eq!(outcome.grown, grown);
+            assert!(!grown.is_empty(), "the batch grows the filter");
+            assert_eq!(filter, reference);
+            assert_eq!(one_by_one, reference);
+            let present = expected.iter().filter(|&&new| !new).count();
+            assert!(
+                present >= 3_000 && batch.len() - present > 1_000,
+                "{present}"
+            );
+        }
+    }
+
+    #[test]
     fn the_bmi2_batch_add_sets_the_bits_of_the_portable_one() {
         // Repeats (items 0..300 twice) answer "not new" the second time.
         let items: Vec<[u8; 8]> = (0..1_800u64)
