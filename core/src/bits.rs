@@ -609,6 +609,18 @@ fn free_block(block: std::ptr::NonNull<u64>, len: usize) {
     unsafe { std::alloc::dealloc(block.as_ptr().cast(), layout) };
 }
 
+/// Starts loading `line` into the CPU's caches, a hint that never faults.
+#[inline(always)]
+pub(crate) fn prefetch_line(line: &[u64; 8]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint on the address of a live line; it never faults.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(line.as_ptr().cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = line;
+}
+
 /// Work on the bits of many lines ([`with_fast_shifts`]). `run` must be `#[inline(always)]`, so
 /// that it is compiled into the caller built for the CPU's features (a closure would stay a call,
 /// compiled without them), and test and set lines through `lines`.
@@ -632,7 +644,7 @@ pub(crate) fn with_fast_shifts<W: ShiftHeavy>(work: W) -> W::Output {
         // SAFETY: the CPU has BMI2, checked just above.
         return unsafe { compiled_for_bmi2(work) };
     }
-    work.run(Portable)
+    work.run(Portable::new())
 }
 
 /// # Safety
@@ -640,7 +652,7 @@ pub(crate) fn with_fast_shifts<W: ShiftHeavy>(work: W) -> W::Output {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "bmi2")]
 unsafe fn compiled_for_bmi2<W: ShiftHeavy>(work: W) -> W::Output {
-    work.run(Portable)
+    work.run(Portable::new())
 }
 
 /// # Safety

@@ -5,6 +5,9 @@ use super::budget::LimitError;
 use super::hash::ItemHash;
 use super::sizing::{LayerSize, Layout};
 
+/// What a group's line table holds before its items' lines are found.
+static EMPTY_LINE: [u64; 8] = [0; 8];
+
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
 #[derive(Debug, PartialEq)]
 pub struct Layer {
@@ -110,21 +113,33 @@ impl Layer {
         }
     }
 
-    /// True when the probes of `hash`'s first line are set (every probe when classic): false
-    /// means the item is certainly absent from this layer; true needs
-    /// [`contains`](Self::contains) for the answer.
-    #[inline]
-    pub fn first_line_contains(&self, hash: &ItemHash) -> bool {
-        match self.layout {
-            Layout::Classic => self.contains(hash),
-            Layout::Blocked | Layout::Lines(_) => {
-                let line = self
-                    .bits
-                    .line(hash.line(0, self.bits.len() as u64 / 8) as usize);
-                hash.line_probes(0, u32::from(self.per_line))
-                    .all(|p| line[(p / 64) as usize] & (1 << (p % 64)) != 0)
+    /// Bit i set when item i of `group` (at most [`bits::GROUP`] items) passes its first line in
+    /// this layer (every probe when classic): clear means certainly absent from it; set needs
+    /// [`contains`](Self::contains) for the answer. Finds every item's first line (and starts
+    /// loading it) before testing any, through `ops`.
+    #[inline(always)]
+    pub(crate) fn first_lines_pass<L: LineOps>(&self, ops: L, group: &[ItemHash]) -> u64 {
+        if self.layout == Layout::Classic {
+            if group.len() >= 2 {
+                group.iter().for_each(|hash| self.prefetch_first_line(hash));
             }
+            return group.iter().enumerate().fold(0, |passed, (i, hash)| {
+                passed | u64::from(self.contains(hash)) << i
+            });
         }
+        let (total, per_line) = (self.bits.len() as u64 / 8, u32::from(self.per_line));
+        let mut lines = [&EMPTY_LINE; bits::GROUP];
+        for (line, hash) in lines.iter_mut().zip(group) {
+            *line = self.bits.line(hash.line(0, total) as usize);
+            bits::prefetch_line(line);
+        }
+        lines
+            .iter()
+            .zip(group)
+            .enumerate()
+            .fold(0, |passed, (i, (line, hash))| {
+                passed | u64::from(ops.test(line, hash.line_seed(0), per_line)) << i
+            })
     }
 
     /// Starts loading lines `lines` of `hash` (every probe's word when classic, whatever the
@@ -173,15 +188,16 @@ impl Layer {
                 // Read once: the stores below might alias the layer's fields, as far as the
                 // compiler knows, which would reload it for every line.
                 let per_line = u32::from(self.per_line);
+                let portable = Portable::new();
                 for j in 0..self.layout.lines() as usize {
                     let (line, seed) = (
                         words.line_mut(hash.line(j, lines) as usize),
                         hash.line_seed(j),
                     );
                     if changed != 0 {
-                        Portable.or_in(line, seed, per_line);
+                        portable.or_in(line, seed, per_line);
                     } else {
-                        changed = u64::from(Portable.set(line, seed, per_line));
+                        changed = u64::from(portable.set(line, seed, per_line));
                     }
                 }
             }

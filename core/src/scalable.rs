@@ -96,6 +96,25 @@ impl<B: MemoryBudget + ?Sized> bits::ShiftHeavy for AddGroup<'_, B> {
     }
 }
 
+/// The first-line test of a group of a batch lookup ([`BloomFilter::contains_many`]) in every
+/// layer, run compiled for the CPU's features ([`bits::with_fast_shifts`]): bit i set when item
+/// i passed in some layer.
+struct FirstLinesPass<'a> {
+    layers: &'a [Layer],
+    group: &'a [ItemHash],
+}
+
+impl bits::ShiftHeavy for FirstLinesPass<'_> {
+    type Output = u64;
+
+    #[inline(always)]
+    fn run<L: bits::LineOps>(self, lines: L) -> u64 {
+        self.layers.iter().fold(0, |passed, layer| {
+            passed | layer.first_lines_pass(lines, self.group)
+        })
+    }
+}
+
 /// What adding one hashed item did.
 enum Added {
     /// The filter already reported it: nothing changed.
@@ -438,22 +457,13 @@ impl BloomFilter {
         mut found: impl FnMut(bool),
     ) {
         for_each_group(items, self.params.seed, |group| {
-            if group.len() >= 2 {
-                for hash in group {
-                    self.layers
-                        .iter()
-                        .for_each(|layer| layer.prefetch_first_line(hash));
-                }
-            }
             // Bit i: item i's first line passed in some layer (BATCH ≤ 64 items a group).
-            let mut passed = 0u64;
+            let passed = bits::with_fast_shifts(FirstLinesPass {
+                layers: &self.layers,
+                group,
+            });
             for (i, hash) in group.iter().enumerate() {
-                if self
-                    .layers
-                    .iter()
-                    .any(|layer| layer.first_line_contains(hash))
-                {
-                    passed |= 1 << i;
+                if passed & (1 << i) != 0 {
                     self.layers
                         .iter()
                         .for_each(|layer| layer.prefetch_other_lines(hash));
@@ -801,6 +811,46 @@ mod tests {
     }
 
     #[test]
+    fn first_lines_pass_alike_on_every_path_and_only_where_an_item_may_be() {
+        let item = |i: u64| i.wrapping_mul(0xd1b5_4a32_d192_ed03).to_le_bytes();
+        for (layout, per_line) in [
+            (Layout::Classic, 7),
+            (Layout::Blocked, 7),
+            (Layout::Blocked, 12),
+            (Layout::Lines(4), 7),
+        ] {
+            let size = LayerSize {
+                bits: 2_000 * 64,
+                num_hashes: per_line * layout.lines().max(1),
+                layout,
+            };
+            let items: Vec<[u8; 8]> = (0..1_500).map(item).collect();
+            let (filter, _) = added_by(size, &items, |f, group, outcome| {
+                f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
+            });
+            // Groups of items added (even i) and never added (odd i).
+            let hashes: Vec<ItemHash> = (0..3_000)
+                .map(|i| filter.hash(&item(if i % 2 == 0 { i / 2 } else { 10_000 + i })))
+                .collect();
+            let mut failed = 0;
+            for group in hashes.chunks(BATCH) {
+                let pass = || FirstLinesPass {
+                    layers: &filter.layers,
+                    group,
+                };
+                let portable = bits::ShiftHeavy::run(pass(), bits::Portable::new());
+                assert_eq!(bits::with_fast_shifts(pass()), portable, "{layout:?}");
+                for (i, hash) in group.iter().enumerate() {
+                    let passed = portable & (1 << i) != 0;
+                    assert!(passed || !filter.contains_hash(hash), "{layout:?}");
+                    failed += usize::from(!passed);
+                }
+            }
+            assert!(failed > 1_000, "{layout:?}: {failed} absent items failed");
+        }
+    }
+
+    #[test]
     fn the_bmi2_batch_add_sets_the_bits_of_the_portable_one() {
         // Repeats (items 0..300 twice) answer "not new" the second time.
         let items: Vec<[u8; 8]> = (0..1_800u64)
@@ -826,7 +876,7 @@ mod tests {
                 layout,
             };
             let portable = added_by(size, &items, |f, group, outcome| {
-                f.add_group(bits::Portable, group, &mut Unlimited, outcome)
+                f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
             });
             let bmi2 = added_by(size, &items, |f, group, outcome| {
                 bits::with_fast_shifts(AddGroup {

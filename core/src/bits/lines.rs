@@ -33,30 +33,37 @@ pub(crate) trait LineOps: Copy {
 
 /// Probe by probe, on any CPU.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Portable;
+pub(crate) struct Portable {
+    /// [`POSITION_SHIFT`], hidden from the optimiser: shifting by a register, which BMI2's
+    /// `shrx` does without overwriting its source, spares the copy of the product that a shift
+    /// by a constant needs beside the word's shift (6 instructions a probe instead of 7).
+    shift: u32,
+    /// [`BLOCK_MULTIPLIERS`], read from memory rather than folded into the code: multiplying by
+    /// a memory operand takes one instruction, by a 64-bit constant two (it is loaded first).
+    multipliers: &'static [u64; 16],
+}
 
 /// A probe's position is the top 9 bits of its product: `product >> POSITION_SHIFT`.
 const POSITION_SHIFT: u32 = 55;
 
 impl Portable {
-    /// [`POSITION_SHIFT`], hidden from the optimiser: shifting by a register, which BMI2's
-    /// `shrx` does without overwriting its source, spares the copy of the product that a shift
-    /// by a constant needs beside the word's shift (6 instructions a probe instead of 7).
+    /// Made once per group of items, not per line: hiding the values costs a store and a load.
     #[inline(always)]
-    fn position_shift() -> u32 {
-        std::hint::black_box(POSITION_SHIFT)
+    pub(crate) fn new() -> Portable {
+        Portable {
+            shift: std::hint::black_box(POSITION_SHIFT),
+            multipliers: std::hint::black_box(&BLOCK_MULTIPLIERS),
+        }
     }
 
     /// Sets the first `N` probes, unrolled: no loop counter or branch per probe.
     #[inline(always)]
-    fn or_first<const N: usize>(line: &mut [u64; 8], seed: u64, shift: u32) {
-        // Read from memory, not folded into the code: multiplying by a memory operand takes
-        // one instruction, a 64-bit constant two (it is loaded into a register first).
-        let multipliers = std::hint::black_box(&BLOCK_MULTIPLIERS);
-        for &m in &multipliers[..N] {
+    fn or_first<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
+        for &m in &self.multipliers[..N] {
             let product = seed.wrapping_mul(m);
             // The word is the position's top 3 bits; a shift by p takes p % 64.
-            line[(product >> 61) as usize] |= 1u64.wrapping_shl(product.wrapping_shr(shift) as u32);
+            line[(product >> 61) as usize] |=
+                1u64.wrapping_shl(product.wrapping_shr(self.shift) as u32);
         }
     }
 }
@@ -100,12 +107,11 @@ impl LineOps for Portable {
 
     #[inline(always)]
     fn or_in(self, line: &mut [u64; 8], seed: u64, per_line: u32) {
-        let shift = Portable::position_shift();
         unrolled!(
             per_line,
-            or_first(line, seed, shift),
+            or_first(self, line, seed),
             // No shape has more than 16 probes a line (a slice past 16 panics, as indexing does).
-            for &m in &BLOCK_MULTIPLIERS[..per_line as usize] {
+            for &m in &self.multipliers[..per_line as usize] {
                 let p = seed.wrapping_mul(m) >> POSITION_SHIFT;
                 line[(p / 64) as usize] |= 1 << (p % 64);
             }
@@ -114,10 +120,10 @@ impl LineOps for Portable {
 
     #[inline(always)]
     fn test(self, line: &[u64; 8], seed: u64, per_line: u32) -> bool {
-        let shift = Portable::position_shift();
-        BLOCK_MULTIPLIERS[..per_line as usize].iter().all(|&m| {
+        self.multipliers[..per_line as usize].iter().all(|&m| {
             let product = seed.wrapping_mul(m);
-            line[(product >> 61) as usize] & 1u64.wrapping_shl(product.wrapping_shr(shift) as u32)
+            line[(product >> 61) as usize]
+                & 1u64.wrapping_shl(product.wrapping_shr(self.shift) as u32)
                 != 0
         })
     }
@@ -364,22 +370,22 @@ mod tests {
                     // A line holding exactly this seed's probes: tests pass, a set changes
                     // nothing.
                     let mut own = [0u64; 8];
-                    Portable.set(&mut own, seed, per_line);
+                    Portable::new().set(&mut own, seed, per_line);
                     for line in [line, own, own.map(|w| w | line[0])] {
                         let context =
                             format!("{per_line} probes of line {j} {seed:#x} in {line:x?}");
                         assert_eq!(
                             avx512.test(&line, seed, per_line),
-                            Portable.test(&line, seed, per_line),
+                            Portable::new().test(&line, seed, per_line),
                             "{context}"
                         );
                         let (mut simd, mut portable) = (line, line);
-                        let answer = Portable.set(&mut portable, seed, per_line);
+                        let answer = Portable::new().set(&mut portable, seed, per_line);
                         assert_eq!(avx512.set(&mut simd, seed, per_line), answer, "{context}");
                         assert_eq!(simd, portable, "{context}");
                         let (mut simd, mut portable) = (line, line);
                         avx512.or_in(&mut simd, seed, per_line);
-                        Portable.or_in(&mut portable, seed, per_line);
+                        Portable::new().or_in(&mut portable, seed, per_line);
                         assert_eq!(simd, portable, "{context}");
                         passed += usize::from(!answer);
                         changed += usize::from(answer);
@@ -403,9 +409,15 @@ mod tests {
                     reference[(p / 64) as usize] |= 1 << (p % 64);
                 }
                 let mut set = line;
-                assert_eq!(Portable.set(&mut set, seed, per_line), reference != line);
+                assert_eq!(
+                    Portable::new().set(&mut set, seed, per_line),
+                    reference != line
+                );
                 assert_eq!(set, reference);
-                assert_eq!(Portable.test(&line, seed, per_line), reference == line);
+                assert_eq!(
+                    Portable::new().test(&line, seed, per_line),
+                    reference == line
+                );
             }
         }
     }
