@@ -167,8 +167,8 @@ impl Layer {
     }
 
     /// Sets every probe of `hash`; returns true when at least one bit changed. Does not count.
-    /// Always inlined, so that a caller compiled for BMI2 (the batch add) sets bits with its
-    /// shifts.
+    /// Always inlined, so that a caller compiled for the CPU's features (the batch add into a
+    /// classic layer) sets bits with its shifts.
     #[inline(always)]
     pub fn set(&mut self, hash: &ItemHash) -> bool {
         let bits = self.bits.len() as u64 * 64;

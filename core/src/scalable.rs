@@ -77,8 +77,8 @@ pub(crate) mod test_hooks {
     }
 }
 
-/// One group of a batch add ([`BloomFilter::insert_many`]), run compiled for BMI2 where the CPU
-/// has it ([`bits::with_fast_shifts`]).
+/// One group of a batch add ([`BloomFilter::insert_many`]), run compiled for the CPU's features
+/// ([`bits::with_fast_shifts`]).
 struct AddGroup<'a, B: MemoryBudget + ?Sized> {
     filter: &'a mut BloomFilter,
     group: &'a [ItemHash],
@@ -851,7 +851,7 @@ mod tests {
     }
 
     #[test]
-    fn the_bmi2_batch_add_sets_the_bits_of_the_portable_one() {
+    fn the_batch_add_compiled_for_the_cpu_sets_the_bits_of_the_portable_one() {
         // Repeats (items 0..300 twice) answer "not new" the second time.
         let items: Vec<[u8; 8]> = (0..1_800u64)
             .map(|i| {
@@ -878,7 +878,7 @@ mod tests {
             let portable = added_by(size, &items, |f, group, outcome| {
                 f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
             });
-            let bmi2 = added_by(size, &items, |f, group, outcome| {
+            let compiled = added_by(size, &items, |f, group, outcome| {
                 bits::with_fast_shifts(AddGroup {
                     filter: f,
                     group,
@@ -886,7 +886,7 @@ mod tests {
                     outcome,
                 })
             });
-            assert_eq!(bmi2, portable, "{layout:?} × {per_line}");
+            assert_eq!(compiled, portable, "{layout:?} × {per_line}");
             assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
         }
     }

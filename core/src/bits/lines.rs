@@ -7,7 +7,6 @@
 //! word p / 64. [`Portable`] does it probe by probe; [`Avx512`] eight probes at a time, and
 //! answers exactly as the portable one does.
 
-use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use super::BitStore;
@@ -207,9 +206,6 @@ mod avx512 {
     }
 
     /// Eight probes from `first` of [`super::LineOps::set`].
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F and DQ (and BMI2 where the caller is compiled for it).
     #[target_feature(enable = "avx512f,avx512dq")]
     #[inline]
     fn set_eight(line: &mut [u64; 8], seed: u64, first: usize, lanes: u8) -> bool {
@@ -253,9 +249,6 @@ mod avx512 {
     }
 
     /// [`super::LineOps::set`].
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F and DQ.
     #[target_feature(enable = "avx512f,avx512dq")]
     #[inline]
     pub(super) fn set(line: &mut [u64; 8], seed: u64, per_line: u32) -> bool {
@@ -294,7 +287,6 @@ mod avx512 {
 pub(crate) struct GroupLines<'a> {
     store: &'a mut BitStore,
     lines: [[Option<NonNull<[u64; 8]>>; MAX_LINES as usize]; GROUP],
-    _lines: PhantomData<&'a mut [u64; 8]>,
 }
 
 impl<'a> GroupLines<'a> {
@@ -304,7 +296,6 @@ impl<'a> GroupLines<'a> {
         GroupLines {
             store,
             lines: [[None; MAX_LINES as usize]; GROUP],
-            _lines: PhantomData,
         }
     }
 
