@@ -1,6 +1,6 @@
 //! One fixed-size Bloom filter layer.
 
-use super::bits::{self, AdoptableBlock, BitStore, GroupLines, LineOps, Portable};
+use super::bits::{self, by_probe_count, AdoptableBlock, BitStore, GroupLines, LineOps, Portable};
 use super::budget::LimitError;
 use super::hash::ItemHash;
 use super::sizing::{LayerSize, Layout};
@@ -242,26 +242,19 @@ impl Layer {
                 lines.resolve(i, j, hash.line(j, total) as usize);
             }
         }
-        for (i, hash) in group.iter().enumerate() {
-            if self.items >= self.capacity {
-                return i;
-            }
-            let mut new = false;
-            if !held_before(hash) {
-                for j in 0..count {
-                    let (line, seed) = (lines.line_mut(i, j), hash.line_seed(j));
-                    // Once a bit changed the item is new: the other lines need no test.
-                    if new {
-                        ops.or_in(line, seed, per_line);
-                    } else {
-                        new = ops.set(line, seed, per_line);
-                    }
-                }
-            }
-            self.items += u64::from(new);
-            added.push(new);
-        }
-        group.len()
+        let pass = ResolvedPass {
+            older,
+            group,
+            count,
+            room: self.capacity.saturating_sub(self.items),
+        };
+        let (taken, counted) = by_probe_count!(
+            per_line,
+            N => pass.add::<L, N>(ops, &mut lines, per_line, added),
+            _ => pass.add::<L, 0>(ops, &mut lines, per_line, added)
+        );
+        self.items += counted;
+        taken
     }
 
     pub(crate) fn count_item(&mut self) {
@@ -321,6 +314,58 @@ impl Layer {
     /// block of the store ([`BitStore::adopt`]); false leaves it with its owner.
     pub(crate) fn adopt_bytes(&mut self, offset: u64, block: AdoptableBlock) -> bool {
         usize::try_from(offset).is_ok_and(|offset| self.bits.adopt(offset, block))
+    }
+}
+
+/// The second pass of [`Layer::add_while_room`], over lines the first found.
+struct ResolvedPass<'a> {
+    older: &'a [Layer],
+    group: &'a [ItemHash],
+    /// Lines an item has.
+    count: usize,
+    /// Items the layer may still count.
+    room: u64,
+}
+
+impl ResolvedPass<'_> {
+    /// Tests and sets the group's lines through `ops`, compiled for `N` probes a line (0: any
+    /// count, `per_line`); returns the items taken and how many were new.
+    #[inline(always)]
+    fn add<L: LineOps, const N: usize>(
+        &self,
+        ops: L,
+        lines: &mut GroupLines<'_>,
+        per_line: u32,
+        added: &mut Vec<bool>,
+    ) -> (usize, u64) {
+        let mut counted = 0;
+        for (i, hash) in self.group.iter().enumerate() {
+            if counted >= self.room {
+                return (i, counted);
+            }
+            let mut new = false;
+            if !self.older.iter().rev().any(|layer| layer.contains(hash)) {
+                for j in 0..self.count {
+                    let (line, seed) = (lines.line_mut(i, j), hash.line_seed(j));
+                    // Once a bit changed the item is new: the other lines need no test.
+                    new = match (new, N) {
+                        (true, 0) => {
+                            ops.or_in(line, seed, per_line);
+                            true
+                        }
+                        (true, _) => {
+                            ops.or_in_n::<N>(line, seed);
+                            true
+                        }
+                        (false, 0) => ops.set(line, seed, per_line),
+                        (false, _) => ops.set_n::<N>(line, seed),
+                    };
+                }
+            }
+            counted += u64::from(new);
+            added.push(new);
+        }
+        (self.group.len(), counted)
     }
 }
 

@@ -26,6 +26,17 @@ pub(crate) trait LineOps: Copy {
     /// Sets the probes of `seed` in `line`, for an item already known to be new.
     fn or_in(self, line: &mut [u64; 8], seed: u64, per_line: u32);
 
+    /// [`set`](Self::set) of `N` (1..=16) probes a line, for callers compiled per probe count.
+    fn set_n<const N: usize>(self, line: &mut [u64; 8], seed: u64) -> bool {
+        self.set(line, seed, N as u32)
+    }
+
+    /// [`or_in`](Self::or_in) of `N` (1..=16) probes a line, for callers compiled per probe
+    /// count.
+    fn or_in_n<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
+        self.or_in(line, seed, N as u32);
+    }
+
     /// True when every probe of `seed` is set in `line`.
     fn test(self, line: &[u64; 8], seed: u64, per_line: u32) -> bool;
 }
@@ -67,30 +78,81 @@ impl Portable {
     }
 }
 
-/// Calls `$run::<N>($args)` for `N` = `$count` in 1..=16, `$other` for any other count.
-macro_rules! unrolled {
-    ($count:expr, $run:ident($($arg:expr),*), $other:expr) => {
+/// `$body` with the constant `$n` (a `usize`, usable as a const generic argument) equal to
+/// `$count` when that is 1..=16, `$other` for any other count: code compiled per probe count
+/// (unrolled, no loop or dispatch per probe), chosen by one jump.
+macro_rules! by_probe_count {
+    ($count:expr, $n:ident => $body:expr, _ => $other:expr) => {
         match $count {
-            1 => Portable::$run::<1>($($arg),*),
-            2 => Portable::$run::<2>($($arg),*),
-            3 => Portable::$run::<3>($($arg),*),
-            4 => Portable::$run::<4>($($arg),*),
-            5 => Portable::$run::<5>($($arg),*),
-            6 => Portable::$run::<6>($($arg),*),
-            7 => Portable::$run::<7>($($arg),*),
-            8 => Portable::$run::<8>($($arg),*),
-            9 => Portable::$run::<9>($($arg),*),
-            10 => Portable::$run::<10>($($arg),*),
-            11 => Portable::$run::<11>($($arg),*),
-            12 => Portable::$run::<12>($($arg),*),
-            13 => Portable::$run::<13>($($arg),*),
-            14 => Portable::$run::<14>($($arg),*),
-            15 => Portable::$run::<15>($($arg),*),
-            16 => Portable::$run::<16>($($arg),*),
+            1 => {
+                const $n: usize = 1;
+                $body
+            }
+            2 => {
+                const $n: usize = 2;
+                $body
+            }
+            3 => {
+                const $n: usize = 3;
+                $body
+            }
+            4 => {
+                const $n: usize = 4;
+                $body
+            }
+            5 => {
+                const $n: usize = 5;
+                $body
+            }
+            6 => {
+                const $n: usize = 6;
+                $body
+            }
+            7 => {
+                const $n: usize = 7;
+                $body
+            }
+            8 => {
+                const $n: usize = 8;
+                $body
+            }
+            9 => {
+                const $n: usize = 9;
+                $body
+            }
+            10 => {
+                const $n: usize = 10;
+                $body
+            }
+            11 => {
+                const $n: usize = 11;
+                $body
+            }
+            12 => {
+                const $n: usize = 12;
+                $body
+            }
+            13 => {
+                const $n: usize = 13;
+                $body
+            }
+            14 => {
+                const $n: usize = 14;
+                $body
+            }
+            15 => {
+                const $n: usize = 15;
+                $body
+            }
+            16 => {
+                const $n: usize = 16;
+                $body
+            }
             _ => $other,
         }
     };
 }
+pub(crate) use by_probe_count;
 
 impl LineOps for Portable {
     /// Tests first (a new item nearly always fails at its first probe), then sets without
@@ -106,15 +168,29 @@ impl LineOps for Portable {
 
     #[inline(always)]
     fn or_in(self, line: &mut [u64; 8], seed: u64, per_line: u32) {
-        unrolled!(
+        by_probe_count!(
             per_line,
-            or_first(self, line, seed),
+            N => self.or_first::<N>(line, seed),
             // No shape has more than 16 probes a line (a slice past 16 panics, as indexing does).
-            for &m in &self.multipliers[..per_line as usize] {
+            _ => for &m in &self.multipliers[..per_line as usize] {
                 let p = seed.wrapping_mul(m) >> POSITION_SHIFT;
                 line[(p / 64) as usize] |= 1 << (p % 64);
             }
         )
+    }
+
+    #[inline(always)]
+    fn or_in_n<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
+        self.or_first::<N>(line, seed);
+    }
+
+    #[inline(always)]
+    fn set_n<const N: usize>(self, line: &mut [u64; 8], seed: u64) -> bool {
+        if self.test(line, seed, N as u32) {
+            return false;
+        }
+        self.or_first::<N>(line, seed);
+        true
     }
 
     #[inline(always)]
