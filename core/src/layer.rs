@@ -127,6 +127,11 @@ impl Layer {
                 passed | u64::from(self.contains(hash)) << i
             });
         }
+        assert!(
+            group.len() <= bits::GROUP,
+            "a group of {} items",
+            group.len()
+        );
         let (total, per_line) = (self.bits.len() as u64 / 8, u32::from(self.per_line));
         let mut lines = [&EMPTY_LINE; bits::GROUP];
         for (line, hash) in lines.iter_mut().zip(group) {
