@@ -50,7 +50,7 @@ impl ItemHash {
 /// Odd multipliers for the positions inside a line: probe i is the top 9 bits of `h · M[i]`
 /// (Dietzfelbinger's multiply-shift hashing), so one 64-bit value yields up to 16 nearly
 /// independent positions in a 512-bit line with one multiplication each.
-const BLOCK_MULTIPLIERS: [u64; 16] = [
+pub(crate) const BLOCK_MULTIPLIERS: [u64; 16] = [
     0x9e37_79b9_7f4a_7c15,
     0xbf58_476d_1ce4_e5b9,
     0x94d0_49bb_1331_11eb,
@@ -95,10 +95,17 @@ impl ItemHash {
     /// mask to build in memory first.
     #[inline]
     pub fn line_probes(&self, j: usize, per_line: u32) -> impl Iterator<Item = u32> {
-        let h = self.h2.wrapping_mul(LINE_MULTIPLIERS[j].1);
+        let h = self.line_seed(j);
         BLOCK_MULTIPLIERS[..per_line as usize]
             .iter()
             .map(move |&m| (h.wrapping_mul(m) >> 55) as u32)
+    }
+
+    /// For a layout in lines: the value whose products with [`BLOCK_MULTIPLIERS`] place the
+    /// item's probes in its line `j` (< 4), probe i at the top 9 bits of `seed · M[i]`.
+    #[inline(always)]
+    pub(crate) fn line_seed(&self, j: usize) -> u64 {
+        self.h2.wrapping_mul(LINE_MULTIPLIERS[j].1)
     }
 
     /// For a layout in lines: the item's `per_line` (≤ 16) probes in its line `j` (< 4), as a
@@ -106,7 +113,7 @@ impl ItemHash {
     /// setting a line is then 8 word operations without branches.
     #[inline]
     pub fn line_mask(&self, j: usize, per_line: u32) -> [u64; 8] {
-        let h = self.h2.wrapping_mul(LINE_MULTIPLIERS[j].1);
+        let h = self.line_seed(j);
         let mut mask = [0u64; 8];
         for &m in &BLOCK_MULTIPLIERS[..per_line as usize] {
             let p = h.wrapping_mul(m) >> 55;

@@ -1,9 +1,12 @@
 //! One fixed-size Bloom filter layer.
 
-use super::bits::{self, AdoptableBlock, BitStore};
+use super::bits::{self, by_probe_count, AdoptableBlock, BitStore, GroupLines, LineOps, Portable};
 use super::budget::LimitError;
 use super::hash::ItemHash;
 use super::sizing::{LayerSize, Layout};
+
+/// What a group's line table holds before its items' lines are found.
+static EMPTY_LINE: [u64; 8] = [0; 8];
 
 /// A plain Bloom filter of fixed size: the unit a scalable filter stacks.
 #[derive(Debug, PartialEq)]
@@ -110,21 +113,38 @@ impl Layer {
         }
     }
 
-    /// True when the probes of `hash`'s first line are set (every probe when classic): false
-    /// means the item is certainly absent from this layer; true needs
-    /// [`contains`](Self::contains) for the answer.
-    #[inline]
-    pub fn first_line_contains(&self, hash: &ItemHash) -> bool {
-        match self.layout {
-            Layout::Classic => self.contains(hash),
-            Layout::Blocked | Layout::Lines(_) => {
-                let line = self
-                    .bits
-                    .line(hash.line(0, self.bits.len() as u64 / 8) as usize);
-                hash.line_probes(0, u32::from(self.per_line))
-                    .all(|p| line[(p / 64) as usize] & (1 << (p % 64)) != 0)
+    /// Bit i set when item i of `group` (at most [`bits::GROUP`] items) passes its first line in
+    /// this layer (every probe when classic): clear means certainly absent from it; set needs
+    /// [`contains`](Self::contains) for the answer. Finds every item's first line (and starts
+    /// loading it) before testing any, through `ops`.
+    #[inline(always)]
+    pub(crate) fn first_lines_pass<L: LineOps>(&self, ops: L, group: &[ItemHash]) -> u64 {
+        if self.layout == Layout::Classic {
+            if group.len() >= 2 {
+                group.iter().for_each(|hash| self.prefetch_first_line(hash));
             }
+            return group.iter().enumerate().fold(0, |passed, (i, hash)| {
+                passed | u64::from(self.contains(hash)) << i
+            });
         }
+        assert!(
+            group.len() <= bits::GROUP,
+            "a group of {} items",
+            group.len()
+        );
+        let (total, per_line) = (self.bits.len() as u64 / 8, u32::from(self.per_line));
+        let mut lines = [&EMPTY_LINE; bits::GROUP];
+        for (line, hash) in lines.iter_mut().zip(group) {
+            *line = self.bits.line(hash.line(0, total) as usize);
+            bits::prefetch_line(line);
+        }
+        lines
+            .iter()
+            .zip(group)
+            .enumerate()
+            .fold(0, |passed, (i, (line, hash))| {
+                passed | u64::from(ops.test(line, hash.line_seed(0), per_line)) << i
+            })
     }
 
     /// Starts loading lines `lines` of `hash` (every probe's word when classic, whatever the
@@ -152,8 +172,8 @@ impl Layer {
     }
 
     /// Sets every probe of `hash`; returns true when at least one bit changed. Does not count.
-    /// Always inlined, so that a caller compiled for BMI2 (the batch add) sets bits with its
-    /// shifts.
+    /// Always inlined, so that a caller compiled for the CPU's features (the batch add into a
+    /// classic layer) sets bits with its shifts.
     #[inline(always)]
     pub fn set(&mut self, hash: &ItemHash) -> bool {
         let bits = self.bits.len() as u64 * 64;
@@ -173,18 +193,73 @@ impl Layer {
                 // Read once: the stores below might alias the layer's fields, as far as the
                 // compiler knows, which would reload it for every line.
                 let per_line = u32::from(self.per_line);
+                let portable = Portable::new();
                 for j in 0..self.layout.lines() as usize {
-                    let line = words.line_mut(hash.line(j, lines) as usize);
-                    for p in hash.line_probes(j, per_line) {
-                        let word = &mut line[(p / 64) as usize];
-                        let bit = 1 << (p % 64);
-                        changed |= !*word & bit;
-                        *word |= bit;
+                    let (line, seed) = (
+                        words.line_mut(hash.line(j, lines) as usize),
+                        hash.line_seed(j),
+                    );
+                    if changed != 0 {
+                        portable.or_in(line, seed, per_line);
+                    } else {
+                        changed = u64::from(portable.set(line, seed, per_line));
                     }
                 }
             }
         }
         changed != 0
+    }
+
+    /// Adds the items of `group` (at most [`bits::GROUP`]) in order while this layer, the
+    /// newest of its filter, has room: an item an `older` layer holds is present; any other is
+    /// set here, and new (and counted) when a bit of this layer changed. Pushes each answer to
+    /// `added` and returns how many items it took: all, or up to the one that filled the layer.
+    /// Each item's lines are found (and their loading started) in a first pass and tested and
+    /// set through `ops` in a second.
+    #[inline(always)]
+    pub(crate) fn add_while_room<L: LineOps>(
+        &mut self,
+        ops: L,
+        older: &[Layer],
+        group: &[ItemHash],
+        added: &mut Vec<bool>,
+    ) -> usize {
+        let held_before = |hash: &ItemHash| older.iter().rev().any(|layer| layer.contains(hash));
+        if self.layout == Layout::Classic {
+            if group.len() >= 2 {
+                group.iter().for_each(|hash| self.prefetch(hash));
+            }
+            for (taken, hash) in group.iter().enumerate() {
+                if self.is_full() {
+                    return taken;
+                }
+                let new = !held_before(hash) && self.set(hash);
+                self.items += u64::from(new);
+                added.push(new);
+            }
+            return group.len();
+        }
+        let (count, per_line) = (self.layout.lines() as usize, u32::from(self.per_line));
+        let total = self.bits.len() as u64 / 8;
+        let mut lines = GroupLines::new(&mut self.bits);
+        for (i, hash) in group.iter().enumerate() {
+            for j in 0..count {
+                lines.resolve(i, j, hash.line(j, total) as usize);
+            }
+        }
+        let pass = ResolvedPass {
+            older,
+            group,
+            count,
+            room: self.capacity.saturating_sub(self.items),
+        };
+        let (taken, counted) = by_probe_count!(
+            per_line,
+            N => pass.add::<L, N>(ops, &mut lines, per_line, added),
+            _ => pass.add::<L, 0>(ops, &mut lines, per_line, added)
+        );
+        self.items += counted;
+        taken
     }
 
     pub(crate) fn count_item(&mut self) {
@@ -244,6 +319,58 @@ impl Layer {
     /// block of the store ([`BitStore::adopt`]); false leaves it with its owner.
     pub(crate) fn adopt_bytes(&mut self, offset: u64, block: AdoptableBlock) -> bool {
         usize::try_from(offset).is_ok_and(|offset| self.bits.adopt(offset, block))
+    }
+}
+
+/// The second pass of [`Layer::add_while_room`], over lines the first found.
+struct ResolvedPass<'a> {
+    older: &'a [Layer],
+    group: &'a [ItemHash],
+    /// Lines an item has.
+    count: usize,
+    /// Items the layer may still count.
+    room: u64,
+}
+
+impl ResolvedPass<'_> {
+    /// Tests and sets the group's lines through `ops`, compiled for `N` probes a line (0: any
+    /// count, `per_line`); returns the items taken and how many were new.
+    #[inline(always)]
+    fn add<L: LineOps, const N: usize>(
+        &self,
+        ops: L,
+        lines: &mut GroupLines<'_>,
+        per_line: u32,
+        added: &mut Vec<bool>,
+    ) -> (usize, u64) {
+        let mut counted = 0;
+        for (i, hash) in self.group.iter().enumerate() {
+            if counted >= self.room {
+                return (i, counted);
+            }
+            let mut new = false;
+            if !self.older.iter().rev().any(|layer| layer.contains(hash)) {
+                for j in 0..self.count {
+                    let (line, seed) = (lines.line_mut(i, j), hash.line_seed(j));
+                    // Once a bit changed the item is new: the other lines need no test.
+                    new = match (new, N) {
+                        (true, 0) => {
+                            ops.or_in(line, seed, per_line);
+                            true
+                        }
+                        (true, _) => {
+                            ops.or_in_n::<N>(line, seed);
+                            true
+                        }
+                        (false, 0) => ops.set(line, seed, per_line),
+                        (false, _) => ops.set_n::<N>(line, seed),
+                    };
+                }
+            }
+            counted += u64::from(new);
+            added.push(new);
+        }
+        (self.group.len(), counted)
     }
 }
 

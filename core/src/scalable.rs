@@ -22,7 +22,7 @@ use super::sizing::LayerSize;
 /// the memory system busy, few enough that the lines are still cached when the items are
 /// processed. Measured here per item (blocked layout): 16 → 32 took a 126 MB filter from 38 to 31
 /// ns per insert and 36 to 28 ns per lookup, a 12 MB one from 15 to 13 ns; 64 was worse again.
-const BATCH: usize = 32;
+const BATCH: usize = bits::GROUP;
 const _: () = assert!(BATCH <= 64, "a group's answers fit one word");
 
 /// Calls `each` with the hashes of `items`, BATCH at a time, from one array filled in place: no
@@ -77,8 +77,8 @@ pub(crate) mod test_hooks {
     }
 }
 
-/// One group of a batch add ([`BloomFilter::insert_many`]), run compiled for BMI2 where the CPU
-/// has it ([`bits::with_fast_shifts`]).
+/// One group of a batch add ([`BloomFilter::insert_many`]), run compiled for the CPU's features
+/// ([`bits::with_fast_shifts`]).
 struct AddGroup<'a, B: MemoryBudget + ?Sized> {
     filter: &'a mut BloomFilter,
     group: &'a [ItemHash],
@@ -90,8 +90,28 @@ impl<B: MemoryBudget + ?Sized> bits::ShiftHeavy for AddGroup<'_, B> {
     type Output = ControlFlow<()>;
 
     #[inline(always)]
-    fn run(self) -> ControlFlow<()> {
-        self.filter.add_group(self.group, self.budget, self.outcome)
+    fn run<L: bits::LineOps>(self, lines: L) -> ControlFlow<()> {
+        self.filter
+            .add_group(lines, self.group, self.budget, self.outcome)
+    }
+}
+
+/// The first-line test of a group of a batch lookup ([`BloomFilter::contains_many`]) in every
+/// layer, run compiled for the CPU's features ([`bits::with_fast_shifts`]): bit i set when item
+/// i passed in some layer.
+struct FirstLinesPass<'a> {
+    layers: &'a [Layer],
+    group: &'a [ItemHash],
+}
+
+impl bits::ShiftHeavy for FirstLinesPass<'_> {
+    type Output = u64;
+
+    #[inline(always)]
+    fn run<L: bits::LineOps>(self, lines: L) -> u64 {
+        self.layers.iter().fold(0, |passed, layer| {
+            passed | layer.first_lines_pass(lines, self.group)
+        })
     }
 }
 
@@ -285,16 +305,39 @@ impl BloomFilter {
         hash: &ItemHash,
         budget: &mut B,
     ) -> Result<Added, InsertError> {
+        if !self.newest().is_full() {
+            return Ok(if self.add_if_new(hash) {
+                Added::New(None)
+            } else {
+                Added::Present
+            });
+        }
         if self.contains_hash(hash) {
             return Ok(Added::Present);
         }
-        let grown = if self.newest().is_full() {
-            Some(self.grow(budget)?)
-        } else {
-            None
-        };
+        let grown = self.grow(budget)?;
         self.add_to_newest(hash);
-        Ok(Added::New(grown))
+        Ok(Added::New(Some(grown)))
+    }
+
+    /// Adds an item to the newest layer, which has room, unless an older layer holds it: true,
+    /// and counted, when it was new. One pass over the newest layer's probes both sets them and
+    /// learns whether the item was there: it was iff no bit changed, which is what testing
+    /// first would have answered.
+    #[inline(always)]
+    fn add_if_new(&mut self, hash: &ItemHash) -> bool {
+        let (newest, older) = self
+            .layers
+            .split_last_mut()
+            .expect("a filter always has a layer");
+        if older.iter().rev().any(|layer| layer.contains(hash)) {
+            return false;
+        }
+        let new = newest.set(hash);
+        if new {
+            newest.count_item();
+        }
+        new
     }
 
     /// Sets an item absent from every layer in the newest one, and counts it there.
@@ -414,22 +457,13 @@ impl BloomFilter {
         mut found: impl FnMut(bool),
     ) {
         for_each_group(items, self.params.seed, |group| {
-            if group.len() >= 2 {
-                for hash in group {
-                    self.layers
-                        .iter()
-                        .for_each(|layer| layer.prefetch_first_line(hash));
-                }
-            }
             // Bit i: item i's first line passed in some layer (BATCH ≤ 64 items a group).
-            let mut passed = 0u64;
+            let passed = bits::with_fast_shifts(FirstLinesPass {
+                layers: &self.layers,
+                group,
+            });
             for (i, hash) in group.iter().enumerate() {
-                if self
-                    .layers
-                    .iter()
-                    .any(|layer| layer.first_line_contains(hash))
-                {
-                    passed |= 1 << i;
+                if passed & (1 << i) != 0 {
                     self.layers
                         .iter()
                         .for_each(|layer| layer.prefetch_other_lines(hash));
@@ -477,22 +511,25 @@ impl BloomFilter {
     }
 
     /// Adds a group of hashed items of [`insert_many`](Self::insert_many), recording each result;
-    /// breaks at the first error.
+    /// breaks at the first error. Lines are tested and set through `lines`.
     #[inline(always)]
-    fn add_group<B: MemoryBudget + ?Sized>(
+    fn add_group<L: bits::LineOps, B: MemoryBudget + ?Sized>(
         &mut self,
+        lines: L,
         group: &[ItemHash],
         budget: &mut B,
         outcome: &mut AddOutcome,
     ) -> ControlFlow<()> {
-        for hash in group {
+        let mut rest = group;
+        while let Some((hash, after)) = rest.split_first() {
             // The common case without insert_hash's call and result: room in the newest layer.
             if !self.newest().is_full() {
-                let new = !self.contains_hash(hash);
-                if new {
-                    self.add_to_newest(hash);
-                }
-                outcome.added.push(new);
+                let (newest, older) = self
+                    .layers
+                    .split_last_mut()
+                    .expect("a filter always has a layer");
+                let taken = newest.add_while_room(lines, older, rest, &mut outcome.added);
+                rest = &rest[taken..];
                 continue;
             }
             match self.insert_hash(hash, budget) {
@@ -512,18 +549,26 @@ impl BloomFilter {
                     return ControlFlow::Break(());
                 }
             }
+            rest = after;
         }
         ControlFlow::Continue(())
     }
 
-    /// Starts loading, in every layer, the cache lines a group of items will touch. Not for a
-    /// lone item (BF.ADD, BF.MADD of one), which would wait for its lines at once anyway.
+    /// Starts loading the cache lines a group of items will touch in the layers the group's
+    /// add finds them in itself: every layer but the newest, when that has room (the add
+    /// finds the newest's lines and starts loading them as it goes). Not for a lone item
+    /// (BF.ADD, BF.MADD of one), which would wait for its lines at once anyway.
     fn prefetch(&self, group: &[ItemHash]) {
         if group.len() < 2 {
             return;
         }
+        let layers = if self.newest().is_full() {
+            &self.layers[..]
+        } else {
+            &self.layers[..self.layers.len() - 1]
+        };
         for hash in group {
-            for layer in &self.layers {
+            for layer in layers {
                 layer.prefetch(hash);
             }
         }
@@ -671,7 +716,142 @@ mod tests {
     }
 
     #[test]
-    fn the_bmi2_batch_add_sets_the_bits_of_the_portable_one() {
+    fn a_batch_into_a_grown_filter_answers_as_testing_every_layer_before_setting() {
+        let item = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+        // Three layers of the layout (0: the sizing's own, classic at this size), the newest
+        // with room, holding items 0..400.
+        for (error_rate, lines) in [(0.02, 0), (0.02, 1), (1e-9, 4)] {
+            let params = FilterParams {
+                capacity: 50,
+                error_rate,
+                growth: Growth::Scaling { expansion: 3 },
+                seed: 5,
+            };
+            let shape = |index: usize| match lines {
+                0 => params.layer_size(index).unwrap(),
+                lines => crate::sizing::lines_size(
+                    params.layer_capacity(index).unwrap(),
+                    params.layer_error_rate(index),
+                    lines,
+                )
+                .unwrap(),
+            };
+            let mut filter =
+                BloomFilter::with_first_layer(params, shape(0), &mut Unlimited).unwrap();
+            for i in 0..400 {
+                if filter.newest().is_full() {
+                    let index = filter.layers().len();
+                    filter
+                        .push_layer(index, shape(index), &mut Unlimited)
+                        .unwrap();
+                }
+                filter.insert(&item(i), &mut Unlimited).unwrap();
+            }
+            assert_eq!(filter.layers().len(), 3);
+            assert_eq!(filter.layers()[2].size().layout.lines(), lines);
+            // Items of every layer (some only in the older ones), new items, each new one
+            // again at once (present in the newest layer), and enough to grow twice.
+            let batch: Vec<[u8; 8]> = (0..4_500u64)
+                .map(|i| match i % 3 {
+                    0 => item(i / 3 % 400),
+                    _ => item(1_000 + i / 3),
+                })
+                .collect();
+            let mut reference = filter.try_clone(&mut Unlimited).unwrap();
+            let mut grown = Vec::new();
+            let expected: Vec<bool> = batch
+                .iter()
+                .enumerate()
+                .map(|(at, item)| {
+                    let hash = reference.hash(item);
+                    if reference.layers.iter().any(|layer| layer.contains(&hash)) {
+                        return false;
+                    }
+                    if reference.newest().is_full() {
+                        let (index, size) = reference.grow(&mut Unlimited).unwrap();
+                        grown.push(GrownLayer {
+                            index,
+                            size,
+                            first_item: at,
+                        });
+                    }
+                    let newest = reference.layers.last_mut().unwrap();
+                    newest.set(&hash);
+                    newest.count_item();
+                    true
+                })
+                .collect();
+            let mut one_by_one = filter.try_clone(&mut Unlimited).unwrap();
+            let singly: Vec<bool> = batch
+                .iter()
+                .map(|item| one_by_one.insert(item, &mut Unlimited).unwrap())
+                .collect();
+            let mut outcome = AddOutcome::default();
+            filter.insert_many(
+                batch.iter().map(|item| item.as_slice()),
+                &mut Unlimited,
+                &mut outcome,
+            );
+            assert_eq!(outcome.error, None);
+            let first_difference = |answers: &[bool]| {
+                (0..expected.len()).find(|&at| answers.get(at) != Some(&expected[at]))
+            };
+            assert_eq!(first_difference(&outcome.added), None, "{lines} lines");
+            assert_eq!(first_difference(&singly), None, "{lines} lines");
+            assert_eq!(outcome.grown, grown);
+            assert!(!grown.is_empty(), "the batch grows the filter");
+            assert_eq!(filter, reference);
+            assert_eq!(one_by_one, reference);
+            let present = expected.iter().filter(|&&new| !new).count();
+            assert!(
+                present >= 3_000 && batch.len() - present > 1_000,
+                "{present}"
+            );
+        }
+    }
+
+    #[test]
+    fn first_lines_pass_alike_on_every_path_and_only_where_an_item_may_be() {
+        let item = |i: u64| i.wrapping_mul(0xd1b5_4a32_d192_ed03).to_le_bytes();
+        for (layout, per_line) in [
+            (Layout::Classic, 7),
+            (Layout::Blocked, 7),
+            (Layout::Blocked, 12),
+            (Layout::Lines(4), 7),
+        ] {
+            let size = LayerSize {
+                bits: 2_000 * 64,
+                num_hashes: per_line * layout.lines().max(1),
+                layout,
+            };
+            let items: Vec<[u8; 8]> = (0..1_500).map(item).collect();
+            let (filter, _) = added_by(size, &items, |f, group, outcome| {
+                f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
+            });
+            // Groups of items added (even i) and never added (odd i).
+            let hashes: Vec<ItemHash> = (0..3_000)
+                .map(|i| filter.hash(&item(if i % 2 == 0 { i / 2 } else { 10_000 + i })))
+                .collect();
+            let mut failed = 0;
+            for group in hashes.chunks(BATCH) {
+                let pass = || FirstLinesPass {
+                    layers: &filter.layers,
+                    group,
+                };
+                let portable = bits::ShiftHeavy::run(pass(), bits::Portable::new());
+                assert_eq!(bits::with_fast_shifts(pass()), portable, "{layout:?}");
+                for (i, hash) in group.iter().enumerate() {
+                    let passed = portable & (1 << i) != 0;
+                    assert!(passed || !filter.contains_hash(hash), "{layout:?}");
+                    failed += usize::from(!passed);
+                }
+            }
+            assert!(failed > 1_000, "{layout:?}: {failed} absent items failed");
+        }
+    }
+
+    #[test]
+    fn the_batch_add_compiled_for_the_cpu_sets_the_bits_of_the_portable_one() {
         // Repeats (items 0..300 twice) answer "not new" the second time.
         let items: Vec<[u8; 8]> = (0..1_800u64)
             .map(|i| {
@@ -696,9 +876,9 @@ mod tests {
                 layout,
             };
             let portable = added_by(size, &items, |f, group, outcome| {
-                f.add_group(group, &mut Unlimited, outcome)
+                f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
             });
-            let bmi2 = added_by(size, &items, |f, group, outcome| {
+            let compiled = added_by(size, &items, |f, group, outcome| {
                 bits::with_fast_shifts(AddGroup {
                     filter: f,
                     group,
@@ -706,7 +886,7 @@ mod tests {
                     outcome,
                 })
             });
-            assert_eq!(bmi2, portable, "{layout:?} × {per_line}");
+            assert_eq!(compiled, portable, "{layout:?} × {per_line}");
             assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
         }
     }
