@@ -33,6 +33,14 @@ const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let load = LoadCtx::new(ctx);
     let raw_ctx = load.raw();
+    if !ffi::hot_api_present() {
+        log(
+            raw_ctx,
+            "warning",
+            "rustbloom: the server lacks a module API function every command needs",
+        );
+        return Status::Err;
+    }
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let allocator_note = memory::use_server_allocator(raw_ctx);
     let configured = config::register(ctx, &load).and_then(|mut notes| {

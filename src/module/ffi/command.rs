@@ -94,7 +94,8 @@ impl Command {
         };
         // SAFETY: a live context and argument; Redis returns a key handle (never null for
         // these modes) that stays valid until CloseKey.
-        let key = unsafe { api!(RedisModule_OpenKey)(self.ctx, self.raw_arg(1), mode as c_int) };
+        let key =
+            unsafe { hot_api!(RedisModule_OpenKey)(self.ctx, self.raw_arg(1), mode as c_int) };
         Key {
             key: key.cast(),
             command: self,

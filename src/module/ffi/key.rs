@@ -18,7 +18,9 @@ impl Key<'_> {
     /// True when the key does not exist.
     pub fn is_empty(&self) -> bool {
         // SAFETY: an open key handle.
-        unsafe { api!(RedisModule_KeyType)(self.key) == raw::REDISMODULE_KEYTYPE_EMPTY as c_int }
+        unsafe {
+            hot_api!(RedisModule_KeyType)(self.key) == raw::REDISMODULE_KEYTYPE_EMPTY as c_int
+        }
     }
 
     /// The value as a pointer: Ok(None) for a missing key, WrongType for a key of another type.
@@ -27,9 +29,9 @@ impl Key<'_> {
         // One call answers the common case (a key of our type); the key type is asked only
         // when it is not.
         // SAFETY: an open key handle (as below).
-        if unsafe { api!(RedisModule_ModuleTypeGetType)(self.key) } == T::value_type().raw() {
+        if unsafe { hot_api!(RedisModule_ModuleTypeGetType)(self.key) } == T::value_type().raw() {
             // SAFETY: an open key handle.
-            let value = unsafe { api!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<T>();
+            let value = unsafe { hot_api!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<T>();
             return Ok((!value.is_null()).then_some(value));
         }
         if self.is_empty() {
@@ -75,14 +77,16 @@ impl Key<'_> {
     #[inline(always)]
     pub fn signal_modified(&self) {
         // SAFETY: a live context and key name argument.
-        unsafe { api!(RedisModule_SignalModifiedKey)(self.command.ctx, self.command.raw_arg(1)) };
+        unsafe {
+            hot_api!(RedisModule_SignalModifiedKey)(self.command.ctx, self.command.raw_arg(1))
+        };
     }
 }
 
 impl Drop for Key<'_> {
     fn drop(&mut self) {
         // SAFETY: the handle is open and closed once, here.
-        unsafe { api!(RedisModule_CloseKey)(self.key) };
+        unsafe { hot_api!(RedisModule_CloseKey)(self.key) };
         self.command.key_open.set(false);
     }
 }

@@ -22,6 +22,49 @@ macro_rules! api {
     };
 }
 
+/// The API functions every BF.ADD and BF.EXISTS calls, as [`api!`] does but without checking on
+/// each call that the server provided it: [`hot_api_present`] checks that once, before any
+/// command is registered, and the module refuses to load without them. Used inside the `unsafe`
+/// block of the call: the pointer is Some (checked at load) and Redis never clears it.
+macro_rules! hot_api {
+    (RedisModule_OpenKey) => { hot_api!(@checked_at_load RedisModule_OpenKey) };
+    (RedisModule_CloseKey) => { hot_api!(@checked_at_load RedisModule_CloseKey) };
+    (RedisModule_KeyType) => { hot_api!(@checked_at_load RedisModule_KeyType) };
+    (RedisModule_ModuleTypeGetType) => { hot_api!(@checked_at_load RedisModule_ModuleTypeGetType) };
+    (RedisModule_ModuleTypeGetValue) => { hot_api!(@checked_at_load RedisModule_ModuleTypeGetValue) };
+    (RedisModule_StringPtrLen) => { hot_api!(@checked_at_load RedisModule_StringPtrLen) };
+    (RedisModule_ReplyWithBool) => { hot_api!(@checked_at_load RedisModule_ReplyWithBool) };
+    (RedisModule_ReplicateVerbatim) => { hot_api!(@checked_at_load RedisModule_ReplicateVerbatim) };
+    (RedisModule_NotifyKeyspaceEvent) => { hot_api!(@checked_at_load RedisModule_NotifyKeyspaceEvent) };
+    (RedisModule_SignalModifiedKey) => { hot_api!(@checked_at_load RedisModule_SignalModifiedKey) };
+    (RedisModule_GetContextFlags) => { hot_api!(@checked_at_load RedisModule_GetContextFlags) };
+    (@checked_at_load $name:ident) => {
+        raw::$name.unwrap_unchecked()
+    };
+}
+
+/// True when the server provided every function [`hot_api!`] calls unchecked (the same list).
+pub fn hot_api_present() -> bool {
+    // By value: the statics are copied, never borrowed.
+    fn provided<F>(function: Option<F>) -> bool {
+        function.is_some()
+    }
+    // SAFETY: reading the pointers, which Redis sets once in RedisModule_Init, before this runs.
+    unsafe {
+        provided(raw::RedisModule_OpenKey)
+            && provided(raw::RedisModule_CloseKey)
+            && provided(raw::RedisModule_KeyType)
+            && provided(raw::RedisModule_ModuleTypeGetType)
+            && provided(raw::RedisModule_ModuleTypeGetValue)
+            && provided(raw::RedisModule_StringPtrLen)
+            && provided(raw::RedisModule_ReplyWithBool)
+            && provided(raw::RedisModule_ReplicateVerbatim)
+            && provided(raw::RedisModule_NotifyKeyspaceEvent)
+            && provided(raw::RedisModule_SignalModifiedKey)
+            && provided(raw::RedisModule_GetContextFlags)
+    }
+}
+
 /// An optional Redis module API function (absent on older servers): None when missing.
 macro_rules! optional_api {
     ($name:ident) => {{
@@ -61,7 +104,7 @@ pub use value_type::{ModuleValue, ValueType};
 /// server's own flags: loading, replica, in a script or transaction, maxmemory set).
 pub fn context_flags(ctx: *mut raw::RedisModuleCtx) -> u32 {
     // SAFETY: GetContextFlags accepts a null context and otherwise a live one from Redis.
-    unsafe { api!(RedisModule_GetContextFlags)(ctx) as u32 }
+    unsafe { hot_api!(RedisModule_GetContextFlags)(ctx) as u32 }
 }
 
 /// True when the call in `ctx` comes from the primary's replication stream or from AOF loading.

@@ -12,7 +12,7 @@ impl Command {
     #[inline]
     pub fn replicate_verbatim(&self) {
         // SAFETY: a live context.
-        unsafe { api!(RedisModule_ReplicateVerbatim)(self.ctx) };
+        unsafe { hot_api!(RedisModule_ReplicateVerbatim)(self.ctx) };
     }
 
     /// Replicates `command` with `args` (the key first, as raw bytes). Several calls in one
@@ -119,7 +119,7 @@ impl Command {
     pub fn notify(&self, event: &CStr) {
         // SAFETY: a live context, a NUL-terminated event name and a live argument.
         unsafe {
-            api!(RedisModule_NotifyKeyspaceEvent)(
+            hot_api!(RedisModule_NotifyKeyspaceEvent)(
                 self.ctx,
                 raw::REDISMODULE_NOTIFY_GENERIC as c_int,
                 event.as_ptr(),

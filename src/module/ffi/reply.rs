@@ -40,7 +40,7 @@ impl Command {
     #[inline]
     pub fn reply_bool(&self, value: bool) {
         // SAFETY: a live context.
-        unsafe { api!(RedisModule_ReplyWithBool)(self.ctx, c_int::from(value)) };
+        unsafe { hot_api!(RedisModule_ReplyWithBool)(self.ctx, c_int::from(value)) };
     }
 
     pub fn reply_ok(&self) {

@@ -15,7 +15,7 @@ pub(super) unsafe fn string_bytes<'a>(string: *const raw::RedisModuleString) -> 
     }
     let mut len = 0usize;
     // SAFETY: a live Redis string (the caller's contract).
-    let ptr = unsafe { api!(RedisModule_StringPtrLen)(string, &mut len) };
+    let ptr = unsafe { hot_api!(RedisModule_StringPtrLen)(string, &mut len) };
     if ptr.is_null() || len == 0 {
         return &[];
     }
