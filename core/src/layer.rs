@@ -72,19 +72,31 @@ impl Layer {
     /// True when every probe of `hash` is set.
     #[inline]
     pub fn contains(&self, hash: &ItemHash) -> bool {
+        self.contains_inlined(hash)
+    }
+
+    /// [`contains`](Self::contains), always inlined: a single lookup pays no call for its
+    /// newest layer.
+    #[inline(always)]
+    pub(crate) fn contains_inlined(&self, hash: &ItemHash) -> bool {
         let words = &self.bits;
         match self.layout {
             Layout::Classic => hash
                 .positions(self.bits.len() as u64 * 64, self.num_hashes)
                 .all(|p| words.word((p / 64) as usize) & (1u64 << (p % 64)) != 0),
             Layout::Blocked | Layout::Lines(_) => {
-                let lines = words.len() as u64 / 8;
-                // Probe by probe, line by line: a non-member usually fails at its first probes.
-                (0..self.layout.lines() as usize).all(|j| {
-                    let line = words.line(hash.line(j, lines) as usize);
-                    hash.line_probes(j, u32::from(self.per_line))
-                        .all(|p| line[(p / 64) as usize] & (1 << (p % 64)) != 0)
-                })
+                let (lines, per_line) = (words.len() as u64 / 8, u32::from(self.per_line));
+                let portable = Portable::new();
+                let test = |j: usize| {
+                    portable.test(
+                        words.line(hash.line(j, lines) as usize),
+                        hash.line_seed(j),
+                        per_line,
+                    )
+                };
+                // The first line on its own, before anything of the others is computed: a
+                // non-member usually fails at its first probes.
+                test(0) && (1..self.layout.lines() as usize).all(test)
             }
         }
     }

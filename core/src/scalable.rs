@@ -244,6 +244,7 @@ impl BloomFilter {
     }
 
     /// True when `item` may have been added; false means it certainly was not.
+    #[inline]
     pub fn contains(&self, item: &[u8]) -> bool {
         self.contains_hash(&self.hash(item))
     }
@@ -251,7 +252,13 @@ impl BloomFilter {
     /// [`contains`](Self::contains) for an already hashed item.
     #[inline]
     pub fn contains_hash(&self, hash: &ItemHash) -> bool {
-        self.layers.iter().rev().any(|layer| layer.contains(hash))
+        // The newest layer outside the loop over the older ones: what the loop would compute
+        // once for every layer (each line's seed) stays uncomputed when the first line answers.
+        let (newest, older) = self
+            .layers
+            .split_last()
+            .expect("a filter always has a layer");
+        newest.contains_inlined(hash) || older.iter().rev().any(|layer| layer.contains(hash))
     }
 
     /// Adds `item`. Ok(true) when it was new (it is then counted), Ok(false) when the filter
@@ -285,7 +292,12 @@ impl BloomFilter {
     ) -> Result<(bool, Option<GrownLayer>), InsertError> {
         #[cfg(feature = "test-hooks")]
         test_hooks::panic_on(item);
-        match self.insert_hash(&self.hash(item), budget)? {
+        let hash = self.hash(item);
+        // The common case here, without insert_hash's call and result: room in the newest layer.
+        if !self.newest().is_full() {
+            return Ok((self.add_if_new(&hash), None));
+        }
+        match self.insert_hash(&hash, budget)? {
             Added::New(grown) => Ok((
                 true,
                 grown.map(|(index, size)| GrownLayer {
@@ -349,6 +361,7 @@ impl BloomFilter {
         newest.count_item();
     }
 
+    #[inline]
     fn newest(&self) -> &Layer {
         self.layers.last().expect("a filter always has a layer")
     }
