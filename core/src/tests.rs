@@ -704,3 +704,107 @@ fn batch_adds_set_the_reference_bits_in_every_layout() {
         assert!(found[2_000..].iter().all(|&answer| answer));
     }
 }
+
+/// Test-then-set of one item over reference bits, one vector of words per layer: present (and
+/// nothing changes) when every probe of some layer is set; else its probes are set in the newest
+/// layer.
+fn reference_insert(layers: &mut [Vec<u64>], sizes: &[super::LayerSize], hash: &ItemHash) -> bool {
+    let set_in = |words: &[u64], size| {
+        reference_positions(hash, size)
+            .iter()
+            .all(|&p| words[(p / 64) as usize] & (1 << (p % 64)) != 0)
+    };
+    if layers
+        .iter()
+        .zip(sizes)
+        .any(|(words, &size)| set_in(words, size))
+    {
+        return false;
+    }
+    let (newest, size) = (layers.last_mut().unwrap(), *sizes.last().unwrap());
+    for p in reference_positions(hash, size) {
+        newest[(p / 64) as usize] |= 1 << (p % 64);
+    }
+    true
+}
+
+#[test]
+fn single_adds_answer_and_set_as_test_then_set_in_every_layout() {
+    let mut rng = ChaCha8Rng::seed_from_u64(37);
+    let shapes = [
+        (Layout::Classic, 7),
+        (Layout::Blocked, 1),
+        (Layout::Blocked, 7),
+        (Layout::Blocked, 16),
+        (Layout::Lines(2), 5),
+        (Layout::Lines(2), 13),
+        (Layout::Lines(3), 7),
+        (Layout::Lines(4), 6),
+        (Layout::Lines(4), 8),
+    ];
+    let capacity = 300u64;
+    for (layout, per_line) in shapes {
+        let num_hashes = per_line * layout.lines().max(1);
+        let first = super::LayerSize {
+            bits: capacity * 64 / 512 * 512,
+            num_hashes,
+            layout,
+        };
+        let params = FilterParams {
+            capacity,
+            error_rate: (0.5f64.powi(num_hashes as i32) / 0.9).min(0.5),
+            growth: Growth::Scaling { expansion: 2 },
+            seed: rng.random(),
+        };
+        let context = format!("{layout:?} × {per_line}");
+        let mut f = BloomFilter::with_first_layer(params, first, &mut Unlimited)
+            .unwrap_or_else(|error| panic!("{context}: {error:?}"));
+        let (mut layers, mut sizes) = (vec![vec![0u64; (first.bits / 64) as usize]], vec![first]);
+        // Fresh items past the first layer's capacity (the filter grows), then items again.
+        let mut items = random_items(&mut rng, 1_000);
+        items.extend_from_within(200..500);
+        let (mut new, mut present) = (0, 0);
+        for item in &items {
+            let full = f.layers().last().unwrap().is_full();
+            let hash = f.hash(item);
+            let (added, grown) = f.insert_one(item, &mut Unlimited).unwrap();
+            if let Some(grown) = grown {
+                assert!(full, "{context}: grew with room");
+                assert_eq!(grown.index, layers.len(), "{context}");
+                layers.push(vec![0u64; (grown.size.bits / 64) as usize]);
+                sizes.push(grown.size);
+            }
+            let expected = reference_insert(&mut layers, &sizes, &hash);
+            assert_eq!(added, expected, "{context}: the answer for {item:x?}");
+            assert_eq!(grown.is_some(), full && expected, "{context}");
+            new += usize::from(added);
+            present += usize::from(!added);
+        }
+        assert!(
+            layers.len() >= 3 && new > 900 && present >= 300,
+            "{context}: {new} {present}"
+        );
+        for (i, (layer, words)) in f.layers().iter().zip(&layers).enumerate() {
+            let mut bytes = vec![0u8; layer.bytes() as usize];
+            layer.read_bytes(0, &mut bytes);
+            let reference: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            assert!(
+                bytes == reference,
+                "{context}: the bits of layer {i} differ"
+            );
+        }
+        for item in random_items(&mut rng, 2_000).iter().chain(&items) {
+            let hash = f.hash(item);
+            let expected = layers.iter().zip(&sizes).any(|(words, &size)| {
+                reference_positions(&hash, size)
+                    .iter()
+                    .all(|&p| words[(p / 64) as usize] & (1 << (p % 64)) != 0)
+            });
+            assert_eq!(
+                f.contains(item),
+                expected,
+                "{context}: the lookup of {item:x?}"
+            );
+        }
+    }
+}
