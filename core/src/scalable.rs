@@ -342,8 +342,11 @@ impl BloomFilter {
             .layers
             .split_last_mut()
             .expect("a filter always has a layer");
-        if older.iter().rev().any(|layer| layer.contains(hash)) {
-            return false;
+        // A loop rather than `any`, which stays a call even when there is no older layer.
+        for layer in older.iter().rev() {
+            if layer.contains(hash) {
+                return false;
+            }
         }
         let new = newest.set(hash);
         if new {
