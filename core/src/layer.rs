@@ -72,24 +72,23 @@ impl Layer {
     /// True when every probe of `hash` is set.
     #[inline]
     pub fn contains(&self, hash: &ItemHash) -> bool {
-        self.contains_inlined(hash)
+        self.contains_with(Portable::new(), hash)
     }
 
-    /// [`contains`](Self::contains), always inlined: a single lookup pays no call for its
-    /// newest layer.
+    /// [`contains`](Self::contains), lines tested through `lines`; always inlined: a single
+    /// lookup pays no call for its newest layer.
     #[inline(always)]
-    pub(crate) fn contains_inlined(&self, hash: &ItemHash) -> bool {
+    pub(crate) fn contains_with(&self, lines: Portable, hash: &ItemHash) -> bool {
         let words = &self.bits;
         match self.layout {
             Layout::Classic => hash
                 .positions(self.bits.len() as u64 * 64, self.num_hashes)
                 .all(|p| words.word((p / 64) as usize) & (1u64 << (p % 64)) != 0),
             Layout::Blocked | Layout::Lines(_) => {
-                let (lines, per_line) = (words.len() as u64 / 8, u32::from(self.per_line));
-                let portable = Portable::new();
+                let (count, per_line) = (words.len() as u64 / 8, u32::from(self.per_line));
                 let test = |j: usize| {
-                    portable.test(
-                        words.line(hash.line(j, lines) as usize),
+                    lines.test(
+                        words.line(hash.line(j, count) as usize),
                         hash.line_seed(j),
                         per_line,
                     )

@@ -258,7 +258,8 @@ impl BloomFilter {
             .layers
             .split_last()
             .expect("a filter always has a layer");
-        newest.contains_inlined(hash) || older.iter().rev().any(|layer| layer.contains(hash))
+        newest.contains_with(bits::Portable::unhidden(), hash)
+            || older.iter().rev().any(|layer| layer.contains(hash))
     }
 
     /// Adds `item`. Ok(true) when it was new (it is then counted), Ok(false) when the filter

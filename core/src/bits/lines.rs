@@ -66,6 +66,16 @@ impl Portable {
         }
     }
 
+    /// With the values in plain sight: for a lone lookup, which usually stops at its first
+    /// probe, so that hiding them (a store and a load each) costs more than it spares.
+    #[inline(always)]
+    pub(crate) fn unhidden() -> Portable {
+        Portable {
+            shift: POSITION_SHIFT,
+            multipliers: &BLOCK_MULTIPLIERS,
+        }
+    }
+
     /// Sets the first `N` probes, unrolled: no loop counter or branch per probe.
     #[inline(always)]
     fn or_first<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
