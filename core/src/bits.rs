@@ -42,7 +42,9 @@ mod cut;
 mod lines;
 
 pub use cut::{allocated_bytes, allocated_bytes_by, MAX_SLACK};
-pub(crate) use lines::{by_probe_count, GroupLines, LineOps, Portable, GROUP};
+pub(crate) use lines::{
+    by_line_count, by_probe_count, each_line, GroupLines, LineOps, Portable, GROUP,
+};
 
 use crate::budget::{allocator, LimitError};
 use cut::{allocated_piece_len, allocation, block_layout, piece_len, piece_shift, table_in_tail};
