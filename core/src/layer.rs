@@ -339,10 +339,14 @@ impl ResolvedPass<'_> {
         per_line: u32,
         added: &mut Vec<bool>,
     ) -> (usize, u64) {
-        let mut counted = 0;
-        for (i, hash) in self.group.iter().enumerate() {
+        // Answers gathered here and appended once: a push per item would check the vector's
+        // capacity and store its length each time.
+        let mut answers = [false; bits::GROUP];
+        let (mut counted, mut taken) = (0, self.group.len());
+        for (i, (hash, answer)) in self.group.iter().zip(&mut answers).enumerate() {
             if counted >= self.room {
-                return (i, counted);
+                taken = i;
+                break;
             }
             let mut new = false;
             if !self.older.iter().rev().any(|layer| layer.contains(hash)) {
@@ -364,9 +368,10 @@ impl ResolvedPass<'_> {
                 });
             }
             counted += u64::from(new);
-            added.push(new);
+            *answer = new;
         }
-        (self.group.len(), counted)
+        added.extend_from_slice(&answers[..taken]);
+        (taken, counted)
     }
 }
 
