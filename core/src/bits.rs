@@ -42,7 +42,9 @@ mod cut;
 mod lines;
 
 pub use cut::{allocated_bytes, allocated_bytes_by, MAX_SLACK};
-pub(crate) use lines::{by_probe_count, GroupLines, LineOps, Portable, GROUP};
+pub(crate) use lines::{
+    by_line_count, by_probe_count, each_line, GroupLines, LineOps, Portable, GROUP,
+};
 
 use crate::budget::{allocator, LimitError};
 use cut::{allocated_piece_len, allocation, block_layout, piece_len, piece_shift, table_in_tail};
@@ -631,32 +633,33 @@ pub(crate) trait ShiftHeavy {
 
 /// Runs `work` compiled for the best the CPU has: AVX-512 lines (eight probes of a line at a
 /// time, [`lines`]) and BMI2, else BMI2 alone (`shlx`/`shrx` shift by a register in one
-/// instruction instead of three: one fewer per probe), else as it is. The runtime check keeps
+/// instruction instead of three, and [`lines::Bmi2`] multiplies from memory in one: two fewer
+/// per probe), else as it is. The runtime check keeps
 /// the module loadable on any x86-64.
 #[inline(always)]
 pub(crate) fn with_fast_shifts<W: ShiftHeavy>(work: W) -> W::Output {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("bmi2") {
+    if let Some(bmi2) = lines::Bmi2::detect() {
         if let Some(avx512) = lines::Avx512::detect() {
-            // SAFETY: the CPU has BMI2 and AVX-512 F and DQ, checked just above.
+            // SAFETY: the CPU has BMI2 and AVX-512 F and DQ, as the tokens say.
             return unsafe { compiled_for_avx512(work, avx512) };
         }
-        // SAFETY: the CPU has BMI2, checked just above.
-        return unsafe { compiled_for_bmi2(work) };
+        // SAFETY: the CPU has BMI2, as the token says.
+        return unsafe { compiled_for_bmi2(work, bmi2) };
     }
     work.run(Portable::new())
 }
 
 /// # Safety
-/// The CPU must have BMI2.
+/// The CPU must have BMI2 (the token says so).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "bmi2")]
-unsafe fn compiled_for_bmi2<W: ShiftHeavy>(work: W) -> W::Output {
-    work.run(Portable::new())
+unsafe fn compiled_for_bmi2<W: ShiftHeavy>(work: W, lines: lines::Bmi2) -> W::Output {
+    work.run(lines)
 }
 
 /// # Safety
-/// The CPU must have BMI2, AVX-512 F and DQ (the token says the latter).
+/// The CPU must have BMI2, AVX-512 F and DQ (the tokens say so).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "bmi2,avx512f,avx512dq")]
 unsafe fn compiled_for_avx512<W: ShiftHeavy>(work: W, lines: lines::Avx512) -> W::Output {

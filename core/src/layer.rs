@@ -1,6 +1,8 @@
 //! One fixed-size Bloom filter layer.
 
-use super::bits::{self, by_probe_count, AdoptableBlock, BitStore, GroupLines, LineOps, Portable};
+use super::bits::{
+    self, by_line_count, by_probe_count, AdoptableBlock, BitStore, GroupLines, LineOps, Portable,
+};
 use super::budget::LimitError;
 use super::hash::ItemHash;
 use super::sizing::{LayerSize, Layout};
@@ -250,25 +252,21 @@ impl Layer {
             }
             return group.len();
         }
-        let (count, per_line) = (self.layout.lines() as usize, u32::from(self.per_line));
-        let total = self.bits.len() as u64 / 8;
-        let mut lines = GroupLines::new(&mut self.bits);
-        for (i, hash) in group.iter().enumerate() {
-            for j in 0..count {
-                lines.resolve(i, j, hash.line(j, total) as usize);
-            }
-        }
+        let per_line = u32::from(self.per_line);
         let pass = ResolvedPass {
             older,
             group,
-            count,
             room: self.capacity.saturating_sub(self.items),
         };
-        let (taken, counted) = by_probe_count!(
-            per_line,
-            N => pass.add::<L, N>(ops, &mut lines, per_line, added),
-            _ => pass.add::<L, 0>(ops, &mut lines, per_line, added)
-        );
+        let bits = &mut self.bits;
+        let (taken, counted) = by_line_count!(self.layout.lines(), C => {
+            let mut lines = GroupLines::<C>::resolve(bits, group);
+            by_probe_count!(
+                per_line,
+                N => pass.add::<L, C, N>(ops, &mut lines, per_line, added),
+                _ => pass.add::<L, C, 0>(ops, &mut lines, per_line, added)
+            )
+        });
         self.items += counted;
         taken
     }
@@ -337,31 +335,33 @@ impl Layer {
 struct ResolvedPass<'a> {
     older: &'a [Layer],
     group: &'a [ItemHash],
-    /// Lines an item has.
-    count: usize,
     /// Items the layer may still count.
     room: u64,
 }
 
 impl ResolvedPass<'_> {
-    /// Tests and sets the group's lines through `ops`, compiled for `N` probes a line (0: any
-    /// count, `per_line`); returns the items taken and how many were new.
+    /// Tests and sets the group's lines through `ops`, compiled for `C` lines an item and `N`
+    /// probes a line (0: any count, `per_line`); returns the items taken and how many were new.
     #[inline(always)]
-    fn add<L: LineOps, const N: usize>(
+    fn add<L: LineOps, const C: usize, const N: usize>(
         &self,
         ops: L,
-        lines: &mut GroupLines<'_>,
+        lines: &mut GroupLines<'_, C>,
         per_line: u32,
         added: &mut Vec<bool>,
     ) -> (usize, u64) {
-        let mut counted = 0;
-        for (i, hash) in self.group.iter().enumerate() {
+        // Answers gathered here and appended once: a push per item would check the vector's
+        // capacity and store its length each time.
+        let mut answers = [false; bits::GROUP];
+        let (mut counted, mut taken) = (0, self.group.len());
+        for (i, (hash, answer)) in self.group.iter().zip(&mut answers).enumerate() {
             if counted >= self.room {
-                return (i, counted);
+                taken = i;
+                break;
             }
             let mut new = false;
             if !self.older.iter().rev().any(|layer| layer.contains(hash)) {
-                for j in 0..self.count {
+                bits::each_line!(C, j => {
                     let (line, seed) = (lines.line_mut(i, j), hash.line_seed(j));
                     // Once a bit changed the item is new: the other lines need no test.
                     new = match (new, N) {
@@ -376,12 +376,13 @@ impl ResolvedPass<'_> {
                         (false, 0) => ops.set(line, seed, per_line),
                         (false, _) => ops.set_n::<N>(line, seed),
                     };
-                }
+                });
             }
             counted += u64::from(new);
-            added.push(new);
+            *answer = new;
         }
-        (self.group.len(), counted)
+        added.extend_from_slice(&answers[..taken]);
+        (taken, counted)
     }
 }
 

@@ -7,11 +7,10 @@
 //! word p / 64. [`Portable`] does it probe by probe; [`Avx512`] eight probes at a time, and
 //! answers exactly as the portable one does.
 
-use std::ptr::NonNull;
+use std::marker::PhantomData;
 
 use super::BitStore;
-use crate::hash::BLOCK_MULTIPLIERS;
-use crate::sizing::MAX_LINES;
+use crate::hash::{ItemHash, BLOCK_MULTIPLIERS};
 
 /// Items a [`GroupLines`] holds the lines of: a batch's group.
 pub(crate) const GROUP: usize = 32;
@@ -214,6 +213,102 @@ impl LineOps for Portable {
     }
 }
 
+/// `$body` for each constant `$i` = 0, 1, … `$n - 1` (`$n` ≤ 16, a constant), written out.
+#[cfg(target_arch = "x86_64")]
+macro_rules! each_probe {
+    ($n:expr, $i:ident => $body:block) => {
+        each_probe!(@ $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@ $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
+        const { assert!($n <= 16) };
+        $(
+            if $n > $k {
+                const $i: usize = $k;
+                $body
+            }
+        )*
+    }};
+}
+
+/// Probe by probe as [`Portable`], but each product by BMI2's `mulx` straight from the multiplier
+/// in memory: one instruction where a multiplication takes two (a load or a copy first, as it
+/// overwrites its operand). Only made where the CPU has BMI2 ([`Bmi2::detect`]).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bmi2(Portable);
+
+#[cfg(target_arch = "x86_64")]
+impl Bmi2 {
+    /// The token, when the CPU has BMI2.
+    #[inline]
+    pub(crate) fn detect() -> Option<Bmi2> {
+        std::arch::is_x86_feature_detected!("bmi2").then(|| Bmi2(Portable::new()))
+    }
+
+    /// [`Portable::or_first`], the same bits.
+    #[inline(always)]
+    fn or_first<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
+        let Bmi2(Portable { shift, multipliers }) = self;
+        each_probe!(N, I => {
+            let product: u64;
+            // SAFETY: the token exists only where the CPU has BMI2; the operand is multiplier
+            // I (< 16) of the 16, read only; `mulx` changes no flags.
+            unsafe {
+                std::arch::asm!(
+                    "mulx {high}, {low}, qword ptr [{multipliers} + {offset}]",
+                    multipliers = in(reg) multipliers,
+                    offset = const I * 8,
+                    in("rdx") seed,
+                    low = lateout(reg) product,
+                    high = out(reg) _,
+                    options(pure, readonly, nostack, preserves_flags),
+                )
+            };
+            line[(product >> 61) as usize] |= 1u64.wrapping_shl(product.wrapping_shr(shift) as u32);
+        });
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl LineOps for Bmi2 {
+    #[inline(always)]
+    fn set(self, line: &mut [u64; 8], seed: u64, per_line: u32) -> bool {
+        if self.0.test(line, seed, per_line) {
+            return false;
+        }
+        self.or_in(line, seed, per_line);
+        true
+    }
+
+    #[inline(always)]
+    fn or_in(self, line: &mut [u64; 8], seed: u64, per_line: u32) {
+        by_probe_count!(
+            per_line,
+            N => self.or_first::<N>(line, seed),
+            _ => self.0.or_in(line, seed, per_line)
+        )
+    }
+
+    #[inline(always)]
+    fn or_in_n<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
+        self.or_first::<N>(line, seed);
+    }
+
+    #[inline(always)]
+    fn set_n<const N: usize>(self, line: &mut [u64; 8], seed: u64) -> bool {
+        if self.0.test(line, seed, N as u32) {
+            return false;
+        }
+        self.or_first::<N>(line, seed);
+        true
+    }
+
+    #[inline(always)]
+    fn test(self, line: &[u64; 8], seed: u64, per_line: u32) -> bool {
+        self.0.test(line, seed, per_line)
+    }
+}
+
 /// Eight probes at a time with AVX-512 (F and DQ). Only made where the CPU has them
 /// ([`Avx512::detect`]), so its safe methods may use them.
 #[cfg(target_arch = "x86_64")]
@@ -367,51 +462,130 @@ mod avx512 {
     }
 }
 
-/// The lines of a group's items in one store, each resolved to its address (and its loading
-/// started) once, then tested and set through [`line_mut`](Self::line_mut) without computing
-/// where it lives again. Borrows the store exclusively while it lives.
-pub(crate) struct GroupLines<'a> {
-    store: &'a mut BitStore,
-    lines: [[Option<NonNull<[u64; 8]>>; MAX_LINES as usize]; GROUP],
+/// `$body` for `$j` = 0, 1, … `$c - 1` (`$c` ≤ [`MAX_LINES`](crate::sizing::MAX_LINES), a constant), written out rather
+/// than looped (nor a closure the optimiser might leave a call), so that an item's lines are
+/// straight-line code.
+macro_rules! each_line {
+    ($c:expr, $j:ident => $body:block) => {{
+        const { assert!($c as u32 <= $crate::sizing::MAX_LINES) };
+        if $c > 0 {
+            let $j = 0;
+            $body
+        }
+        if $c > 1 {
+            let $j = 1;
+            $body
+        }
+        if $c > 2 {
+            let $j = 2;
+            $body
+        }
+        if $c > 3 {
+            let $j = 3;
+            $body
+        }
+    }};
+}
+pub(crate) use each_line;
+
+/// `$body` with the constant `$c` (a `usize`) equal to `$count`, an item's lines in a layout in
+/// lines (1..=[`MAX_LINES`](crate::sizing::MAX_LINES)): code compiled per line count, chosen by one jump. Panics on any
+/// other count, which no layout in lines has.
+macro_rules! by_line_count {
+    ($count:expr, $c:ident => $body:expr) => {
+        match $count {
+            1 => {
+                const $c: usize = 1;
+                $body
+            }
+            2 => {
+                const $c: usize = 2;
+                $body
+            }
+            3 => {
+                const $c: usize = 3;
+                $body
+            }
+            4 => {
+                const $c: usize = 4;
+                $body
+            }
+            count => panic!("a layout in lines has 1 to 4 lines, not {count}"),
+        }
+    };
+}
+pub(crate) use by_line_count;
+
+/// The `C` lines of each item of a group in one store, each found (and its loading started)
+/// once, then tested and set through [`line_mut`](Self::line_mut) without computing where it
+/// lives again. Borrows the store exclusively while it lives.
+pub(crate) struct GroupLines<'a, const C: usize> {
+    /// Line j of item i: 8 words of one block of the store, for every i below `items`.
+    lines: [[*mut [u64; 8]; C]; GROUP],
+    items: usize,
+    store: PhantomData<&'a mut BitStore>,
 }
 
-impl<'a> GroupLines<'a> {
-    /// No line resolved yet.
+impl<'a, const C: usize> GroupLines<'a, C> {
+    /// Finds lines 0..C ([`ItemHash::line`]) of each item of `group` (at most [`GROUP`]) in
+    /// `store`, a layout in lines' bits, and starts loading them into the CPU's caches.
     #[inline(always)]
-    pub(crate) fn new(store: &'a mut BitStore) -> GroupLines<'a> {
+    pub(crate) fn resolve(store: &'a mut BitStore, group: &[ItemHash]) -> GroupLines<'a, C> {
+        assert!(group.len() <= GROUP, "a group of {} items", group.len());
+        let total = store.len() as u64 / 8;
+        assert!(total > 0, "a layout in lines has a line");
+        let mut lines = [[std::ptr::null_mut(); C]; GROUP];
+        // Which block holds a line is decided once for the group, not per line.
+        if store.in_pieces() {
+            // SAFETY: a line index below `total` (see `find`) starts a word below len - 7.
+            find(&mut lines, group, total, |word| unsafe {
+                store.word_ptr_within(word)
+            });
+        } else {
+            let block = store.ptr.as_ptr();
+            // SAFETY: as above, within the one block of `len` words.
+            find(&mut lines, group, total, |word| unsafe { block.add(word) });
+        }
         GroupLines {
-            store,
-            lines: [[None; MAX_LINES as usize]; GROUP],
+            lines,
+            items: group.len(),
+            store: PhantomData,
         }
     }
 
-    /// Line `line` of the store as line `j` (< [`MAX_LINES`]) of item `item` (< [`GROUP`]), and
-    /// starts loading it into the CPU's caches. Panics past the store's end, as indexing does.
-    #[inline(always)]
-    pub(crate) fn resolve(&mut self, item: usize, j: usize, line: usize) {
-        assert!(
-            line < self.store.len() / 8,
-            "line {line} of {}",
-            self.store.len() / 8
-        );
-        // SAFETY: line * 8 + 7 < len, just checked.
-        let word = unsafe { self.store.word_ptr_within(line * 8) };
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetching is a hint on an address inside the store; it never faults.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(word.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
-        };
-        self.lines[item][j] = NonNull::new(word.cast());
-    }
-
-    /// Line `j` of item `item`, as [`resolve`](Self::resolve) found it. Panics when it did not.
+    /// Line `j` of item `item`, as [`resolve`](Self::resolve) found it. Panics past the
+    /// group's items.
     #[inline(always)]
     pub(crate) fn line_mut(&mut self, item: usize, j: usize) -> &mut [u64; 8] {
-        let line = self.lines[item][j].expect("a resolved line");
+        let line = self.lines[..self.items][item][j];
         // SAFETY: 8 initialised words of one block of the store (a piece is whole lines),
         // which `self` borrows exclusively; the reference borrows `self` mutably, so no other
         // reference into the store lives meanwhile.
-        unsafe { &mut *line.as_ptr() }
+        unsafe { &mut *line }
+    }
+}
+
+/// Fills `lines` with the address of each line of each item of `group`, `word` giving the
+/// address of a word below the store's length, and starts loading them.
+#[inline(always)]
+fn find<const C: usize>(
+    lines: &mut [[*mut [u64; 8]; C]; GROUP],
+    group: &[ItemHash],
+    total: u64,
+    word: impl Fn(usize) -> *mut u64,
+) {
+    for (item, hash) in lines.iter_mut().zip(group) {
+        each_line!(C, j => {
+            // (x · total) >> 64 < total for any 64-bit x: words 8·line .. 8·line + 7 are
+            // inside the store.
+            let line = word(hash.line(j, total) as usize * 8);
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: prefetching is a hint on an address inside the store; it never faults.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(line.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
+            };
+            item[j] = line.cast();
+        });
     }
 }
 
@@ -419,6 +593,7 @@ impl<'a> GroupLines<'a> {
 mod tests {
     use super::*;
     use crate::hash::ItemHash;
+    use crate::sizing::MAX_LINES;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -471,6 +646,44 @@ mod tests {
             }
         }
         assert!(passed > 20_000 && changed > 15_000, "{passed} {changed}");
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn bmi2_lines_set_as_the_portable_ones() {
+        let Some(bmi2) = Bmi2::detect() else {
+            eprintln!("no BMI2 on this CPU: nothing to compare");
+            return;
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let (mut passed, mut changed) = (0, 0);
+        for per_line in 1..=16 {
+            for _ in 0..500 {
+                let seed: u64 = rng.random();
+                let line = random_line(&mut rng);
+                let mut own = [0u64; 8];
+                Portable::new().set(&mut own, seed, per_line);
+                for line in [line, own] {
+                    let (mut fast, mut portable) = (line, line);
+                    let answer = Portable::new().set(&mut portable, seed, per_line);
+                    assert_eq!(bmi2.set(&mut fast, seed, per_line), answer, "{per_line}");
+                    assert_eq!(
+                        fast, portable,
+                        "{per_line} probes of {seed:#x} in {line:x?}"
+                    );
+                    let (mut fast, mut portable) = (line, line);
+                    bmi2.or_in(&mut fast, seed, per_line);
+                    Portable::new().or_in(&mut portable, seed, per_line);
+                    assert_eq!(
+                        fast, portable,
+                        "{per_line} probes of {seed:#x} in {line:x?}"
+                    );
+                    passed += usize::from(!answer);
+                    changed += usize::from(answer);
+                }
+            }
+        }
+        assert!(passed > 8_000 && changed > 5_000, "{passed} {changed}");
     }
 
     #[test]
