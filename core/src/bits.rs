@@ -343,8 +343,9 @@ impl BitStore {
     }
 
     /// Starts loading word `index` into the CPU's caches, a hint that never faults. Panics past
-    /// the end, as slice indexing does.
+    /// the end, as slice indexing does. (Its callers prefetch on x86-64 only.)
     #[inline]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) fn prefetch(&self, index: usize) {
         let word = self.word_ptr(index);
         #[cfg(target_arch = "x86_64")]

@@ -592,7 +592,9 @@ fn find<const C: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "x86_64")]
     use crate::hash::ItemHash;
+    #[cfg(target_arch = "x86_64")]
     use crate::sizing::MAX_LINES;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;

@@ -325,7 +325,7 @@ impl WindowFilter {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = probe;
+        let _ = (probe, newest);
     }
 }
 
