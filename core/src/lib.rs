@@ -222,7 +222,9 @@
 //! ```text
 //!   hash, sizing, math   an item's probe positions; a layer's bits and hashes for (n, ε)
 //!   bits, layer          a layer's words in memory (one block or pieces; bits/cut.rs how a
-//!                        store is cut and what it takes), the crate's only unsafe code; one layer
+//!                        store is cut and what it takes; bits/lines.rs a line's probes tested
+//!                        and set, AVX-512 or BMI2 where the CPU has them), the crate's only
+//!                        unsafe code; one layer
 //!   scalable             the scalable filter; scalable/params.rs its parameters and growth
 //!                        rule, scalable/outcome.rs what its operations report,
 //!                        scalable/encoding.rs its header ("RBLM")
