@@ -17,11 +17,8 @@ use crate::nodes::Nodes;
 use crate::resp::Reply;
 use crate::routing::Master;
 use crate::single::SingleConnection;
+pub(crate) use crate::single::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::transport::{Commands, Transport};
-
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Longest a single reply may take (a BF.LOADCHUNK of a big chunk, a WAIT).
-pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `INFO cluster`, which tells a cluster node from a single server.
 pub(crate) fn cluster_info_cmd() -> Cmd {

@@ -8,11 +8,10 @@ use std::collections::HashMap;
 
 use redis::{ConnectionAddr, ConnectionInfo, RedisResult, Value};
 
-use crate::connection::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::error::server_error_text;
 use crate::resp::Reply;
 use crate::routing::Master;
-use crate::single::SingleConnection;
+use crate::single::{SingleConnection, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::transport::Commands;
 
 /// Redirections followed within one call.

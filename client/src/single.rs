@@ -13,6 +13,11 @@ use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisRes
 use crate::resp::{Reply, ReplyReader};
 use crate::transport::Commands;
 
+/// Longest a connection may take to open.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest a single reply may take (a BF.LOADCHUNK of a big chunk, a WAIT).
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+
 enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),

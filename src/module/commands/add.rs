@@ -19,16 +19,7 @@ use crate::module::stats::{self, BeforeAdd};
 use super::create::create;
 use super::replication::replicate;
 use super::window::add_to_window;
-use super::{budget, ready, ready_mut, store};
-
-/// How an add command answers.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum AddReply {
-    /// BF.ADD: one boolean, or the error itself.
-    Single,
-    /// BF.MADD, BF.INSERT: an array, ending at the first error.
-    Array,
-}
+use super::{budget, ready, ready_mut, store, AddReply};
 
 /// Adds `command`'s arguments from `first_item` to the key's filter, creating it from
 /// `create_options()` when missing (None: the key must exist). One item to an existing scalable

@@ -45,6 +45,15 @@ use super::ffi::{Command, CommandError, Key};
 use super::memory::CommandBudget;
 use super::stats;
 
+/// How an add command answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AddReply {
+    /// BF.ADD: one boolean, or the error itself.
+    Single,
+    /// BF.MADD, BF.INSERT: an array, ending at the first error.
+    Array,
+}
+
 /// The budget of this call: unlimited when it replays what a primary or the AOF accepted.
 fn budget(command: &Command) -> CommandBudget {
     CommandBudget::for_command(command.ctx())

@@ -9,7 +9,7 @@ use rustbloom_core::{Filter, StoredValue};
 use crate::module::ffi::{log, Command, CommandResult, Key, INTERNAL};
 use crate::module::stats::{self, BeforeAdd};
 
-use super::add::AddReply;
+use super::AddReply;
 
 /// Adds `command`'s arguments from `first_item` (at least one) to the window filter at `key`
 /// at `at_time` (BF.ADDAT's; None: the server's clock), then replicates, signals, notifies and
