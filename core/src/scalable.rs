@@ -479,12 +479,14 @@ impl BloomFilter {
                 layers: &self.layers,
                 group,
             });
-            for (i, hash) in group.iter().enumerate() {
-                if passed & (1 << i) != 0 {
-                    self.layers
-                        .iter()
-                        .for_each(|layer| layer.prefetch_other_lines(hash));
-                }
+            // Only the items that passed (few, for absent items) are visited.
+            let mut pending = passed;
+            while pending != 0 {
+                let hash = &group[pending.trailing_zeros() as usize];
+                pending &= pending - 1;
+                self.layers
+                    .iter()
+                    .for_each(|layer| layer.prefetch_other_lines(hash));
             }
             for (i, hash) in group.iter().enumerate() {
                 found(passed & (1 << i) != 0 && self.contains_hash(hash));

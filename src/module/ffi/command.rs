@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::raw;
 
-use super::strings::string_bytes;
+use super::strings::live_string_bytes;
 use super::{context_flags, is_replayed, log, now_ms, CommandResult, Key, INTERNAL, OK};
 
 /// The context of one command call, with its arguments borrowed from Redis without copying.
@@ -49,12 +49,18 @@ impl Command {
     #[inline]
     pub fn arg(&self, index: usize) -> &[u8] {
         // SAFETY: the arguments live, unchanged, until the command returns, longer than &self.
-        unsafe { string_bytes(self.raw_arg(index)) }
+        unsafe { live_string_bytes(self.raw_arg(index)) }
     }
 
     /// The bytes of arguments `from..`.
     pub fn args_from(&self, from: usize) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
-        (from.min(self.argc)..self.argc).map(move |i| self.arg(i))
+        // SAFETY: Redis passes `argc` live argument pointers, unchanged until the command returns.
+        let argv = unsafe { std::slice::from_raw_parts(self.argv, self.argc) };
+        argv[from.min(self.argc)..].iter().map(|&string| {
+            // SAFETY: a live argument, alive and unchanged until the command returns, longer
+            // than &self.
+            unsafe { live_string_bytes(string) }
+        })
     }
 
     /// Context flags (REDISMODULE_CTX_FLAGS_*).

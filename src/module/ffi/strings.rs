@@ -13,13 +13,25 @@ pub(super) unsafe fn string_bytes<'a>(string: *const raw::RedisModuleString) -> 
     if string.is_null() {
         return &[];
     }
+    // SAFETY: a live Redis string (the caller's contract).
+    unsafe { live_string_bytes(string) }
+}
+
+/// The text of a Redis string known to be live (a command's argument: Redis never passes a null
+/// one), without the null check of [`string_bytes`].
+///
+/// # Safety
+/// `string` is a live Redis string that outlives `'a` unchanged.
+#[inline(always)]
+pub(super) unsafe fn live_string_bytes<'a>(string: *const raw::RedisModuleString) -> &'a [u8] {
     let mut len = 0usize;
     // SAFETY: a live Redis string (the caller's contract).
     let ptr = unsafe { hot_api!(RedisModule_StringPtrLen)(string, &mut len) };
-    if ptr.is_null() || len == 0 {
+    if ptr.is_null() {
         return &[];
     }
-    // SAFETY: StringPtrLen returns `len` bytes owned by the string, alive for 'a.
+    // SAFETY: StringPtrLen returns a non-null pointer (checked) to `len` bytes owned by the
+    // string, alive for 'a; a length of 0 makes an empty slice at that pointer.
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
 }
 
