@@ -225,8 +225,9 @@
 //!                        store is cut and what it takes; bits/lines.rs a line's probes tested
 //!                        and set, AVX-512 or BMI2 where the CPU has them), the crate's only
 //!                        unsafe code; one layer
-//!   scalable             the scalable filter; scalable/params.rs its parameters and growth
-//!                        rule, scalable/outcome.rs what its operations report,
+//!   scalable             the scalable filter; scalable/batch.rs its batch adds and lookups,
+//!                        scalable/params.rs its parameters and growth rule,
+//!                        scalable/outcome.rs what its operations report,
 //!                        scalable/encoding.rs its header ("RBLM")
 //!   window               the sliding-window ring and its record; window/regions.rs the lazy
 //!                        clearing by region, window/probes.rs an item's probes (test, set,

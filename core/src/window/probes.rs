@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use super::regions::{Live, ALL_SLOTS, REGION_SLOT_WORDS};
 use super::{Inserted, WindowFilter, SLOTS};
 use crate::hash::ItemHash;
-use crate::scalable::for_each_group;
+use crate::scalable::batch::for_each_group;
 use crate::sizing::{LayerSize, Layout, BLOCK_BITS, MAX_LINES};
 
 impl WindowFilter {

@@ -1,0 +1,204 @@
+//! The scalable filter's tests: batch paths against one-by-one and test-then-set.
+
+use std::ops::ControlFlow;
+
+use super::batch::{for_each_group, AddGroup, FirstLinesPass, BATCH};
+use super::*;
+use crate::budget::Unlimited;
+use crate::sizing::Layout;
+
+/// Adds `items` group by group through `add` into a fresh filter of `size`.
+fn added_by(
+    size: LayerSize,
+    items: &[[u8; 8]],
+    add: impl Fn(&mut BloomFilter, &[ItemHash], &mut AddOutcome) -> ControlFlow<()>,
+) -> (BloomFilter, AddOutcome) {
+    let num_hashes = size.num_hashes as i32;
+    let params = FilterParams {
+        capacity: 2_000,
+        error_rate: (0.5f64.powi(num_hashes) / 0.9).min(0.5),
+        growth: Growth::NonScaling,
+        seed: 77,
+    };
+    let mut filter = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
+    let mut outcome = AddOutcome::default();
+    for_each_group(items.iter().map(|i| i.as_slice()), params.seed, |group| {
+        add(&mut filter, group, &mut outcome)
+    });
+    (filter, outcome)
+}
+
+#[test]
+fn a_batch_into_a_grown_filter_answers_as_testing_every_layer_before_setting() {
+    let item = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+    // Three layers of the layout (0: the sizing's own, classic at this size), the newest
+    // with room, holding items 0..400.
+    for (error_rate, lines) in [(0.02, 0), (0.02, 1), (1e-9, 4)] {
+        let params = FilterParams {
+            capacity: 50,
+            error_rate,
+            growth: Growth::Scaling { expansion: 3 },
+            seed: 5,
+        };
+        let shape = |index: usize| match lines {
+            0 => params.layer_size(index).unwrap(),
+            lines => crate::sizing::lines_size(
+                params.layer_capacity(index).unwrap(),
+                params.layer_error_rate(index),
+                lines,
+            )
+            .unwrap(),
+        };
+        let mut filter = BloomFilter::with_first_layer(params, shape(0), &mut Unlimited).unwrap();
+        for i in 0..400 {
+            if filter.newest().is_full() {
+                let index = filter.layers().len();
+                filter
+                    .push_layer(index, shape(index), &mut Unlimited)
+                    .unwrap();
+            }
+            filter.insert(&item(i), &mut Unlimited).unwrap();
+        }
+        assert_eq!(filter.layers().len(), 3);
+        assert_eq!(filter.layers()[2].size().layout.lines(), lines);
+        // Items of every layer (some only in the older ones), new items, each new one
+        // again at once (present in the newest layer), and enough to grow twice.
+        let batch: Vec<[u8; 8]> = (0..4_500u64)
+            .map(|i| match i % 3 {
+                0 => item(i / 3 % 400),
+                _ => item(1_000 + i / 3),
+            })
+            .collect();
+        let mut reference = filter.try_clone(&mut Unlimited).unwrap();
+        let mut grown = Vec::new();
+        let expected: Vec<bool> = batch
+            .iter()
+            .enumerate()
+            .map(|(at, item)| {
+                let hash = reference.hash(item);
+                if reference.layers.iter().any(|layer| layer.contains(&hash)) {
+                    return false;
+                }
+                if reference.newest().is_full() {
+                    let (index, size) = reference.grow(&mut Unlimited).unwrap();
+                    grown.push(GrownLayer {
+                        index,
+                        size,
+                        first_item: at,
+                    });
+                }
+                let newest = reference.layers.last_mut().unwrap();
+                newest.set(&hash);
+                newest.count_item();
+                true
+            })
+            .collect();
+        let mut one_by_one = filter.try_clone(&mut Unlimited).unwrap();
+        let singly: Vec<bool> = batch
+            .iter()
+            .map(|item| one_by_one.insert(item, &mut Unlimited).unwrap())
+            .collect();
+        let mut outcome = AddOutcome::default();
+        filter.insert_many(
+            batch.iter().map(|item| item.as_slice()),
+            &mut Unlimited,
+            &mut outcome,
+        );
+        assert_eq!(outcome.error, None);
+        let first_difference = |answers: &[bool]| {
+            (0..expected.len()).find(|&at| answers.get(at) != Some(&expected[at]))
+        };
+        assert_eq!(first_difference(&outcome.added), None, "{lines} lines");
+        assert_eq!(first_difference(&singly), None, "{lines} lines");
+        assert_eq!(outcome.grown, grown);
+        assert!(!grown.is_empty(), "the batch grows the filter");
+        assert_eq!(filter, reference);
+        assert_eq!(one_by_one, reference);
+        let present = expected.iter().filter(|&&new| !new).count();
+        assert!(
+            present >= 3_000 && batch.len() - present > 1_000,
+            "{present}"
+        );
+    }
+}
+
+#[test]
+fn first_lines_pass_alike_on_every_path_and_only_where_an_item_may_be() {
+    let item = |i: u64| i.wrapping_mul(0xd1b5_4a32_d192_ed03).to_le_bytes();
+    for (layout, per_line) in [
+        (Layout::Classic, 7),
+        (Layout::Blocked, 7),
+        (Layout::Blocked, 12),
+        (Layout::Lines(4), 7),
+    ] {
+        let size = LayerSize {
+            bits: 2_000 * 64,
+            num_hashes: per_line * layout.lines().max(1),
+            layout,
+        };
+        let items: Vec<[u8; 8]> = (0..1_500).map(item).collect();
+        let (filter, _) = added_by(size, &items, |f, group, outcome| {
+            f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
+        });
+        // Groups of items added (even i) and never added (odd i).
+        let hashes: Vec<ItemHash> = (0..3_000)
+            .map(|i| filter.hash(&item(if i % 2 == 0 { i / 2 } else { 10_000 + i })))
+            .collect();
+        let mut failed = 0;
+        for group in hashes.chunks(BATCH) {
+            let pass = || FirstLinesPass {
+                layers: &filter.layers,
+                group,
+            };
+            let portable = bits::ShiftHeavy::run(pass(), bits::Portable::new());
+            assert_eq!(bits::with_fast_shifts(pass()), portable, "{layout:?}");
+            for (i, hash) in group.iter().enumerate() {
+                let passed = portable & (1 << i) != 0;
+                assert!(passed || !filter.contains_hash(hash), "{layout:?}");
+                failed += usize::from(!passed);
+            }
+        }
+        assert!(failed > 1_000, "{layout:?}: {failed} absent items failed");
+    }
+}
+
+#[test]
+fn the_batch_add_compiled_for_the_cpu_sets_the_bits_of_the_portable_one() {
+    // Repeats (items 0..300 twice) answer "not new" the second time.
+    let items: Vec<[u8; 8]> = (0..1_800u64)
+        .map(|i| {
+            (i % 1_500)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .to_le_bytes()
+        })
+        .collect();
+    let shapes = [
+        (Layout::Classic, 7),
+        (Layout::Blocked, 6),
+        (Layout::Blocked, 16),
+        (Layout::Lines(2), 5),
+        (Layout::Lines(3), 7),
+        (Layout::Lines(4), 7),
+        (Layout::Lines(4), 8),
+    ];
+    for (layout, per_line) in shapes {
+        let size = LayerSize {
+            bits: 2_000 * 64,
+            num_hashes: per_line * layout.lines().max(1),
+            layout,
+        };
+        let portable = added_by(size, &items, |f, group, outcome| {
+            f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
+        });
+        let compiled = added_by(size, &items, |f, group, outcome| {
+            bits::with_fast_shifts(AddGroup {
+                filter: f,
+                group,
+                budget: &mut Unlimited,
+                outcome,
+            })
+        });
+        assert_eq!(compiled, portable, "{layout:?} × {per_line}");
+        assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
+    }
+}
