@@ -31,7 +31,7 @@ pub(crate) fn for_each_group<'a>(
         let mut len = 0;
         for (slot, item) in group.iter_mut().zip(&mut items) {
             #[cfg(feature = "test-hooks")]
-            test_hooks::panic_on(item);
+            super::test_hooks::panic_on(item);
             *slot = ItemHash::new(item, seed);
             len += 1;
         }
