@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use rustbloom_core::layer::Layer;
 use rustbloom_core::replication::add_effects;
 use rustbloom_core::scalable::{AddOutcome, GrownLayer, InsertError};
-use rustbloom_core::{Filter, Outcome, StoredFilter, StoredValue};
+use rustbloom_core::{Filter, Outcome, StoredFilter};
 
 use crate::module::args::{self, CreateOptions};
 use crate::module::errors::{
@@ -19,7 +19,7 @@ use crate::module::stats::{self, BeforeAdd};
 use super::create::create;
 use super::replication::replicate;
 use super::window::add_to_window;
-use super::{budget, ready, ready_mut, store, AddReply};
+use super::{budget, ready, ready_mut, store, unrouted_ready_mut, AddReply};
 
 /// Adds `command`'s arguments from `first_item` to the key's filter, creating it from
 /// `create_options()` when missing (None: the key must exist). One item to an existing scalable
@@ -51,13 +51,7 @@ fn add_one(
     first_item: usize,
     reply: AddReply,
 ) -> Option<CommandResult> {
-    let Ok(Some(StoredValue::Filter(stored))) = key.value_mut::<StoredValue>() else {
-        return None;
-    };
-    if stored.partition().is_some() {
-        return None;
-    }
-    let Some(filter @ Filter::Scalable(_)) = stored.ready_mut() else {
+    let filter @ Filter::Scalable(_) = unrouted_ready_mut(key)? else {
         return None;
     };
     let item = command.arg(first_item);

@@ -54,6 +54,20 @@ enum AddReply {
     Array,
 }
 
+/// The ready filter at `key` when it is one of its own, not a partition of a partitioned one:
+/// what the fast paths of the adds take (None for a missing key, another type, a partition, a
+/// descriptor or a filter still loading, which the general path answers).
+#[inline(always)]
+fn unrouted_ready_mut<'a>(key: &'a mut Key) -> Option<&'a mut Filter> {
+    let Ok(Some(StoredValue::Filter(stored))) = key.value_mut::<StoredValue>() else {
+        return None;
+    };
+    if stored.partition().is_some() {
+        return None;
+    }
+    stored.ready_mut()
+}
+
 /// The budget of this call: unlimited when it replays what a primary or the AOF accepted.
 fn budget(command: &Command) -> CommandBudget {
     CommandBudget::for_command(command.ctx())

@@ -4,12 +4,12 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use rustbloom_core::{Filter, StoredValue};
+use rustbloom_core::Filter;
 
 use crate::module::ffi::{log, Command, CommandResult, Key, INTERNAL};
 use crate::module::stats::{self, BeforeAdd};
 
-use super::AddReply;
+use super::{unrouted_ready_mut, AddReply};
 
 /// Adds `command`'s arguments from `first_item` (at least one) to the window filter at `key`
 /// at `at_time` (BF.ADDAT's; None: the server's clock), then replicates, signals, notifies and
@@ -23,13 +23,7 @@ pub(super) fn add_to_window(
     at_time: Option<u64>,
     reply: AddReply,
 ) -> Option<CommandResult> {
-    let Ok(Some(StoredValue::Filter(stored))) = key.value_mut::<StoredValue>() else {
-        return None;
-    };
-    if stored.partition().is_some() {
-        return None;
-    }
-    let Some(filter @ Filter::Window(_)) = stored.ready_mut() else {
+    let filter @ Filter::Window(_) = unrouted_ready_mut(key)? else {
         return None;
     };
     let count = command
