@@ -6,8 +6,22 @@ Usage: python3 bench/instructions.py [--quick] MODULE.so[=LABEL] ...
 APPENDONLY=yes: the servers write an AOF (every write then replicated to it, as to a replica).
 PHASES=window,0.000000001: only the phases whose names contain one of these (and the PFADDs they are
 compared with).
-Prints a markdown table: instructions per call and the ratio to PFADD of the same items."""
-import os, random, shutil, socket, subprocess, sys, tempfile, time
+Prints a markdown table: instructions per call and the ratio to PFADD of the same items.
+
+What is counted is the server's work for the commands, held still so that a ratio repeats from run
+to run:
+- only the client's read handler (parsing, running and replying: `readQueryFromClient`) and
+  `beforeSleep` (replies written, the AOF fed and flushed) are counted, not the timer's
+  `serverCron` nor background threads: they run by the clock, and under callgrind a second covers
+  ~50x less work than natively, so a phase takes in a cron run (its memory statistics alone are
+  ~200,000 instructions) or not by chance;
+- every key lives alone in its own database, so each command's key lookup walks a chain of one
+  (with all keys in one small table, Redis' random hash seed puts some in a shared chain in some
+  runs and not in others: up to ~100 instructions a call);
+- single-call phases are measured in SERVERS servers (3 unless set) and the median is shown: the
+  seed also decides how long a chain the command's name walks in the command table (up to ~100
+  instructions a call, for PFADD as for BF.*)."""
+import os, random, shutil, statistics, socket, subprocess, sys, tempfile, time
 
 QUICK = "--quick" in sys.argv
 ARGS = [a for a in sys.argv[1:] if a != "--quick"]
@@ -82,24 +96,24 @@ def words(n):
 
 
 def phases():
-    """(name, setup commands, measured commands, calls, pfadd key of the same items)."""
+    """(name, key, measured commands, calls, pfadd key of the same items)."""
     out = []
     singles = words(SINGLE)
-    out.append(("PFADD", [], [resp("PFADD", "hll", w) for w in singles], SINGLE, None))
-    out.append(("BF.ADD 1e-2", [], [resp("BF.ADD", "f0.01", w) for w in singles], SINGLE, "PFADD"))
-    out.append(("BF.EXISTS 1e-2", [], [resp("BF.EXISTS", "f0.01", w) for w in words(SINGLE)], SINGLE, "PFADD"))
+    out.append(("PFADD", "hll", [resp("PFADD", "hll", w) for w in singles], SINGLE, None))
+    out.append(("BF.ADD 1e-2", "f0.01", [resp("BF.ADD", "f0.01", w) for w in singles], SINGLE, "PFADD"))
+    out.append(("BF.EXISTS 1e-2", "f0.01", [resp("BF.EXISTS", "f0.01", w) for w in words(SINGLE)], SINGLE, "PFADD"))
     for n in (1, 100, 1000):
         count = SINGLE if n == 1 else BATCHES
         items = [words(n) for _ in range(count)]
         fresh = [words(n) for _ in range(count)]
-        out.append((f"PFADD-{n}", [], [resp("PFADD", "hll", *b) for b in items], count, None))
+        out.append((f"PFADD-{n}", "hll", [resp("PFADD", "hll", *b) for b in items], count, None))
         for rate in RATES:
-            out.append((f"BF.MADD-{n} {rate}", [], [resp("BF.MADD", f"f{rate}", *b) for b in items], count, f"PFADD-{n}"))
-            out.append((f"BF.MEXISTS-{n} {rate}", [], [resp("BF.MEXISTS", f"f{rate}", *b) for b in fresh], count, f"PFADD-{n}"))
-        out.append((f"BF.MADD-{n} window 1e-3", [], [resp("BF.MADD", "win", *b) for b in items], count, f"PFADD-{n}"))
+            out.append((f"BF.MADD-{n} {rate}", f"f{rate}", [resp("BF.MADD", f"f{rate}", *b) for b in items], count, f"PFADD-{n}"))
+            out.append((f"BF.MEXISTS-{n} {rate}", f"f{rate}", [resp("BF.MEXISTS", f"f{rate}", *b) for b in fresh], count, f"PFADD-{n}"))
+        out.append((f"BF.MADD-{n} window 1e-3", "win", [resp("BF.MADD", "win", *b) for b in items], count, f"PFADD-{n}"))
     # A window filter written through the three generations before this one: its older slots
     # hold bits, as a filter older than its window's do, and an add tests them.
-    out.append(("BF.MADD-1000 window 1e-3 aged", [], [resp("BF.MADD", "win-aged", *b) for b in items], count, "PFADD-1000"))
+    out.append(("BF.MADD-1000 window 1e-3 aged", "win-aged", [resp("BF.MADD", "win-aged", *b) for b in items], count, "PFADD-1000"))
     wanted = [w for w in os.environ.get("PHASES", "").split(",") if w]
     if not wanted:
         return out
@@ -108,22 +122,53 @@ def phases():
     return [p for p in out if p in kept or p[0] in bases]
 
 
-def setup_commands(window):
+SERVERS = int(os.environ.get("SERVERS", "3"))
+
+# Each key's own database (see the module docstring).
+KEY_DB = {key: db for db, key in enumerate(
+    ["hll", "probe-window", "win", "win-aged"] + [f"f{rate}" for rate in RATES])}
+
+
+def select(key):
+    return resp("SELECT", KEY_DB[key])
+
+
+PRELOAD_WORDS = None
+
+
+def preload_words():
+    """The items every filter and the HyperLogLog hold before the phases: the same in every server."""
+    global PRELOAD_WORDS
+    if PRELOAD_WORDS is None:
+        PRELOAD_WORDS = words(PRELOAD)
+    return PRELOAD_WORDS
+
+
+def setup_commands(window, keys):
+    """Creates and fills the keys the phases use (all filters when `keys` has them all)."""
     cmds = []
-    for rate in RATES:
+    rates = [rate for rate in RATES if f"f{rate}" in keys]
+    window = window and bool(keys & {"win", "win-aged"})
+    for rate in rates:
+        cmds.append(select(f"f{rate}"))
         cmds.append(resp("BF.RESERVE", f"f{rate}", rate, 10_000_000))
     if window:
+        cmds.append(select("win"))
         cmds.append(resp("BF.RESERVE", "win", "0.001", 10_000_000, "WINDOW", 3_600_000))
-    pre = words(PRELOAD)
+    pre = preload_words()
     # PFADD's baseline on a dense HyperLogLog, as a key that took many items holds it.
+    cmds.append(select("hll"))
     for i in range(0, PRELOAD, 1000):
         cmds.append(resp("PFADD", "hll", *pre[i:i + 1000]))
-    for rate in RATES:
+    for rate in rates:
+        cmds.append(select(f"f{rate}"))
         for i in range(0, PRELOAD, 1000):
             cmds.append(resp("BF.MADD", f"f{rate}", *pre[i:i + 1000]))
     if window:
+        cmds.append(select("win"))
         for i in range(0, PRELOAD, 1000):
             cmds.append(resp("BF.MADD", "win", *pre[i:i + 1000]))
+        cmds.append(select("win-aged"))
         cmds.append(resp("BF.RESERVE", "win-aged", "0.001", 10_000_000, "WINDOW", 3_600_000))
         now_ms = int(time.time() * 1000)
         for i in range(0, PRELOAD, 1000):
@@ -151,7 +196,8 @@ def measure(module, plan):
     port = free_port()
     tmp = tempfile.mkdtemp()
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p", SERVER,
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p",
+         "--toggle-collect=readQueryFromClient", "--toggle-collect=beforeSleep", SERVER,
          "--port", str(port), "--save", "", "--hz", "1", "--appendonly", os.environ.get("APPENDONLY", "no"), "--dir", tmp,
          "--loadmodule", os.path.abspath(module)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -167,15 +213,17 @@ def measure(module, plan):
             raise RuntimeError("server did not start")
         # Window filters where the module has them (RedisBloom may take WINDOW for something else).
         try:
+            c.call("SELECT", KEY_DB["probe-window"])
             c.call("BF.RESERVE", "probe-window", "0.01", 100, "WINDOW", 1000)
             window = b"Window (ms)" in c.call("BF.INFO", "probe-window")
         except RuntimeError:
             window = False
-        c.pipeline(setup_commands(window))
+        c.pipeline(setup_commands(window, {p[1] for p in plan}))
         results = {}
-        for name, setup, cmds, calls, _ in plan:
+        for name, key, cmds, calls, _ in plan:
             if "window" in name and not window:
                 continue
+            c.call("SELECT", KEY_DB[key])
             subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if calls == len(cmds) and calls <= BATCHES:
                 # Batches one at a time: each arrives whole before the server reads it, so the
@@ -204,9 +252,15 @@ def main():
         path, _, label = arg.partition("=")
         modules.append((path, label or os.path.basename(path)))
     plan = phases()
+    singles = [p for p in plan if p[3] == SINGLE]
     columns = []
     for path, label in modules:
-        columns.append((label, measure(path, plan)))
+        results = measure(path, plan)
+        more = [measure(path, singles) for _ in range(SERVERS - 1)] if singles else []
+        for name, *_ in singles:
+            if name in results:
+                results[name] = statistics.median([results[name]] + [r[name] for r in more])
+        columns.append((label, results))
     head = "| command | " + " | ".join(f"{l} instr/call | {l} ÷PFADD" for l, _ in columns) + " |"
     print(head)
     print("|" + "---|" * (1 + 2 * len(columns)))
