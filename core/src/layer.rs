@@ -96,8 +96,13 @@ impl Layer {
                     )
                 };
                 // The first line on its own, before anything of the others is computed: a
-                // non-member usually fails at its first probes.
-                test(0) && (1..self.layout.lines() as usize).all(test)
+                // non-member usually fails at its first probes. Its test written out, not
+                // through `test`, which the compiler may keep out of line for the loop's sake.
+                lines.test(
+                    words.line(hash.line(0, count) as usize),
+                    hash.line_seed(0),
+                    per_line,
+                ) && (1..self.layout.lines() as usize).all(test)
             }
         }
     }

@@ -170,14 +170,16 @@ impl BloomFilter {
         ItemHash::new(item, self.params.seed)
     }
 
-    /// True when `item` may have been added; false means it certainly was not.
-    #[inline]
+    /// True when `item` may have been added; false means it certainly was not. Always inlined,
+    /// as is [`contains_hash`](Self::contains_hash): a single lookup (BF.EXISTS) pays no call
+    /// for hashing and testing its newest layer, only for older layers.
+    #[inline(always)]
     pub fn contains(&self, item: &[u8]) -> bool {
         self.contains_hash(&self.hash(item))
     }
 
     /// [`contains`](Self::contains) for an already hashed item.
-    #[inline]
+    #[inline(always)]
     pub fn contains_hash(&self, hash: &ItemHash) -> bool {
         // The newest layer outside the loop over the older ones: what the loop would compute
         // once for every layer (each line's seed) stays uncomputed when the first line answers.
@@ -186,7 +188,14 @@ impl BloomFilter {
             .split_last()
             .expect("a filter always has a layer");
         newest.contains_with(bits::Portable::unhidden(), hash)
-            || older.iter().rev().any(|layer| layer.contains(hash))
+            || (!older.is_empty() && Self::contains_in(older, hash))
+    }
+
+    /// [`contains_hash`](Self::contains_hash) in the older layers, newest first: out of line,
+    /// as most filters have one layer.
+    #[inline(never)]
+    fn contains_in(older: &[Layer], hash: &ItemHash) -> bool {
+        older.iter().rev().any(|layer| layer.contains(hash))
     }
 
     /// Adds `item`. Ok(true) when it was new (it is then counted), Ok(false) when the filter

@@ -56,10 +56,14 @@ impl<T: ModuleValue> ValueType<T> {
         self.redis_type.create_data_type(ctx)
     }
 
-    /// The type Redis registered (null before registration).
+    /// The type Redis registered (null before registration). Read on every call that opens a
+    /// key, so without the RefCell's borrow check.
     #[inline]
     pub(super) fn raw(&self) -> *mut raw::RedisModuleType {
-        *self.redis_type.raw_type.borrow()
+        // SAFETY: the cell is written once, by `create_data_type` while the module loads, before
+        // any command or type callback runs, and never borrowed mutably again: no write overlaps
+        // this read.
+        unsafe { *self.redis_type.raw_type.as_ptr() }
     }
 }
 
