@@ -98,8 +98,9 @@ impl Command {
         } else {
             raw::REDISMODULE_READ
         };
-        // SAFETY: a live context and argument; Redis returns a key handle (never null for
-        // these modes) that stays valid until CloseKey.
+        // SAFETY: a live context and argument; Redis returns a key handle that stays valid
+        // until CloseKey, or null for a missing key opened only to read (Redis 7.0), which
+        // every key call takes as an empty key (KeyType EMPTY, no value, CloseKey a no-op).
         let key =
             unsafe { hot_api!(RedisModule_OpenKey)(self.ctx, self.raw_arg(1), mode as c_int) };
         Key {
