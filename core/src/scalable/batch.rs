@@ -199,7 +199,8 @@ impl BloomFilter {
     /// big filters; then tests each first line, and fetches the other lines of only the items
     /// whose first line passed (in some layer), before their whole test. An absent item, which
     /// nearly always fails in its first line, costs one line's fetch and test, however many
-    /// lines its items have.
+    /// lines its items have. A filter of one layer in lines, the common case, is looked up in
+    /// one function compiled for the CPU, hashing included.
     pub fn contains_many<'a>(
         &self,
         items: impl IntoIterator<Item = &'a [u8]>,
