@@ -303,6 +303,10 @@ fn a_panic_inside_an_array_reply_answers_one_error_and_replicates_what_was_added
     args[0] = "BF.MEXISTS";
     args[2] = "x0";
     assert_eq!(raw_err(&mut pc, &args), "ERR internal error in rustbloom");
+    // The same in a filter of one layer in lines (1.2 MB), which a lookup takes another way.
+    raw_ok(&mut pc, &["BF.RESERVE", "lines", "0.01", "1000000"]);
+    args[1] = "lines";
+    assert_eq!(raw_err(&mut pc, &args), "ERR internal error in rustbloom");
     // The server is alive, answers well-formed replies, and its replica has what it has.
     assert_eq!(
         as_ints(raw_ok(&mut pc, &["BF.MEXISTS", "k", "x0", "nope"])),

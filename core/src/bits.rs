@@ -47,6 +47,7 @@ pub(crate) use lines::{
 };
 
 use crate::budget::{allocator, LimitError};
+use crate::hash::ItemHash;
 use cut::{allocated_piece_len, allocation, block_layout, piece_len, piece_shift, table_in_tail};
 
 /// Stores of this many bytes and more are copied with a helper thread making pages resident
@@ -71,6 +72,37 @@ pub(crate) struct BitStore {
 unsafe impl Send for BitStore {}
 // SAFETY: shared access only reads the words; writes need `&mut BitStore`.
 unsafe impl Sync for BitStore {}
+
+/// The lines of a store, for finding many ([`BitStore::line_finder`]): line l is line
+/// `l & mask` of block `table[l >> shift]`, a store in one block being a table of one.
+#[derive(Clone, Copy)]
+pub(crate) struct LineFinder<'a> {
+    table: *const std::ptr::NonNull<u64>,
+    shift: u32,
+    mask: usize,
+    /// Lines in the store, at least one.
+    lines: u64,
+    store: std::marker::PhantomData<&'a BitStore>,
+}
+
+impl<'a> LineFinder<'a> {
+    /// The first line of `hash` ([`ItemHash::line`] 0).
+    #[inline(always)]
+    pub(crate) fn first_line(self, hash: &ItemHash) -> &'a [u64; 8] {
+        let line = hash.line(0, self.lines) as usize;
+        // SAFETY: line < lines, as (x · lines) >> 64 < lines for any 64-bit x; so line >> shift
+        // is a block of the table (0 for one block: a line index is below 2^(BITS - 1)), and
+        // its 8 words are in that block (pieces are whole lines), initialised and borrowed
+        // with the store for 'a.
+        unsafe {
+            let block = self.table.add(line >> self.shift).read();
+            &*block
+                .as_ptr()
+                .add((line & self.mask) * 8)
+                .cast::<[u64; 8]>()
+        }
+    }
+}
 
 /// A block of bytes a store may take over as one of its own blocks instead of copying it
 /// ([`StoredValue::adopt_bits`](crate::StoredValue::adopt_bits)): a buffer Redis loaded a piece
@@ -410,6 +442,31 @@ impl BitStore {
         }
         // SAFETY: as in `line`, borrowed exclusively with self.
         unsafe { &mut *self.word_ptr_within(line * 8).cast::<[u64; 8]>() }
+    }
+
+    /// Where the store's lines are, by one formula whether it is one block or in pieces (a
+    /// batch then finds each line without branching on the cut); None for a store of no line.
+    #[inline(always)]
+    pub(crate) fn line_finder(&self) -> Option<LineFinder<'_>> {
+        let lines = self.len / 8;
+        if lines == 0 {
+            return None;
+        }
+        let (table, shift) = if self.in_pieces() {
+            // Pieces are whole lines: 2^(piece_shift - 3) lines each.
+            let table = self.ptr.as_ptr().cast::<std::ptr::NonNull<u64>>();
+            (table.cast_const(), self.piece_shift - 3)
+        } else {
+            // The one block is a table of one piece, which every line is in.
+            (&raw const self.ptr, usize::BITS - 1)
+        };
+        Some(LineFinder {
+            table,
+            shift,
+            mask: (1usize << shift) - 1,
+            lines: lines as u64,
+            store: std::marker::PhantomData,
+        })
     }
 
     /// The words block by block, in order.

@@ -165,6 +165,16 @@ impl Layer {
             })
     }
 
+    /// Where items' first lines are in this layer, for a batch that finds many
+    /// ([`bits::LineFinder`]), and the probes in each line; None when classic.
+    #[inline(always)]
+    pub(crate) fn line_finder(&self) -> Option<(bits::LineFinder<'_>, u32)> {
+        if self.layout == Layout::Classic {
+            return None;
+        }
+        Some((self.bits.line_finder()?, u32::from(self.per_line)))
+    }
+
     /// Starts loading lines `lines` of `hash` (every probe's word when classic, whatever the
     /// range's start).
     #[inline(always)]

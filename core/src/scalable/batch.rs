@@ -5,7 +5,7 @@
 use std::ops::ControlFlow;
 
 use super::{AddOutcome, Added, BloomFilter, GrownLayer};
-use crate::bits;
+use crate::bits::{self, by_probe_count};
 use crate::budget::MemoryBudget;
 use crate::hash::ItemHash;
 use crate::layer::Layer;
@@ -82,18 +82,137 @@ impl bits::ShiftHeavy for FirstLinesPass<'_> {
     }
 }
 
+/// A filter of one layer in lines, the common case of [`BloomFilter::contains_many`]: where
+/// items' first lines are in it, found by one formula however its bits are cut.
+#[derive(Clone, Copy)]
+pub(super) struct OneLayer<'f> {
+    layer: &'f Layer,
+    lines: bits::LineFinder<'f>,
+    per_line: u32,
+    seed: u64,
+}
+
+impl<'f> OneLayer<'f> {
+    /// `filter`'s one layer, when it has one layer and that in lines.
+    pub(super) fn of(filter: &'f BloomFilter) -> Option<OneLayer<'f>> {
+        let [layer] = &filter.layers[..] else {
+            return None;
+        };
+        let (lines, per_line) = layer.line_finder()?;
+        Some(OneLayer {
+            layer,
+            lines,
+            per_line,
+            seed: filter.params.seed,
+        })
+    }
+}
+
+/// A batch lookup in a [`OneLayer`] filter, calling `found` with each answer in order, run
+/// compiled for the CPU's features ([`bits::with_fast_shifts`]), the hashing included: each
+/// item's first line is found (and its loading started) as soon as it is hashed.
+pub(super) struct OneLayerLookup<'f, I, F> {
+    pub(super) filter: OneLayer<'f>,
+    pub(super) items: I,
+    pub(super) found: F,
+}
+
+impl<'a, I: Iterator<Item = &'a [u8]>, F: FnMut(bool)> bits::ShiftHeavy
+    for OneLayerLookup<'_, I, F>
+{
+    type Output = ();
+
+    #[inline(always)]
+    fn run<L: bits::LineOps>(self, ops: L) {
+        // Locals, not fields of `self` (which the compiler keeps in memory, storing each change).
+        let OneLayerLookup {
+            filter:
+                OneLayer {
+                    layer,
+                    lines,
+                    per_line,
+                    seed,
+                },
+            mut items,
+            mut found,
+        } = self;
+        // An item whose first line passes is answered by its whole test, unless that line is
+        // all its probes.
+        let one_line = layer.size().layout.lines() == 1;
+        let mut group = [ItemHash::default(); BATCH];
+        let mut first_lines = [lines.first_line(&group[0]); BATCH];
+        loop {
+            let mut len = 0;
+            for ((hash, line), item) in group.iter_mut().zip(&mut first_lines).zip(&mut items) {
+                #[cfg(feature = "test-hooks")]
+                super::test_hooks::panic_on(item);
+                *hash = ItemHash::new(item, seed);
+                *line = lines.first_line(hash);
+                bits::prefetch_line(line);
+                len += 1;
+            }
+            let (group, first_lines) = (&group[..len], &first_lines[..len]);
+            let passed = by_probe_count!(
+                per_line,
+                N => first_lines_passed::<L, N>(ops, layer, first_lines, group, per_line),
+                _ => first_lines_passed::<L, 0>(ops, layer, first_lines, group, per_line)
+            );
+            if passed == 0 {
+                group.iter().for_each(|_| found(false));
+            } else {
+                for (i, hash) in group.iter().enumerate() {
+                    found(passed & (1 << i) != 0 && (one_line || layer.contains(hash)));
+                }
+            }
+            if len < BATCH {
+                return;
+            }
+        }
+    }
+}
+
+/// Bit i set when item i of `group` passes its first line, `first_lines[i]`, of `layer`
+/// (through `ops`, compiled for `N` probes a line, 0: any count, `per_line`); the other lines of
+/// those that pass start loading at once.
+#[inline(always)]
+fn first_lines_passed<L: bits::LineOps, const N: usize>(
+    ops: L,
+    layer: &Layer,
+    first_lines: &[&[u64; 8]],
+    group: &[ItemHash],
+    per_line: u32,
+) -> u64 {
+    let per_line = if N == 0 { per_line } else { N as u32 };
+    let mut passed = 0u64;
+    for (i, (line, hash)) in first_lines.iter().zip(group).enumerate() {
+        if ops.test(line, hash.line_seed(0), per_line) {
+            passed |= 1 << i;
+            layer.prefetch_other_lines(hash);
+        }
+    }
+    passed
+}
+
 impl BloomFilter {
     /// Looks up a batch of items, calling `found` with each answer in order. Hashes a group of
     /// items and prefetches their first lines before testing any, which hides memory latency on
     /// big filters; then tests each first line, and fetches the other lines of only the items
     /// whose first line passed (in some layer), before their whole test. An absent item, which
     /// nearly always fails in its first line, costs one line's fetch and test, however many
-    /// lines its items have.
+    /// lines its items have. A filter of one layer in lines, the common case, is looked up in
+    /// one function compiled for the CPU, hashing included.
     pub fn contains_many<'a>(
         &self,
         items: impl IntoIterator<Item = &'a [u8]>,
         mut found: impl FnMut(bool),
     ) {
+        if let Some(filter) = OneLayer::of(self) {
+            return bits::with_fast_shifts(OneLayerLookup {
+                filter,
+                items: items.into_iter(),
+                found,
+            });
+        }
         for_each_group(items, self.params.seed, |group| {
             // Bit i: item i's first line passed in some layer (BATCH ≤ 64 items a group).
             let passed = bits::with_fast_shifts(FirstLinesPass {

@@ -2,7 +2,7 @@
 
 use std::ops::ControlFlow;
 
-use super::batch::{for_each_group, AddGroup, FirstLinesPass, BATCH};
+use super::batch::{for_each_group, AddGroup, FirstLinesPass, OneLayer, OneLayerLookup, BATCH};
 use super::*;
 use crate::budget::Unlimited;
 use crate::sizing::Layout;
@@ -200,5 +200,100 @@ fn the_batch_add_compiled_for_the_cpu_sets_the_bits_of_the_portable_one() {
         });
         assert_eq!(compiled, portable, "{layout:?} × {per_line}");
         assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
+    }
+}
+
+#[test]
+fn a_one_layer_lookup_answers_as_whole_lookups_on_every_path_in_one_block_or_in_pieces() {
+    let item = |i: u64| i.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
+    // 128,000 bytes take one block; 132,032 are cut in pieces (one block would take
+    // jemalloc's 160 KiB class).
+    for (words, pieced) in [(16_000u64, false), (16_504, true)] {
+        for (layout, per_line) in [
+            (Layout::Blocked, 7),
+            (Layout::Blocked, 16),
+            (Layout::Lines(2), 5),
+            (Layout::Lines(4), 5),
+        ] {
+            let size = LayerSize {
+                bits: words * 64,
+                num_hashes: per_line * layout.lines(),
+                layout,
+            };
+            // Filled to about half its bits, so that many absent items pass their first line.
+            let capacity =
+                (size.bits as f64 * std::f64::consts::LN_2 / f64::from(size.num_hashes)) as u64;
+            let params = FilterParams {
+                capacity,
+                error_rate: (0.5f64.powi(size.num_hashes as i32) / 0.9).min(0.5),
+                growth: Growth::NonScaling,
+                seed: 3,
+            };
+            let mut filter = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
+            let members: Vec<[u8; 8]> = (0..capacity).map(item).collect();
+            let mut outcome = AddOutcome::default();
+            filter.insert_many(
+                members.iter().map(|i| i.as_slice()),
+                &mut Unlimited,
+                &mut outcome,
+            );
+            assert_eq!(outcome.error, None);
+            let layer = &filter.layers()[0];
+            let context = format!("{words} words, {layout:?} × {per_line}");
+            assert_eq!(
+                layer
+                    .bytes_in_one_block(0, layer.bytes() as usize)
+                    .is_none(),
+                pieced,
+                "{context}"
+            );
+            // Members and absent items alternating; a last group whole (2,048) or not (2,001).
+            for count in [2_048u64, 2_001] {
+                let queries: Vec<[u8; 8]> = (0..count)
+                    .map(|i| item(if i % 2 == 0 { i } else { capacity + i }))
+                    .collect();
+                let whole: Vec<bool> = queries.iter().map(|q| filter.contains(q)).collect();
+                let first_difference = |answers: &[bool]| {
+                    (0..whole.len().max(answers.len())).find(|&at| answers.get(at) != whole.get(at))
+                };
+                let one_layer = OneLayer::of(&filter).unwrap();
+                let mut portable = Vec::new();
+                let lookup = OneLayerLookup {
+                    filter: one_layer,
+                    items: queries.iter().map(|q| q.as_slice()),
+                    found: |answer| portable.push(answer),
+                };
+                bits::ShiftHeavy::run(lookup, bits::Portable::new());
+                assert_eq!(first_difference(&portable), None, "{context}");
+                let mut compiled = Vec::new();
+                bits::with_fast_shifts(OneLayerLookup {
+                    filter: one_layer,
+                    items: queries.iter().map(|q| q.as_slice()),
+                    found: |answer| compiled.push(answer),
+                });
+                assert_eq!(first_difference(&compiled), None, "{context}");
+                let mut batch = Vec::new();
+                filter.contains_many(queries.iter().map(|q| q.as_slice()), |answer| {
+                    batch.push(answer)
+                });
+                assert_eq!(first_difference(&batch), None, "{context}");
+                // Absent items that pass their first line but not the whole test (several
+                // lines), as well as members.
+                let passed_first_only = queries
+                    .iter()
+                    .zip(&whole)
+                    .filter(|(q, &present)| {
+                        !present
+                            && layer.first_lines_pass(bits::Portable::new(), &[filter.hash(*q)])
+                                != 0
+                    })
+                    .count();
+                assert!(
+                    layout.lines() == 1 || passed_first_only > 10,
+                    "{context}: {passed_first_only}"
+                );
+                assert!(whole.iter().filter(|&&present| present).count() >= 1_000);
+            }
+        }
     }
 }

@@ -43,12 +43,16 @@ fn lookup_batch(command: &Command) -> CommandResult {
     // The answers are collected before any is replied, so that a panic half-way (a bug) still
     // answers one well-formed error.
     let items = command.args_from(2);
-    let mut found = Vec::with_capacity(items.len());
-    match filter {
-        Some(filter) => {
-            filter.contains_many(items, || command.now_ms(), |answer| found.push(answer))
-        }
-        None => found.resize(items.len(), false),
+    let mut found = vec![false; items.len()];
+    if let Some(filter) = filter {
+        // The closure owns its place in the answers (no vector to reload and grow per answer).
+        let mut slots = found.iter_mut();
+        let answer = move |answer| {
+            if let Some(slot) = slots.next() {
+                *slot = answer;
+            }
+        };
+        filter.contains_many(items, || command.now_ms(), answer);
     }
     stats::count(&stats::LOOKUPS, found.len());
     command.reply_array(found.len());
