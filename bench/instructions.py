@@ -18,11 +18,13 @@ to run:
 - every key lives alone in its own database, so each command's key lookup walks a chain of one
   (with all keys in one small table, Redis' random hash seed puts some in a shared chain in some
   runs and not in others: up to ~100 instructions a call);
-- single-call phases are measured in SERVERS servers (3 unless set) and the cheapest is shown:
+- single-call phases are measured in SERVERS servers (5 unless set) and the cheapest is shown:
   the seed also decides how long a chain a command's name walks in the command table. A module's
   commands, registered last, sit first in their chains; PFADD's name sits deeper in some servers
-  (up to ~80 instructions a call), so the cheapest of a few servers is PFADD's own cost, and
-  the one figure that does not flatter the module."""
+  (~80 instructions a call, in about half of them), so the cheapest of a few servers is
+  PFADD's own cost, and the one figure that does not flatter the module.
+Batches still move by ~1-2% with jemalloc's state (when its thread cache refills or flushes), for
+PFADD as for BF.*."""
 import os, random, shutil, socket, subprocess, sys, tempfile, time
 
 QUICK = "--quick" in sys.argv
@@ -124,7 +126,7 @@ def phases():
     return [p for p in out if p in kept or p[0] in bases]
 
 
-SERVERS = int(os.environ.get("SERVERS", "3"))
+SERVERS = int(os.environ.get("SERVERS", "5"))
 
 # Each key's own database (see the module docstring).
 KEY_DB = {key: db for db, key in enumerate(

@@ -24,15 +24,22 @@ pub(super) unsafe fn string_bytes<'a>(string: *const raw::RedisModuleString) -> 
 /// `string` is a live Redis string that outlives `'a` unchanged.
 #[inline(always)]
 pub(super) unsafe fn live_string_bytes<'a>(string: *const raw::RedisModuleString) -> &'a [u8] {
-    let mut len = 0usize;
-    // SAFETY: a live Redis string (the caller's contract).
-    let ptr = unsafe { hot_api!(RedisModule_StringPtrLen)(string, &mut len) };
+    let mut len = std::mem::MaybeUninit::<usize>::uninit();
+    // SAFETY: a live Redis string (the caller's contract); StringPtrLen writes the length.
+    let ptr = unsafe { hot_api!(RedisModule_StringPtrLen)(string, len.as_mut_ptr()) };
     if ptr.is_null() {
-        return &[];
+        // Never for a live string (Redis returns its buffer); a branch, not a select, as the
+        // check runs for every item of a batch.
+        return no_bytes();
     }
-    // SAFETY: StringPtrLen returns a non-null pointer (checked) to `len` bytes owned by the
-    // string, alive for 'a; a length of 0 makes an empty slice at that pointer.
-    unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+    // SAFETY: StringPtrLen returned a non-null pointer (checked) to the string's bytes, alive
+    // for 'a, after writing their count to `len`; a length of 0 makes an empty slice there.
+    unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len.assume_init()) }
+}
+
+#[cold]
+fn no_bytes() -> &'static [u8] {
+    &[]
 }
 
 /// The text of a Redis string Redis handed a callback (lossy), for log lines and messages.
