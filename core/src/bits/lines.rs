@@ -8,6 +8,7 @@
 //! from the multiplier in memory; `Avx512` eight probes at a time; all answer and set alike.
 
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
 use super::BitStore;
 use crate::hash::{ItemHash, BLOCK_MULTIPLIERS};
@@ -245,26 +246,36 @@ impl Bmi2 {
         std::arch::is_x86_feature_detected!("bmi2").then(|| Bmi2(Portable::new()))
     }
 
-    /// [`Portable::or_first`], the same bits.
+    /// [`Portable::or_first`], the same bits, each probe five instructions written out: the
+    /// product by `mulx` from the multiplier in memory, the bit's index in its word by `rorx`
+    /// (bits 55..61 of the product are the low 6 of it rotated: no shift count held in a
+    /// register, and no copy of the product, which the optimiser makes of a rotation it sees).
     #[inline(always)]
     fn or_first<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
-        let Bmi2(Portable { shift, multipliers }) = self;
+        let Bmi2(Portable { multipliers, .. }) = self;
+        let line = line.as_mut_ptr();
         each_probe!(N, I => {
-            let product: u64;
             // SAFETY: the token exists only where the CPU has BMI2; the operand is multiplier
-            // I (< 16) of the 16, read only; `mulx` changes no flags.
+            // I (< 16) of the 16, read only; the word written is word product >> 61 (< 8) of
+            // the line's 8, which `line` borrows exclusively.
             unsafe {
                 std::arch::asm!(
-                    "mulx {high}, {low}, qword ptr [{multipliers} + {offset}]",
+                    "mulx {bit}, {word}, qword ptr [{multipliers} + {offset}]",
+                    "rorx {bit}, {word}, {position_shift}",
+                    "shr {word}, 61",
+                    "shlx {bit}, {one}, {bit}",
+                    "or qword ptr [{line} + {word} * 8], {bit}",
                     multipliers = in(reg) multipliers,
                     offset = const I * 8,
+                    position_shift = const POSITION_SHIFT,
+                    line = in(reg) line,
+                    one = in(reg) 1u64,
                     in("rdx") seed,
-                    low = lateout(reg) product,
-                    high = out(reg) _,
-                    options(pure, readonly, nostack, preserves_flags),
+                    word = out(reg) _,
+                    bit = out(reg) _,
+                    options(nostack),
                 )
             };
-            line[(product >> 61) as usize] |= 1u64.wrapping_shl(product.wrapping_shr(shift) as u32);
         });
     }
 }
@@ -517,51 +528,81 @@ macro_rules! by_line_count {
 pub(crate) use by_line_count;
 
 /// The `C` lines of each item of a group in one store, each found (and its loading started)
-/// once, then tested and set through [`line_mut`](Self::line_mut) without computing where it
-/// lives again. Borrows the store exclusively while it lives.
-pub(crate) struct GroupLines<'a, const C: usize> {
-    /// Line j of item i: 8 words of one block of the store, for every i below `items`.
-    lines: [[*mut [u64; 8]; C]; GROUP],
-    items: usize,
+/// once, then tested and set through [`item`](Self::item) without computing where it lives
+/// again. Borrows the store exclusively while it lives.
+pub(crate) struct GroupLines<'a, 'g, const C: usize> {
+    group: &'g [ItemHash],
+    /// Line j of item i: 8 words of one block of the store, written for every item of `group`
+    /// (at most [`GROUP`]); the rows past them are never read. Left uninitialised rather than
+    /// zeroed: a group's table is 1 KB at 4 lines an item.
+    lines: [[MaybeUninit<*mut [u64; 8]>; C]; GROUP],
     store: PhantomData<&'a mut BitStore>,
 }
 
-impl<'a, const C: usize> GroupLines<'a, C> {
+impl<'a, 'g, const C: usize> GroupLines<'a, 'g, C> {
     /// Finds lines 0..C ([`ItemHash::line`]) of each item of `group` (at most [`GROUP`]) in
     /// `store`, a layout in lines' bits, and starts loading them into the CPU's caches.
     #[inline(always)]
-    pub(crate) fn resolve(store: &'a mut BitStore, group: &[ItemHash]) -> GroupLines<'a, C> {
+    pub(crate) fn resolve(store: &'a mut BitStore, group: &'g [ItemHash]) -> GroupLines<'a, 'g, C> {
         assert!(group.len() <= GROUP, "a group of {} items", group.len());
         let total = store.len() as u64 / 8;
         assert!(total > 0, "a layout in lines has a line");
-        let mut lines = [[std::ptr::null_mut(); C]; GROUP];
+        // Built in place: a table filled and then moved would be copied whole.
+        let mut found = GroupLines {
+            group,
+            lines: [[MaybeUninit::uninit(); C]; GROUP],
+            store: PhantomData,
+        };
         // Which block holds a line is decided once for the group, not per line.
         if store.in_pieces() {
             // SAFETY: a line index below `total` (see `find`) starts a word below len - 7.
-            find(&mut lines, group, total, |word| unsafe {
+            find(&mut found.lines, group, total, |word| unsafe {
                 store.word_ptr_within(word)
             });
         } else {
             let block = store.ptr.as_ptr();
             // SAFETY: as above, within the one block of `len` words.
-            find(&mut lines, group, total, |word| unsafe { block.add(word) });
+            find(&mut found.lines, group, total, |word| unsafe {
+                block.add(word)
+            });
         }
-        GroupLines {
-            lines,
-            items: group.len(),
-            store: PhantomData,
-        }
+        found
     }
 
-    /// Line `j` of item `item`, as [`resolve`](Self::resolve) found it. Panics past the
-    /// group's items.
+    /// Items in the group.
     #[inline(always)]
-    pub(crate) fn line_mut(&mut self, item: usize, j: usize) -> &mut [u64; 8] {
-        let line = self.lines[..self.items][item][j];
-        // SAFETY: 8 initialised words of one block of the store (a piece is whole lines),
-        // which `self` borrows exclusively; the reference borrows `self` mutably, so no other
+    pub(crate) fn len(&self) -> usize {
+        self.group.len()
+    }
+
+    /// Item `item`'s hash and its lines, as [`resolve`](Self::resolve) found them. Panics past
+    /// the group's items.
+    #[inline(always)]
+    pub(crate) fn item(&mut self, item: usize) -> (&'g ItemHash, ItemLines<'_, C>) {
+        let hash = &self.group[item];
+        // SAFETY: item < the group's length (checked just above) ≤ GROUP (`resolve` checks).
+        let lines = unsafe { self.lines.get_unchecked(item) };
+        (hash, ItemLines { lines })
+    }
+}
+
+/// One item's `C` lines of a [`GroupLines`], which it borrows exclusively: no other item's
+/// lines (which may be the same lines) are reachable meanwhile.
+pub(crate) struct ItemLines<'b, const C: usize> {
+    /// A row of the group's table that [`GroupLines::resolve`] wrote: [`GroupLines::item`]
+    /// hands out only the rows of the group's items.
+    lines: &'b [MaybeUninit<*mut [u64; 8]>; C],
+}
+
+impl<const C: usize> ItemLines<'_, C> {
+    /// Line `j` (< C).
+    #[inline(always)]
+    pub(crate) fn line_mut(&mut self, j: usize) -> &mut [u64; 8] {
+        // SAFETY: the row was written (see `lines`): 8 initialised words of one block of the
+        // store (a piece is whole lines), which the group's table borrows exclusively and
+        // `self` borrows from it mutably; the reference borrows `self` mutably, so no other
         // reference into the store lives meanwhile.
-        unsafe { &mut *line }
+        unsafe { &mut *self.lines[j].assume_init() }
     }
 }
 
@@ -569,7 +610,7 @@ impl<'a, const C: usize> GroupLines<'a, C> {
 /// address of a word below the store's length, and starts loading them.
 #[inline(always)]
 fn find<const C: usize>(
-    lines: &mut [[*mut [u64; 8]; C]; GROUP],
+    lines: &mut [[MaybeUninit<*mut [u64; 8]>; C]; GROUP],
     group: &[ItemHash],
     total: u64,
     word: impl Fn(usize) -> *mut u64,
@@ -584,7 +625,7 @@ fn find<const C: usize>(
             unsafe {
                 std::arch::x86_64::_mm_prefetch(line.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
             };
-            item[j] = line.cast();
+            item[j].write(line.cast());
         });
     }
 }

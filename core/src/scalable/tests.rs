@@ -2,17 +2,13 @@
 
 use std::ops::ControlFlow;
 
-use super::batch::{for_each_group, AddGroup, FirstLinesPass, BATCH};
+use super::batch::{for_each_group, FirstLinesPass, BATCH};
 use super::*;
 use crate::budget::Unlimited;
 use crate::sizing::Layout;
 
-/// Adds `items` group by group through `add` into a fresh filter of `size`.
-fn added_by(
-    size: LayerSize,
-    items: &[[u8; 8]],
-    add: impl Fn(&mut BloomFilter, &[ItemHash], &mut AddOutcome) -> ControlFlow<()>,
-) -> (BloomFilter, AddOutcome) {
+/// A fresh non-scaling filter of one layer of `size`, for 2,000 items.
+fn filter_of(size: LayerSize) -> BloomFilter {
     let num_hashes = size.num_hashes as i32;
     let params = FilterParams {
         capacity: 2_000,
@@ -20,11 +16,22 @@ fn added_by(
         growth: Growth::NonScaling,
         seed: 77,
     };
-    let mut filter = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
+    BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap()
+}
+
+/// Adds `items` group by group through `add` into a fresh filter of `size`.
+fn added_by(
+    size: LayerSize,
+    items: &[[u8; 8]],
+    add: impl Fn(&mut BloomFilter, &[ItemHash], &mut AddOutcome) -> ControlFlow<()>,
+) -> (BloomFilter, AddOutcome) {
+    let mut filter = filter_of(size);
     let mut outcome = AddOutcome::default();
-    for_each_group(items.iter().map(|i| i.as_slice()), params.seed, |group| {
-        add(&mut filter, group, &mut outcome)
-    });
+    for_each_group(
+        items.iter().map(|i| i.as_slice()),
+        filter.params.seed,
+        |group| add(&mut filter, group, &mut outcome),
+    );
     (filter, outcome)
 }
 
@@ -190,14 +197,12 @@ fn the_batch_add_compiled_for_the_cpu_sets_the_bits_of_the_portable_one() {
         let portable = added_by(size, &items, |f, group, outcome| {
             f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
         });
-        let compiled = added_by(size, &items, |f, group, outcome| {
-            bits::with_fast_shifts(AddGroup {
-                filter: f,
-                group,
-                budget: &mut Unlimited,
-                outcome,
-            })
-        });
+        let mut compiled = (filter_of(size), AddOutcome::default());
+        compiled.0.insert_many(
+            items.iter().map(|i| i.as_slice()),
+            &mut Unlimited,
+            &mut compiled.1,
+        );
         assert_eq!(compiled, portable, "{layout:?} × {per_line}");
         assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
     }
