@@ -43,7 +43,8 @@ mod lines;
 
 pub use cut::{allocated_bytes, allocated_bytes_by, MAX_SLACK};
 pub(crate) use lines::{
-    by_line_count, by_probe_count, each_line, GroupLines, ItemLines, LineOps, Portable, GROUP,
+    by_line_count, by_probe_count, each_line, GroupLines, ItemLines, LineOps, LineTable, Portable,
+    GROUP,
 };
 
 use crate::budget::{allocator, LimitError};

@@ -2,7 +2,7 @@
 
 use super::bits::{
     self, by_line_count, by_probe_count, AdoptableBlock, BitStore, GroupLines, ItemLines, LineOps,
-    Portable,
+    LineTable, Portable,
 };
 use super::budget::LimitError;
 use super::hash::ItemHash;
@@ -265,7 +265,8 @@ impl Layer {
         };
         let bits = &mut self.bits;
         let (taken, counted) = by_line_count!(self.layout.lines(), C => {
-            let mut lines = GroupLines::<C>::resolve(bits, group);
+            let mut table = LineTable::<C>::new();
+            let mut lines = GroupLines::resolve(&mut table, bits, group);
             by_probe_count!(
                 per_line,
                 N => pass.add::<L, C, N>(ops, &mut lines, per_line, added),
