@@ -359,19 +359,18 @@ impl ResolvedPass<'_> {
         // capacity and store its length each time.
         let mut answers = [false; bits::GROUP];
         let len = lines.len();
-        let answers_of_group = &mut answers[..len];
         let (mut counted, mut taken) = (0, 0);
         // The layer takes items while it has room: a run of no more items than it has room
         // for needs no check per item.
         while taken < len && counted < self.room {
             let run = usize::try_from(self.room - counted).unwrap_or(usize::MAX);
             let end = len.min(taken.saturating_add(run));
-            for (i, answer) in (taken..end).zip(&mut answers_of_group[taken..end]) {
+            for i in taken..end {
                 let (hash, mut item) = lines.item(i);
                 let new =
                     !self.held_before(hash) && set_item::<L, C, N>(ops, &mut item, hash, per_line);
                 counted += u64::from(new);
-                *answer = new;
+                answers[i] = new;
             }
             taken = end;
         }
