@@ -207,3 +207,40 @@ fn the_batch_add_compiled_for_the_cpu_sets_the_bits_of_the_portable_one() {
         assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
     }
 }
+
+#[test]
+fn a_batch_of_new_items_fills_a_layer_in_lines_exactly_to_its_capacity() {
+    let item = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+    let params = FilterParams {
+        capacity: 50,
+        error_rate: 1e-9,
+        growth: Growth::Scaling { expansion: 2 },
+        seed: 11,
+    };
+    let shape = crate::sizing::lines_size(50, params.layer_error_rate(0), 4).unwrap();
+    let mut filter = BloomFilter::with_first_layer(params, shape, &mut Unlimited).unwrap();
+    assert_eq!(filter.layers()[0].size().layout, Layout::Lines(4));
+    for i in 0..40 {
+        filter.insert(&item(i), &mut Unlimited).unwrap();
+    }
+    let mut one_by_one = filter.try_clone(&mut Unlimited).unwrap();
+    // New items only: the layer's 10 free places are taken by the group's first 10, and the
+    // 11th, new too, goes to a layer pushed for it.
+    let batch: Vec<[u8; 8]> = (1_000..1_100).map(item).collect();
+    let mut outcome = AddOutcome::default();
+    filter.insert_many(
+        batch.iter().map(|item| item.as_slice()),
+        &mut Unlimited,
+        &mut outcome,
+    );
+    for item in &batch {
+        one_by_one.insert(item, &mut Unlimited).unwrap();
+    }
+    assert_eq!(outcome.added, vec![true; batch.len()]);
+    assert_eq!(filter.layers()[0].items(), 50);
+    assert_eq!(
+        outcome.grown.iter().map(|grown| grown.first_item).next(),
+        Some(10)
+    );
+    assert_eq!(filter, one_by_one);
+}
