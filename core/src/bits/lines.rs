@@ -605,15 +605,15 @@ impl<'a, 'g, const C: usize> GroupLines<'a, 'g, C> {
         assert!(total > 0, "a layout in lines has a line");
         let lines = &mut table.0;
         // Which block holds a line is decided once for the group, not per line.
-        if store.in_pieces() {
-            // SAFETY: a line index below `total` (see `find`) starts a word below len - 7.
-            find(lines, group, total, |word| unsafe {
-                store.word_ptr_within(word)
-            });
-        } else {
-            let block = store.ptr.as_ptr();
-            // SAFETY: as above, within the one block of `len` words.
-            find(lines, group, total, |word| unsafe { block.add(word) });
+        match store.pieces() {
+            // SAFETY: a line index below `total` (see `find`) starts a word below len - 7; the
+            // store is borrowed, unchanged, meanwhile.
+            Some(pieces) => find(lines, group, total, |word| unsafe { pieces.word_ptr(word) }),
+            None => {
+                let block = store.ptr.as_ptr();
+                // SAFETY: as above, within the one block of `len` words.
+                find(lines, group, total, |word| unsafe { block.add(word) });
+            }
         }
         GroupLines {
             group,

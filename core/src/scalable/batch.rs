@@ -64,11 +64,15 @@ impl<'a, I: Iterator<Item = &'a [u8]>> HashedGroups<I> {
         if self.done {
             return None;
         }
+        // One count, both where the next hash goes and how many there are.
         let mut len = 0;
-        for (slot, item) in group.iter_mut().zip(&mut self.items) {
+        while len < BATCH {
+            let Some(item) = self.items.next() else {
+                break;
+            };
             #[cfg(feature = "test-hooks")]
             super::test_hooks::panic_on(item);
-            *slot = ItemHash::new(item, self.seed);
+            group[len] = ItemHash::new(item, self.seed);
             len += 1;
         }
         self.done = len < BATCH;
