@@ -38,7 +38,7 @@ pub(crate) fn for_each_group<'a>(
 /// the items' iterator kept apart from the hashes handed out (so in registers). A loop over it
 /// rather than a closure per group lets a caller compiled for the CPU's features
 /// ([`bits::with_fast_shifts`]) keep each group's work in its own body.
-pub(crate) struct HashedGroups<I> {
+struct HashedGroups<I> {
     items: I,
     seed: u64,
     /// Set once a group came short: the items are used up.
@@ -47,7 +47,7 @@ pub(crate) struct HashedGroups<I> {
 
 impl<'a, I: Iterator<Item = &'a [u8]>> HashedGroups<I> {
     #[inline(always)]
-    pub(crate) fn new(items: I, seed: u64) -> HashedGroups<I> {
+    fn new(items: I, seed: u64) -> HashedGroups<I> {
         HashedGroups {
             items,
             seed,
@@ -57,10 +57,7 @@ impl<'a, I: Iterator<Item = &'a [u8]>> HashedGroups<I> {
 
     /// The next group's hashes (up to BATCH) in `group`, None once the items are used up.
     #[inline(always)]
-    pub(crate) fn next_group<'g>(
-        &mut self,
-        group: &'g mut [ItemHash; BATCH],
-    ) -> Option<&'g [ItemHash]> {
+    fn next_group<'g>(&mut self, group: &'g mut [ItemHash; BATCH]) -> Option<&'g [ItemHash]> {
         if self.done {
             return None;
         }
