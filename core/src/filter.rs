@@ -148,9 +148,7 @@ impl Filter {
 
     /// Adds a batch in order, recording each result in `outcome` (from
     /// [`new_outcome`](Self::new_outcome) of this filter) as it goes; stops at the first error.
-    /// Layers or links pushed are charged to `budget`. Never inlined: inlined into the command,
-    /// it left the command's own reply loop ~20 instructions an item dearer.
-    #[inline(never)]
+    /// Layers or links pushed are charged to `budget`.
     pub fn insert_many<'a, B: MemoryBudget + ?Sized>(
         &mut self,
         items: impl IntoIterator<Item = &'a [u8]>,

@@ -1,7 +1,8 @@
 //! One fixed-size Bloom filter layer.
 
 use super::bits::{
-    self, by_line_count, by_probe_count, AdoptableBlock, BitStore, GroupLines, LineOps, Portable,
+    self, by_line_count, by_probe_count, AdoptableBlock, BitStore, GroupLines, ItemLines, LineOps,
+    LineTable, Portable,
 };
 use super::budget::LimitError;
 use super::hash::ItemHash;
@@ -270,12 +271,12 @@ impl Layer {
         let per_line = u32::from(self.per_line);
         let pass = ResolvedPass {
             older,
-            group,
             room: self.capacity.saturating_sub(self.items),
         };
         let bits = &mut self.bits;
         let (taken, counted) = by_line_count!(self.layout.lines(), C => {
-            let mut lines = GroupLines::<C>::resolve(bits, group);
+            let mut table = LineTable::<C>::new();
+            let mut lines = GroupLines::resolve(&mut table, bits, group);
             by_probe_count!(
                 per_line,
                 N => pass.add::<L, C, N>(ops, &mut lines, per_line, added),
@@ -349,7 +350,6 @@ impl Layer {
 /// The second pass of [`Layer::add_while_room`], over lines the first found.
 struct ResolvedPass<'a> {
     older: &'a [Layer],
-    group: &'a [ItemHash],
     /// Items the layer may still count.
     room: u64,
 }
@@ -361,44 +361,70 @@ impl ResolvedPass<'_> {
     fn add<L: LineOps, const C: usize, const N: usize>(
         &self,
         ops: L,
-        lines: &mut GroupLines<'_, C>,
+        lines: &mut GroupLines<'_, '_, C>,
         per_line: u32,
         added: &mut Vec<bool>,
     ) -> (usize, u64) {
         // Answers gathered here and appended once: a push per item would check the vector's
         // capacity and store its length each time.
         let mut answers = [false; bits::GROUP];
-        let (mut counted, mut taken) = (0, self.group.len());
-        for (i, (hash, answer)) in self.group.iter().zip(&mut answers).enumerate() {
-            if counted >= self.room {
-                taken = i;
-                break;
+        let len = lines.len();
+        let (mut counted, mut taken) = (0, 0);
+        // The layer takes items while it has room: a run of no more items than it has room
+        // for needs no check per item.
+        while taken < len && counted < self.room {
+            let run = usize::try_from(self.room - counted).unwrap_or(usize::MAX);
+            let end = len.min(taken.saturating_add(run));
+            // Indexed: an iterator over the answers here left a bounds check (and ~19 more
+            // instructions) an item.
+            #[allow(clippy::needless_range_loop)]
+            for i in taken..end {
+                let (hash, mut item) = lines.item(i);
+                let new =
+                    !self.held_before(hash) && set_item::<L, C, N>(ops, &mut item, hash, per_line);
+                counted += u64::from(new);
+                answers[i] = new;
             }
-            let mut new = false;
-            if !self.older.iter().rev().any(|layer| layer.contains(hash)) {
-                bits::each_line!(C, j => {
-                    let (line, seed) = (lines.line_mut(i, j), hash.line_seed(j));
-                    // Once a bit changed the item is new: the other lines need no test.
-                    new = match (new, N) {
-                        (true, 0) => {
-                            ops.or_in(line, seed, per_line);
-                            true
-                        }
-                        (true, _) => {
-                            ops.or_in_n::<N>(line, seed);
-                            true
-                        }
-                        (false, 0) => ops.set(line, seed, per_line),
-                        (false, _) => ops.set_n::<N>(line, seed),
-                    };
-                });
-            }
-            counted += u64::from(new);
-            *answer = new;
+            taken = end;
         }
         added.extend_from_slice(&answers[..taken]);
         (taken, counted)
     }
+
+    /// True when an older layer holds `hash`: none, unless the filter grew.
+    #[inline(always)]
+    fn held_before(&self, hash: &ItemHash) -> bool {
+        !self.older.is_empty() && self.older.iter().rev().any(|layer| layer.contains(hash))
+    }
+}
+
+/// Sets the probes of `hash` in its lines `item` through `ops`, compiled as
+/// [`ResolvedPass::add`]; true when a bit changed. Once a bit changed the other lines need no
+/// test.
+#[inline(always)]
+fn set_item<L: LineOps, const C: usize, const N: usize>(
+    ops: L,
+    item: &mut ItemLines<'_, C>,
+    hash: &ItemHash,
+    per_line: u32,
+) -> bool {
+    let mut new = false;
+    bits::each_line!(C, j => {
+        let (line, seed) = (item.line_mut(j), hash.line_seed(j));
+        new = match (new, N) {
+            (true, 0) => {
+                ops.or_in(line, seed, per_line);
+                true
+            }
+            (true, _) => {
+                ops.or_in_n::<N>(line, seed);
+                true
+            }
+            (false, 0) => ops.set(line, seed, per_line),
+            (false, _) => ops.set_n::<N>(line, seed),
+        };
+    });
+    new
 }
 
 /// Bytes the allocator hands out for a layer of `bytes` bytes of bits: its store's blocks,

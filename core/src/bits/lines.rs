@@ -8,6 +8,7 @@
 //! from the multiplier in memory; `Avx512` eight probes at a time; all answer and set alike.
 
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
 use super::BitStore;
 use crate::hash::{ItemHash, BLOCK_MULTIPLIERS};
@@ -213,22 +214,28 @@ impl LineOps for Portable {
     }
 }
 
-/// `$body` for each constant `$i` = 0, 1, … `$n - 1` (`$n` ≤ 16, a constant), written out.
+/// `$body` for each constant `$i` = `$from`, … `$n - 1` (`$n` ≤ 16, both constants), written
+/// out.
 #[cfg(target_arch = "x86_64")]
 macro_rules! each_probe {
-    ($n:expr, $i:ident => $body:block) => {
-        each_probe!(@ $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    ($from:expr, $n:expr, $i:ident => $body:block) => {
+        each_probe!(@ $from, $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
     };
-    (@ $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
+    (@ $from:expr, $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
         const { assert!($n <= 16) };
         $(
-            if $n > $k {
+            if $k >= $from && $n > $k {
                 const $i: usize = $k;
                 $body
             }
         )*
     }};
 }
+
+/// [`BLOCK_MULTIPLIERS`] at a fixed address, which [`Bmi2`]'s `mulx` reads relative to the
+/// instruction: no register holds where they are.
+#[cfg(target_arch = "x86_64")]
+static PROBE_MULTIPLIERS: [u64; 16] = BLOCK_MULTIPLIERS;
 
 /// Probe by probe as [`Portable`], but each product by BMI2's `mulx` straight from the multiplier
 /// in memory: one instruction where a multiplication takes two (a load or a copy first, as it
@@ -245,26 +252,58 @@ impl Bmi2 {
         std::arch::is_x86_feature_detected!("bmi2").then(|| Bmi2(Portable::new()))
     }
 
-    /// [`Portable::or_first`], the same bits.
+    /// Probe `I`'s product (`mulx` from the multiplier in memory).
     #[inline(always)]
-    fn or_first<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
-        let Bmi2(Portable { shift, multipliers }) = self;
-        each_probe!(N, I => {
-            let product: u64;
+    fn product<const I: usize>(self, seed: u64) -> u64 {
+        const { assert!(I < 16) };
+        let product: u64;
+        // SAFETY: the token exists only where the CPU has BMI2; the operand is multiplier I
+        // (< 16) of the 16, read only; `mulx` changes no flags.
+        unsafe {
+            std::arch::asm!(
+                "mulx {high}, {low}, qword ptr [rip + {multipliers} + {offset}]",
+                multipliers = sym PROBE_MULTIPLIERS,
+                offset = const I * 8,
+                in("rdx") seed,
+                // Not `lateout`: sharing `rdx` would take a copy of the seed a probe.
+                low = out(reg) product,
+                high = out(reg) _,
+                options(pure, readonly, nostack, preserves_flags),
+            )
+        };
+        product
+    }
+
+    /// Sets probes `FROM..N` as [`Portable::or_first`] does, each in five instructions written
+    /// out: the product by `mulx` from the multiplier in memory, the bit's index in its word
+    /// by `rorx` (bits 55..61 of the product are the low 6 of it rotated: no shift count held
+    /// in a register, and no copy of the product, which the optimiser makes of a rotation it
+    /// sees).
+    #[inline(always)]
+    fn or_probes<const FROM: usize, const N: usize>(self, line: &mut [u64; 8], seed: u64) {
+        let line = line.as_mut_ptr();
+        each_probe!(FROM, N, I => {
             // SAFETY: the token exists only where the CPU has BMI2; the operand is multiplier
-            // I (< 16) of the 16, read only; `mulx` changes no flags.
+            // I (< 16) of the 16, read only; the word written is word product >> 61 (< 8) of
+            // the line's 8, which `line` borrows exclusively.
             unsafe {
                 std::arch::asm!(
-                    "mulx {high}, {low}, qword ptr [{multipliers} + {offset}]",
-                    multipliers = in(reg) multipliers,
+                    "mulx {bit}, {word}, qword ptr [rip + {multipliers} + {offset}]",
+                    "rorx {bit}, {word}, {position_shift}",
+                    "shr {word}, 61",
+                    "shlx {bit}, {one}, {bit}",
+                    "or qword ptr [{line} + {word} * 8], {bit}",
+                    multipliers = sym PROBE_MULTIPLIERS,
                     offset = const I * 8,
+                    position_shift = const POSITION_SHIFT,
+                    line = in(reg) line,
+                    one = in(reg) 1u64,
                     in("rdx") seed,
-                    low = lateout(reg) product,
-                    high = out(reg) _,
-                    options(pure, readonly, nostack, preserves_flags),
+                    word = out(reg) _,
+                    bit = out(reg) _,
+                    options(nostack),
                 )
             };
-            line[(product >> 61) as usize] |= 1u64.wrapping_shl(product.wrapping_shr(shift) as u32);
         });
     }
 }
@@ -273,33 +312,45 @@ impl Bmi2 {
 impl LineOps for Bmi2 {
     #[inline(always)]
     fn set(self, line: &mut [u64; 8], seed: u64, per_line: u32) -> bool {
-        if self.0.test(line, seed, per_line) {
-            return false;
-        }
-        self.or_in(line, seed, per_line);
-        true
+        by_probe_count!(
+            per_line,
+            N => self.set_n::<N>(line, seed),
+            _ => self.0.set(line, seed, per_line)
+        )
     }
 
     #[inline(always)]
     fn or_in(self, line: &mut [u64; 8], seed: u64, per_line: u32) {
         by_probe_count!(
             per_line,
-            N => self.or_first::<N>(line, seed),
+            N => self.or_probes::<0, N>(line, seed),
             _ => self.0.or_in(line, seed, per_line)
         )
     }
 
     #[inline(always)]
     fn or_in_n<const N: usize>(self, line: &mut [u64; 8], seed: u64) {
-        self.or_first::<N>(line, seed);
+        self.or_probes::<0, N>(line, seed);
     }
 
+    /// A new item's line nearly always lacks its first probe: that probe, found unset, is set
+    /// from the product that tested it, and the others without a test.
     #[inline(always)]
     fn set_n<const N: usize>(self, line: &mut [u64; 8], seed: u64) -> bool {
+        let product = self.product::<0>(seed);
+        let (word, bit) = (
+            (product >> 61) as usize,
+            1u64.wrapping_shl(product.wrapping_shr(self.0.shift) as u32),
+        );
+        if line[word] & bit == 0 {
+            line[word] |= bit;
+            self.or_probes::<1, N>(line, seed);
+            return true;
+        }
         if self.0.test(line, seed, N as u32) {
             return false;
         }
-        self.or_first::<N>(line, seed);
+        self.or_probes::<1, N>(line, seed);
         true
     }
 
@@ -516,52 +567,95 @@ macro_rules! by_line_count {
 }
 pub(crate) use by_line_count;
 
+/// Room for the `C` lines of each item of a group ([`GroupLines`]): left uninitialised rather
+/// than zeroed (1 KB at 4 lines an item), and made by the caller, so that the table is filled
+/// where it stays rather than filled and then moved (copied whole).
+pub(crate) struct LineTable<const C: usize>([[MaybeUninit<*mut [u64; 8]>; C]; GROUP]);
+
+impl<const C: usize> LineTable<C> {
+    #[inline(always)]
+    pub(crate) fn new() -> LineTable<C> {
+        LineTable([[MaybeUninit::uninit(); C]; GROUP])
+    }
+}
+
 /// The `C` lines of each item of a group in one store, each found (and its loading started)
-/// once, then tested and set through [`line_mut`](Self::line_mut) without computing where it
-/// lives again. Borrows the store exclusively while it lives.
-pub(crate) struct GroupLines<'a, const C: usize> {
-    /// Line j of item i: 8 words of one block of the store, for every i below `items`.
-    lines: [[*mut [u64; 8]; C]; GROUP],
-    items: usize,
+/// once, then tested and set through [`item`](Self::item) without computing where it lives
+/// again. Borrows the store exclusively while it lives.
+pub(crate) struct GroupLines<'a, 'g, const C: usize> {
+    group: &'g [ItemHash],
+    /// Line j of item i: 8 words of one block of the store, written for every item of `group`
+    /// (at most [`GROUP`]); the rows past them are never read.
+    lines: &'a mut [[MaybeUninit<*mut [u64; 8]>; C]; GROUP],
     store: PhantomData<&'a mut BitStore>,
 }
 
-impl<'a, const C: usize> GroupLines<'a, C> {
+impl<'a, 'g, const C: usize> GroupLines<'a, 'g, C> {
     /// Finds lines 0..C ([`ItemHash::line`]) of each item of `group` (at most [`GROUP`]) in
-    /// `store`, a layout in lines' bits, and starts loading them into the CPU's caches.
+    /// `store`, a layout in lines' bits, into `table`, and starts loading them into the CPU's
+    /// caches.
     #[inline(always)]
-    pub(crate) fn resolve(store: &'a mut BitStore, group: &[ItemHash]) -> GroupLines<'a, C> {
+    pub(crate) fn resolve(
+        table: &'a mut LineTable<C>,
+        store: &'a mut BitStore,
+        group: &'g [ItemHash],
+    ) -> GroupLines<'a, 'g, C> {
         assert!(group.len() <= GROUP, "a group of {} items", group.len());
         let total = store.len() as u64 / 8;
         assert!(total > 0, "a layout in lines has a line");
-        let mut lines = [[std::ptr::null_mut(); C]; GROUP];
+        let lines = &mut table.0;
         // Which block holds a line is decided once for the group, not per line.
-        if store.in_pieces() {
-            // SAFETY: a line index below `total` (see `find`) starts a word below len - 7.
-            find(&mut lines, group, total, |word| unsafe {
-                store.word_ptr_within(word)
-            });
-        } else {
-            let block = store.ptr.as_ptr();
-            // SAFETY: as above, within the one block of `len` words.
-            find(&mut lines, group, total, |word| unsafe { block.add(word) });
+        match store.pieces() {
+            // SAFETY: a line index below `total` (see `find`) starts a word below len - 7; the
+            // store is borrowed, unchanged, meanwhile.
+            Some(pieces) => find(lines, group, total, |word| unsafe { pieces.word_ptr(word) }),
+            None => {
+                let block = store.ptr.as_ptr();
+                // SAFETY: as above, within the one block of `len` words.
+                find(lines, group, total, |word| unsafe { block.add(word) });
+            }
         }
         GroupLines {
+            group,
             lines,
-            items: group.len(),
             store: PhantomData,
         }
     }
 
-    /// Line `j` of item `item`, as [`resolve`](Self::resolve) found it. Panics past the
-    /// group's items.
+    /// Items in the group.
     #[inline(always)]
-    pub(crate) fn line_mut(&mut self, item: usize, j: usize) -> &mut [u64; 8] {
-        let line = self.lines[..self.items][item][j];
-        // SAFETY: 8 initialised words of one block of the store (a piece is whole lines),
-        // which `self` borrows exclusively; the reference borrows `self` mutably, so no other
+    pub(crate) fn len(&self) -> usize {
+        self.group.len()
+    }
+
+    /// Item `item`'s hash and its lines, as [`resolve`](Self::resolve) found them. Panics past
+    /// the group's items.
+    #[inline(always)]
+    pub(crate) fn item(&mut self, item: usize) -> (&'g ItemHash, ItemLines<'_, C>) {
+        let hash = &self.group[item];
+        // SAFETY: item < the group's length (checked just above) ≤ GROUP (`resolve` checks).
+        let lines = unsafe { self.lines.get_unchecked(item) };
+        (hash, ItemLines { lines })
+    }
+}
+
+/// One item's `C` lines of a [`GroupLines`], which it borrows exclusively: no other item's
+/// lines (which may be the same lines) are reachable meanwhile.
+pub(crate) struct ItemLines<'b, const C: usize> {
+    /// A row of the group's table that [`GroupLines::resolve`] wrote: [`GroupLines::item`]
+    /// hands out only the rows of the group's items.
+    lines: &'b [MaybeUninit<*mut [u64; 8]>; C],
+}
+
+impl<const C: usize> ItemLines<'_, C> {
+    /// Line `j` (< C).
+    #[inline(always)]
+    pub(crate) fn line_mut(&mut self, j: usize) -> &mut [u64; 8] {
+        // SAFETY: the row was written (see `lines`): 8 initialised words of one block of the
+        // store (a piece is whole lines), which the group's table borrows exclusively and
+        // `self` borrows from it mutably; the reference borrows `self` mutably, so no other
         // reference into the store lives meanwhile.
-        unsafe { &mut *line }
+        unsafe { &mut *self.lines[j].assume_init() }
     }
 }
 
@@ -569,7 +663,7 @@ impl<'a, const C: usize> GroupLines<'a, C> {
 /// address of a word below the store's length, and starts loading them.
 #[inline(always)]
 fn find<const C: usize>(
-    lines: &mut [[*mut [u64; 8]; C]; GROUP],
+    lines: &mut [[MaybeUninit<*mut [u64; 8]>; C]; GROUP],
     group: &[ItemHash],
     total: u64,
     word: impl Fn(usize) -> *mut u64,
@@ -584,7 +678,7 @@ fn find<const C: usize>(
             unsafe {
                 std::arch::x86_64::_mm_prefetch(line.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
             };
-            item[j] = line.cast();
+            item[j].write(line.cast());
         });
     }
 }

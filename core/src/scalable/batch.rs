@@ -17,49 +17,97 @@ use crate::layer::Layer;
 pub(super) const BATCH: usize = bits::GROUP;
 const _: () = assert!(BATCH <= 64, "a group's answers fit one word");
 
-/// Calls `each` with the hashes of `items`, BATCH at a time, from one array filled in place: no
-/// zeroed group to start from and no group copied out of an iterator (512 bytes each, which a
-/// one-item BF.ADD paid twice). Stops when `each` breaks.
+/// Calls `each` with the hashes of `items`, BATCH at a time ([`HashedGroups`]). Stops when
+/// `each` breaks.
 pub(crate) fn for_each_group<'a>(
     items: impl IntoIterator<Item = &'a [u8]>,
     seed: u64,
     mut each: impl FnMut(&[ItemHash]) -> ControlFlow<()>,
 ) {
+    let mut groups = HashedGroups::new(items.into_iter(), seed);
     let mut group = [ItemHash::default(); BATCH];
-    let mut items = items.into_iter();
-    loop {
-        let mut len = 0;
-        for (slot, item) in group.iter_mut().zip(&mut items) {
-            #[cfg(feature = "test-hooks")]
-            super::test_hooks::panic_on(item);
-            *slot = ItemHash::new(item, seed);
-            len += 1;
-        }
-        if len == 0 {
-            return;
-        }
-        if each(&group[..len]).is_break() || len < BATCH {
+    while let Some(hashes) = groups.next_group(&mut group) {
+        if each(hashes).is_break() {
             return;
         }
     }
 }
 
-/// One group of a batch add ([`BloomFilter::insert_many`]), run compiled for the CPU's features
-/// ([`bits::with_fast_shifts`]).
-pub(super) struct AddGroup<'a, B: MemoryBudget + ?Sized> {
+/// The hashes of items, BATCH at a time, each group filled in place in the caller's array: no
+/// group copied out of an iterator (512 bytes each, which a one-item BF.ADD paid twice), and
+/// the items' iterator kept apart from the hashes handed out (so in registers). A loop over it
+/// rather than a closure per group lets a caller compiled for the CPU's features
+/// ([`bits::with_fast_shifts`]) keep each group's work in its own body.
+struct HashedGroups<I> {
+    items: I,
+    seed: u64,
+    /// Set once a group came short: the items are used up.
+    done: bool,
+}
+
+impl<'a, I: Iterator<Item = &'a [u8]>> HashedGroups<I> {
+    #[inline(always)]
+    fn new(items: I, seed: u64) -> HashedGroups<I> {
+        HashedGroups {
+            items,
+            seed,
+            done: false,
+        }
+    }
+
+    /// The next group's hashes (up to BATCH) in `group`, None once the items are used up.
+    #[inline(always)]
+    fn next_group<'g>(&mut self, group: &'g mut [ItemHash; BATCH]) -> Option<&'g [ItemHash]> {
+        if self.done {
+            return None;
+        }
+        // One count, both where the next hash goes and how many there are.
+        let mut len = 0;
+        while len < BATCH {
+            let Some(item) = self.items.next() else {
+                break;
+            };
+            #[cfg(feature = "test-hooks")]
+            super::test_hooks::panic_on(item);
+            group[len] = ItemHash::new(item, self.seed);
+            len += 1;
+        }
+        self.done = len < BATCH;
+        (len > 0).then(|| &group[..len])
+    }
+}
+
+/// A batch add's groups ([`BloomFilter::insert_many`]), hashed and added in one run compiled
+/// for the CPU's features ([`bits::with_fast_shifts`]): the features are checked, and the
+/// line code's values set up, once a batch rather than once a group.
+pub(super) struct AddGroups<'a, I, B: MemoryBudget + ?Sized> {
     pub(super) filter: &'a mut BloomFilter,
-    pub(super) group: &'a [ItemHash],
+    pub(super) items: I,
     pub(super) budget: &'a mut B,
     pub(super) outcome: &'a mut AddOutcome,
 }
 
-impl<B: MemoryBudget + ?Sized> bits::ShiftHeavy for AddGroup<'_, B> {
-    type Output = ControlFlow<()>;
+impl<'i, I: Iterator<Item = &'i [u8]>, B: MemoryBudget + ?Sized> bits::ShiftHeavy
+    for AddGroups<'_, I, B>
+{
+    type Output = ();
 
     #[inline(always)]
-    fn run<L: bits::LineOps>(self, lines: L) -> ControlFlow<()> {
-        self.filter
-            .add_group(lines, self.group, self.budget, self.outcome)
+    fn run<L: bits::LineOps>(self, lines: L) {
+        let AddGroups {
+            filter,
+            items,
+            budget,
+            outcome,
+        } = self;
+        let mut groups = HashedGroups::new(items, filter.params.seed);
+        let mut hashes = [ItemHash::default(); BATCH];
+        while let Some(group) = groups.next_group(&mut hashes) {
+            filter.prefetch(group);
+            if filter.add_group(lines, group, budget, outcome).is_break() {
+                return;
+            }
+        }
     }
 }
 
@@ -258,14 +306,11 @@ impl BloomFilter {
             }
             return;
         }
-        for_each_group(items, self.params.seed, |group| {
-            self.prefetch(group);
-            bits::with_fast_shifts(AddGroup {
-                filter: self,
-                group,
-                budget,
-                outcome,
-            })
+        bits::with_fast_shifts(AddGroups {
+            filter: self,
+            items,
+            budget,
+            outcome,
         });
     }
 

@@ -2,17 +2,13 @@
 
 use std::ops::ControlFlow;
 
-use super::batch::{for_each_group, AddGroup, FirstLinesPass, OneLayer, OneLayerLookup, BATCH};
+use super::batch::{for_each_group, FirstLinesPass, OneLayer, OneLayerLookup, BATCH};
 use super::*;
 use crate::budget::Unlimited;
 use crate::sizing::Layout;
 
-/// Adds `items` group by group through `add` into a fresh filter of `size`.
-fn added_by(
-    size: LayerSize,
-    items: &[[u8; 8]],
-    add: impl Fn(&mut BloomFilter, &[ItemHash], &mut AddOutcome) -> ControlFlow<()>,
-) -> (BloomFilter, AddOutcome) {
+/// A fresh non-scaling filter of one layer of `size`, for 2,000 items.
+fn filter_of(size: LayerSize) -> BloomFilter {
     let num_hashes = size.num_hashes as i32;
     let params = FilterParams {
         capacity: 2_000,
@@ -20,11 +16,22 @@ fn added_by(
         growth: Growth::NonScaling,
         seed: 77,
     };
-    let mut filter = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
+    BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap()
+}
+
+/// Adds `items` group by group through `add` into a fresh filter of `size`.
+fn added_by(
+    size: LayerSize,
+    items: &[[u8; 8]],
+    add: impl Fn(&mut BloomFilter, &[ItemHash], &mut AddOutcome) -> ControlFlow<()>,
+) -> (BloomFilter, AddOutcome) {
+    let mut filter = filter_of(size);
     let mut outcome = AddOutcome::default();
-    for_each_group(items.iter().map(|i| i.as_slice()), params.seed, |group| {
-        add(&mut filter, group, &mut outcome)
-    });
+    for_each_group(
+        items.iter().map(|i| i.as_slice()),
+        filter.params.seed,
+        |group| add(&mut filter, group, &mut outcome),
+    );
     (filter, outcome)
 }
 
@@ -190,14 +197,12 @@ fn the_batch_add_compiled_for_the_cpu_sets_the_bits_of_the_portable_one() {
         let portable = added_by(size, &items, |f, group, outcome| {
             f.add_group(bits::Portable::new(), group, &mut Unlimited, outcome)
         });
-        let compiled = added_by(size, &items, |f, group, outcome| {
-            bits::with_fast_shifts(AddGroup {
-                filter: f,
-                group,
-                budget: &mut Unlimited,
-                outcome,
-            })
-        });
+        let mut compiled = (filter_of(size), AddOutcome::default());
+        compiled.0.insert_many(
+            items.iter().map(|i| i.as_slice()),
+            &mut Unlimited,
+            &mut compiled.1,
+        );
         assert_eq!(compiled, portable, "{layout:?} × {per_line}");
         assert_eq!(portable.1.added.iter().filter(|&&new| !new).count(), 300);
     }
@@ -296,4 +301,41 @@ fn a_one_layer_lookup_answers_as_whole_lookups_on_every_path_in_one_block_or_in_
             }
         }
     }
+}
+
+#[test]
+fn a_batch_of_new_items_fills_a_layer_in_lines_exactly_to_its_capacity() {
+    let item = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+    let params = FilterParams {
+        capacity: 50,
+        error_rate: 1e-9,
+        growth: Growth::Scaling { expansion: 2 },
+        seed: 11,
+    };
+    let shape = crate::sizing::lines_size(50, params.layer_error_rate(0), 4).unwrap();
+    let mut filter = BloomFilter::with_first_layer(params, shape, &mut Unlimited).unwrap();
+    assert_eq!(filter.layers()[0].size().layout, Layout::Lines(4));
+    for i in 0..40 {
+        filter.insert(&item(i), &mut Unlimited).unwrap();
+    }
+    let mut one_by_one = filter.try_clone(&mut Unlimited).unwrap();
+    // New items only: the layer's 10 free places are taken by the group's first 10, and the
+    // 11th, new too, goes to a layer pushed for it.
+    let batch: Vec<[u8; 8]> = (1_000..1_100).map(item).collect();
+    let mut outcome = AddOutcome::default();
+    filter.insert_many(
+        batch.iter().map(|item| item.as_slice()),
+        &mut Unlimited,
+        &mut outcome,
+    );
+    for item in &batch {
+        one_by_one.insert(item, &mut Unlimited).unwrap();
+    }
+    assert_eq!(outcome.added, vec![true; batch.len()]);
+    assert_eq!(filter.layers()[0].items(), 50);
+    assert_eq!(
+        outcome.grown.iter().map(|grown| grown.first_item).next(),
+        Some(10)
+    );
+    assert_eq!(filter, one_by_one);
 }
