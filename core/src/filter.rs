@@ -114,6 +114,16 @@ impl Filter {
     pub fn contains(&self, item: &[u8], now_ms: impl FnOnce() -> u64) -> bool {
         match self {
             Filter::Scalable(filter) => filter.contains(item),
+            _ => self.contains_in_other_kind(item, now_ms),
+        }
+    }
+
+    /// [`contains`](Self::contains) of a window or RedisBloom filter, out of line: the inlined
+    /// part then tests only whether the filter is scalable.
+    #[inline(never)]
+    fn contains_in_other_kind(&self, item: &[u8], now_ms: impl FnOnce() -> u64) -> bool {
+        match self {
+            Filter::Scalable(filter) => filter.contains(item),
             Filter::Window(filter) => filter.contains(item, now_ms()),
             Filter::RedisBloom(filter) => filter.contains(item),
         }

@@ -172,6 +172,12 @@ impl StoredFilter {
         }
     }
 
+    /// The filter when it is complete and not a partition, as most are: both read with one test.
+    #[inline]
+    pub fn plain_ready(&self) -> Option<&Filter> {
+        self.rare.is_none().then_some(&self.filter)
+    }
+
     /// Which partition this is, when it is one.
     pub fn partition(&self) -> Option<&Partition> {
         self.rare.as_ref().and_then(|rare| rare.partition.as_ref())

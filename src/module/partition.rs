@@ -7,36 +7,48 @@
 use rustbloom_core::partition::{
     partition_key, partition_names_fit, Descriptor, Partition, PartitionGrowth,
 };
-use rustbloom_core::{Growth, StoredFilter, StoredValue};
+use rustbloom_core::{Filter, Growth, StoredFilter, StoredValue};
 
 use super::args::CreateOptions;
 use super::config;
 use super::errors::{
-    items_to_descriptor, misrouted, names_too_long, DESCRIPTOR, DESCRIPTOR_OPTIONS,
+    items_to_descriptor, misrouted, names_too_long, DESCRIPTOR, DESCRIPTOR_OPTIONS, LOADING,
     PARTITIONS_TOO_LARGE, SEED_REUSED,
 };
 use super::ffi::{Command, CommandError, CommandResult, Key};
 
-/// The filter at `key` for a lookup, checked before anything is read: on a partition key every
-/// item from argument `first_item` must route to it, else the whole command is refused; a
-/// descriptor refuses items (each goes to its partition). Ok(None) for a missing key. The value
-/// is fetched once, and a plain filter pays nothing for the check.
+/// The complete filter at `key` for a lookup, checked before anything is read: on a partition
+/// key every item from argument `first_item` must route to it, else the whole command is refused;
+/// a descriptor refuses items (each goes to its partition); a filter still loading answers
+/// LOADING. Ok(None) for a missing key. The value is fetched once, and a plain filter pays one
+/// test for all of it.
 #[inline(always)]
 pub fn lookup_filter<'k>(
     command: &Command,
     key: &'k Key,
     first_item: usize,
-) -> Result<Option<&'k StoredFilter>, CommandError> {
+) -> Result<Option<&'k Filter>, CommandError> {
     match key.value::<StoredValue>()? {
-        Some(StoredValue::Filter(stored)) => {
-            if let Some(partition) = stored.partition() {
-                check_routing(partition, command.args_from(first_item))?;
-            }
-            Ok(Some(stored))
-        }
+        Some(StoredValue::Filter(stored)) => match stored.plain_ready() {
+            Some(filter) => Ok(Some(filter)),
+            None => rare_lookup_filter(command, stored, first_item).map(Some),
+        },
         Some(StoredValue::Descriptor(_)) => Err(items_to_descriptor(command)),
         None => Ok(None),
     }
+}
+
+/// [`lookup_filter`] of a partition or of a filter still loading.
+#[cold]
+fn rare_lookup_filter<'k>(
+    command: &Command,
+    stored: &'k StoredFilter,
+    first_item: usize,
+) -> Result<&'k Filter, CommandError> {
+    if let Some(partition) = stored.partition() {
+        check_routing(partition, command.args_from(first_item))?;
+    }
+    stored.ready().ok_or(LOADING)
 }
 
 /// [`lookup_filter`]'s check for an add: on a partition key also returns the items, fetched from the

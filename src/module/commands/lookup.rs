@@ -1,6 +1,5 @@
 //! Lookups: BF.EXISTS, BF.MEXISTS, BF.CARD.
 
-use crate::module::errors::LOADING;
 use crate::module::ffi::{Command, CommandError, CommandResult};
 use crate::module::partition;
 use crate::module::stats::{self};
@@ -36,10 +35,7 @@ pub fn mexists(command: &Command) -> CommandResult {
 /// BF.MEXISTS of several items: looked up together, then answered.
 fn lookup_batch(command: &Command) -> CommandResult {
     let key = command.open_key(false);
-    let filter = match partition::lookup_filter(command, &key, 2)? {
-        Some(stored) => Some(stored.ready().ok_or(LOADING)?),
-        None => None,
-    };
+    let filter = partition::lookup_filter(command, &key, 2)?;
     // The answers are collected before any is replied, so that a panic half-way (a bug) still
     // answers one well-formed error.
     let items = command.args_from(2);
@@ -68,10 +64,7 @@ fn lookup_batch(command: &Command) -> CommandResult {
 fn lookup_one(command: &Command) -> Result<bool, CommandError> {
     let key = command.open_key(false);
     let found = match partition::lookup_filter(command, &key, 2)? {
-        Some(stored) => stored
-            .ready()
-            .ok_or(LOADING)?
-            .contains(command.arg(2), || command.now_ms()),
+        Some(filter) => filter.contains(command.arg(2), || command.now_ms()),
         None => false,
     };
     stats::count(&stats::LOOKUPS, 1);
