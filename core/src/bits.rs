@@ -478,13 +478,11 @@ impl BitStore {
         if lines == 0 {
             return None;
         }
-        let (table, shift) = if self.in_pieces() {
-            // Pieces are whole lines: 2^(piece_shift - 3) lines each.
-            let table = self.ptr.as_ptr().cast::<std::ptr::NonNull<u64>>();
-            (table.cast_const(), self.piece_shift - 3)
-        } else {
+        let (table, shift) = match self.pieces() {
+            // Pieces are whole lines: 2^(shift - 3) lines each.
+            Some(pieces) => (pieces.table, pieces.shift - 3),
             // The one block is a table of one piece, which every line is in.
-            (&raw const self.ptr, usize::BITS - 1)
+            None => (&raw const self.ptr, usize::BITS - 1),
         };
         Some(LineFinder {
             table,
@@ -614,7 +612,6 @@ impl BitStore {
     }
 }
 
-/// The little-endian bytes of the words from byte `at`, word by word (big-endian targets).
 /// The panic of a line index past the store (a bug), out of line: the check that calls it is
 /// inlined into every lookup, and its message's arguments would otherwise be set up there.
 #[cold]
@@ -623,6 +620,7 @@ fn line_out_of_range(line: usize, lines: usize) -> ! {
     panic!("line {line} of {lines}")
 }
 
+/// The little-endian bytes of the words from byte `at`, word by word (big-endian targets).
 fn read_words_le(store: &BitStore, at: usize, out: &mut [u8]) {
     let mut at = at;
     let mut rest = out;

@@ -172,7 +172,8 @@ impl StoredFilter {
         }
     }
 
-    /// The filter when it is complete and not a partition, as most are: both read with one test.
+    /// The filter when it is complete and not a partition, as most are: both read with one test
+    /// (the rare state exists exactly while loading or for a partition).
     #[inline]
     pub fn plain_ready(&self) -> Option<&Filter> {
         self.rare.is_none().then_some(&self.filter)

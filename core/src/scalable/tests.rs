@@ -35,6 +35,17 @@ fn added_by(
     (filter, outcome)
 }
 
+/// Adds `items` to `filter` as one batch ([`BloomFilter::insert_many`]).
+fn insert_all(filter: &mut BloomFilter, items: &[[u8; 8]]) -> AddOutcome {
+    let mut outcome = AddOutcome::default();
+    filter.insert_many(
+        items.iter().map(|item| item.as_slice()),
+        &mut Unlimited,
+        &mut outcome,
+    );
+    outcome
+}
+
 #[test]
 fn a_batch_into_a_grown_filter_answers_as_testing_every_layer_before_setting() {
     let item = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
@@ -105,12 +116,7 @@ fn a_batch_into_a_grown_filter_answers_as_testing_every_layer_before_setting() {
             .iter()
             .map(|item| one_by_one.insert(item, &mut Unlimited).unwrap())
             .collect();
-        let mut outcome = AddOutcome::default();
-        filter.insert_many(
-            batch.iter().map(|item| item.as_slice()),
-            &mut Unlimited,
-            &mut outcome,
-        );
+        let outcome = insert_all(&mut filter, &batch);
         assert_eq!(outcome.error, None);
         let first_difference = |answers: &[bool]| {
             (0..expected.len()).find(|&at| answers.get(at) != Some(&expected[at]))
@@ -236,12 +242,7 @@ fn a_one_layer_lookup_answers_as_whole_lookups_on_every_path_in_one_block_or_in_
             };
             let mut filter = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
             let members: Vec<[u8; 8]> = (0..capacity).map(item).collect();
-            let mut outcome = AddOutcome::default();
-            filter.insert_many(
-                members.iter().map(|i| i.as_slice()),
-                &mut Unlimited,
-                &mut outcome,
-            );
+            let outcome = insert_all(&mut filter, &members);
             assert_eq!(outcome.error, None);
             let layer = &filter.layers()[0];
             let context = format!("{words} words, {layout:?} × {per_line}");
@@ -322,12 +323,7 @@ fn a_batch_of_new_items_fills_a_layer_in_lines_exactly_to_its_capacity() {
     // New items only: the layer's 10 free places are taken by the group's first 10, and the
     // 11th, new too, goes to a layer pushed for it.
     let batch: Vec<[u8; 8]> = (1_000..1_100).map(item).collect();
-    let mut outcome = AddOutcome::default();
-    filter.insert_many(
-        batch.iter().map(|item| item.as_slice()),
-        &mut Unlimited,
-        &mut outcome,
-    );
+    let outcome = insert_all(&mut filter, &batch);
     for item in &batch {
         one_by_one.insert(item, &mut Unlimited).unwrap();
     }
