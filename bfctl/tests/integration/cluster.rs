@@ -8,9 +8,8 @@
 use redis::Value;
 use rustbloom_client::routing::{key_slot, partition_of};
 use rustbloom_client::{Client, Filter};
-mod common;
 
-use common::{bfctl_at, ok};
+use crate::common::{bfctl_at, ok};
 use rustbloom_testkit::cluster::Cluster;
 use rustbloom_testkit::*;
 

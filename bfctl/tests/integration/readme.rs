@@ -28,6 +28,8 @@ const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
 /// How the README runs bfctl: the binary `cargo build --release` leaves.
 const README_BFCTL: &str = "target/release/bfctl";
 const PROMPT: &str = "$ ";
+/// Where a README `/tmp/` stands while the rest of a command is rewritten: no README has it.
+const SCRATCH_MARK: &str = "\u{0}scratch\u{0}";
 
 /// Numbers followed by one of these vary by run: timings, rates, random probes present.
 const VARYING_BEFORE: [&str; 4] = [" s,", " s)", " items/s", " of them present"];
@@ -123,15 +125,23 @@ struct Stage {
 
 impl Stage {
     /// The command as it runs here.
+    /// The README's own names are replaced before any path of this machine goes in, so a
+    /// checkout or scratch directory whose path holds `/tmp/` or a README host is left whole;
+    /// both paths go in shell-quoted (a checkout's path may hold spaces).
     fn command(&self, readme_command: &str) -> String {
-        let mut c = readme_command.replace(README_BFCTL, BFCTL).replace(
-            "redis-cli ",
-            &format!("redis-cli --no-raw -h 127.0.0.1 -p {} ", self.cli_port),
-        );
+        let mut c = readme_command.replace("/tmp/", SCRATCH_MARK);
         for h in &self.hosts {
             c = c.replace(h.readme, &h.actual);
         }
-        c.replace("/tmp/", &format!("{}/", self.scratch.path().display()))
+        c.replace(README_BFCTL, &shell_quoted(BFCTL))
+            .replace(
+                "redis-cli ",
+                &format!("redis-cli --no-raw -h 127.0.0.1 -p {} ", self.cli_port),
+            )
+            .replace(
+                SCRATCH_MARK,
+                &shell_quoted(&format!("{}/", self.scratch.path().display())),
+            )
     }
 
     /// What a command printed, as the README would show it.
@@ -189,6 +199,18 @@ impl Stage {
         }
         Some(diff)
     }
+}
+
+/// `text` as one word for `sh`, whatever it holds: in single quotes, each `'` closed, escaped
+/// and reopened. A word of only path characters goes as it is, so commands read as the README's.
+fn shell_quoted(text: &str) -> String {
+    if text
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-+:,=@".contains(&b))
+    {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 fn url(s: &Server) -> String {

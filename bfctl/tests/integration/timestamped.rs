@@ -7,9 +7,8 @@
 
 use std::process::Output;
 
-mod common;
 
-use common::{bfctl_at, ok};
+use crate::common::{bfctl_at, ok};
 use rustbloom_testkit::cluster::Cluster;
 use rustbloom_testkit::*;
 

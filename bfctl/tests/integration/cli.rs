@@ -13,9 +13,8 @@ fn server_binary() -> PathBuf {
         _ => PathBuf::from("/usr/bin/redis-server"),
     }
 }
-mod common;
 
-use common::{bfctl_at, ok, BFCTL};
+use crate::common::{bfctl_at, ok, BFCTL};
 
 fn module_path() -> PathBuf {
     let p = match std::env::var_os("RUSTBLOOM_MODULE") {

@@ -1,0 +1,12 @@
+//! bfctl's integration tests, one binary: each file is a module (one link for all of them).
+
+mod cli;
+mod cluster;
+mod common;
+mod connect;
+mod long_line;
+mod migrate;
+mod readme;
+mod timestamped;
+mod url_node_failover;
+mod vanish;
