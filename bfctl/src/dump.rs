@@ -135,7 +135,7 @@ fn write_dump(
     Ok((chunks, bytes))
 }
 
-/// The descriptor's BF.RESERVE arguments after its name, from its BF.INFO (docs/partitioning.md
+/// The descriptor's BF.RESERVE arguments after its name, from its BF.INFO (docs/partitions.md
 /// §4): ε N PARTITIONS P routing_seed, then its growth.
 pub fn descriptor_args(info: &FilterInfo) -> Result<Vec<Vec<u8>>> {
     let field = |name: &str| {

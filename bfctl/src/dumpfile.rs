@@ -16,7 +16,7 @@
 //! Nothing may follow the count. The data is passed to BF.LOADCHUNK untouched; the module's own
 //! chunk checksums protect it, the end record and the count catch truncated files.
 //!
-//! A partitioned filter (docs/partitioning.md) is saved as its descriptor, then one dump as
+//! A partitioned filter (docs/partitions.md) is saved as its descriptor, then one dump as
 //! above per partition, in partition order:
 //!
 //! ```text

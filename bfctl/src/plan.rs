@@ -32,7 +32,7 @@ pub struct PlanArgs {
     /// Plan a NONSCALING filter.
     #[arg(long, conflicts_with = "expansion")]
     pub nonscaling: bool,
-    /// Plan a filter split into P partitions (docs/partitioning.md): each partition's table,
+    /// Plan a filter split into P partitions (docs/partitions.md): each partition's table,
     /// and the memory of all of them.
     #[arg(long, value_name = "P")]
     pub partitions: Option<u32>,

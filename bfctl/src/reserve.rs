@@ -8,7 +8,7 @@ use rustbloom_client::{Client, Filter, Growth, ReserveOptions};
 /// How a filter is reserved: growth and partitions.
 #[derive(Args, Clone, Debug)]
 pub struct Shape {
-    /// Split the filter into P partitions (docs/partitioning.md): one key per partition,
+    /// Split the filter into P partitions (docs/partitions.md): one key per partition,
     /// spread over a cluster's masters, and a descriptor at NAME.
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub partitions: Option<u32>,

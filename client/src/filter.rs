@@ -1,4 +1,4 @@
-//! A filter by its name, plain (one key) or partitioned (`docs/partitioning.md`: a descriptor at
+//! A filter by its name, plain (one key) or partitioned (`docs/partitions.md`: a descriptor at
 //! the name and P partition keys), with the same operations on both: reserve, add, look up,
 //! describe, delete.
 
@@ -152,7 +152,7 @@ impl Filter {
         let expected = partition_keys(name, partitions);
         if keys != expected {
             return Err(Error::Inconsistent(
-                "the descriptor's partition keys are not the ones docs/partitioning.md gives"
+                "the descriptor's partition keys are not the ones docs/partitions.md gives"
                     .into(),
             ));
         }

@@ -1,4 +1,4 @@
-//! rustbloom's client: one API over plain and partitioned Bloom filters (`docs/partitioning.md`),
+//! rustbloom's client: one API over plain and partitioned Bloom filters (`docs/partitions.md`),
 //! on a single server or a Redis Cluster reached through any node. With the cargo feature
 //! `async`, the same operations run on tokio as `*_async` methods over an async connection
 //! (module `aio`).

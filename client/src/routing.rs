@@ -1,4 +1,4 @@
-//! The partitioning rule of `docs/partitioning.md` as a client sees it: which partition an item
+//! The partitioning rule of `docs/partitions.md` as a client sees it: which partition an item
 //! belongs to, the key of every partition, and how big each partition is made. The rule itself
 //! lives in the core ([`rustbloom_core::partition`]), which the module checks items with, so a
 //! client and the server can never route differently; this module only gives it the shapes a

@@ -1,5 +1,5 @@
 //! Partitioned filters: one logical Bloom filter split by item over P keys, so that it can grow
-//! past one key and spread over a cluster's nodes (the specification is `docs/partitioning.md`).
+//! past one key and spread over a cluster's nodes (the specification is `docs/partitions.md`).
 //!
 //! # The picture
 //!

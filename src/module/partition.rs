@@ -1,4 +1,4 @@
-//! Partitioned filters on the server (docs/partitioning.md): the routing check of item
+//! Partitioned filters on the server (docs/partitions.md): the routing check of item
 //! commands on a partition key, the descriptor at the logical name, and their BF.INFO.
 //!
 //! The core ([`rustbloom_core::partition`]) routes and encodes; here are only the hooks the

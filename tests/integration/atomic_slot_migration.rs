@@ -107,7 +107,7 @@ fn plain_filters(first: usize, role: &str) -> Vec<Filter> {
 }
 
 /// A partitioned filter for 100000 items at 1% whose descriptor (and so partition 0) is in the
-/// moved range: its partitions, then its descriptor (as docs/partitioning.md orders them).
+/// moved range: its partitions, then its descriptor (as docs/partitions.md orders them).
 fn partitioned_filter(n: usize, role: &str) -> (String, Vec<Filter>) {
     let name = moving_key(n, &format!("part.{role}"));
     let capacity = partition_capacity(100_000, PARTITIONS, false).to_string();

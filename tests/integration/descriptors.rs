@@ -1,4 +1,4 @@
-//! A partitioned filter's descriptor (docs/partitioning.md) as a user meets it: a descriptor is
+//! A partitioned filter's descriptor (docs/partitions.md) as a user meets it: a descriptor is
 //! accepted only as `BF.RESERVE ... PARTITIONS` would create it, so every one a server holds
 //! survives its own AOF rewrite; BF.INFO of one stays within a bounded reply; and the edges of
 //! its creation (one NONSCALING partition of 2^30 items, a fixed seed mode whose seed is the

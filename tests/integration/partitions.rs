@@ -1,4 +1,4 @@
-//! Partitioned filters (docs/partitioning.md) on one server: partitions created by the key rule
+//! Partitioned filters (docs/partitions.md) on one server: partitions created by the key rule
 //! and a descriptor, routed adds and lookups, misrouted items refused whole, the descriptor's
 //! refusals and BF.INFO, and the partition identity kept by DUMP/RESTORE, SCANDUMP/LOADCHUNK,
 //! COPY, SAVE, AOF rewrite and a replica.

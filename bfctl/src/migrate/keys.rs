@@ -13,7 +13,7 @@ use super::{bulk_bytes, text, BLOOM_TYPE, SCAN_COUNT};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     Filter,
-    /// A partitioned filter's descriptor (docs/partitioning.md).
+    /// A partitioned filter's descriptor (docs/partitions.md).
     Descriptor,
 }
 

@@ -775,7 +775,7 @@ fn plan_with_partitions_shows_each_partition_and_the_total() {
         out.contains("each partition is under the default bf.max-filter-bytes"),
         "{out}"
     );
-    // The partition's capacity is docs/partitioning.md's, and its table is that of a plain
+    // The partition's capacity is docs/partitions.md's, and its table is that of a plain
     // filter of that capacity.
     let c = rustbloom_client::routing::partition_capacity(1_000_000_000, 16, true);
     assert!(

@@ -1,6 +1,6 @@
 //! bfctl and the rustbloom-client crate against a real cluster on loopback: 3 masters and 3
 //! replicas ([`Cluster`]), given any node's URL. Plain filters, partitioned filters
-//! (docs/partitioning.md) spread over the masters, lookups without false negatives and at the
+//! (docs/partitions.md) spread over the masters, lookups without false negatives and at the
 //! reserved error rate, refusals of misrouted commands, a load that goes on through a reshard
 //! and a master's failover, and partitions that keep their identity through DUMP/RESTORE,
 //! SCANDUMP/LOADCHUNK and a restart of the whole cluster.

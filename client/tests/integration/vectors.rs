@@ -1,5 +1,5 @@
 //! The routing, key and sizing rules against `tests/fixtures/partitioning-vectors.json`, the
-//! vectors every implementation of `docs/partitioning.md` is tested with.
+//! vectors every implementation of `docs/partitions.md` is tested with.
 
 use rustbloom_client::routing::{
     key_slot, partition_capacity, partition_keys, partition_of, partition_slot, slot_tag,

@@ -13,7 +13,7 @@ export class FilterNotFoundError extends PartitionedBloomError {}
 
 /**
  * BF.INFO of the logical name answered something this client cannot route by: not a partitioned
- * filter, or a descriptor whose keys or fields disagree with docs/partitioning.md.
+ * filter, or a descriptor whose keys or fields disagree with docs/partitions.md.
  */
 export class DescriptorError extends PartitionedBloomError {}
 

@@ -54,7 +54,7 @@ export declare const CHUNK_ITEMS: number;
 export declare const DEFAULT_ERROR_RATE: number;
 export declare const DEFAULT_CAPACITY: number;
 
-/** One Bloom filter over P partition keys, for the rustbloom module (docs/partitioning.md). */
+/** One Bloom filter over P partition keys, for the rustbloom module (docs/partitions.md). */
 export declare class PartitionedBloom {
   constructor(client: Client, name: string | Buffer, options?: PartitionedBloomOptions);
   readonly name: Buffer;

@@ -1,5 +1,5 @@
 // PartitionedBloom: one logical Bloom filter whose items are spread over P partition keys, for
-// the rustbloom module (docs/partitioning.md), over node-redis (createClient or createCluster).
+// the rustbloom module (docs/partitions.md), over node-redis (createClient or createCluster).
 
 import { randomBytes } from 'node:crypto';
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
@@ -346,7 +346,7 @@ export class PartitionedBloom {
     const listed = fields.get('Partition keys');
     if (!Array.isArray(listed) || listed.length !== keys.length
         || listed.some((k, i) => !Buffer.from(k).equals(keys[i]))) {
-      throw new DescriptorError(`the descriptor of ${name} lists partition keys other than docs/partitioning.md gives`);
+      throw new DescriptorError(`the descriptor of ${name} lists partition keys other than docs/partitions.md gives`);
     }
     const errorRate = Number(String(fields.get('Error rate')));
     if (!Number.isFinite(errorRate)) throw new DescriptorError(`bad error rate in ${name}`);

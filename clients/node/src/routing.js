@@ -1,4 +1,4 @@
-// The partitioning rules of docs/partitioning.md: which partition an item goes to, the keys of
+// The partitioning rules of docs/partitions.md: which partition an item goes to, the keys of
 // the partitions, their slots, and how big each one is made. Pure computation, checked against
 // the shared vectors (tests/fixtures/partitioning-vectors.json).
 

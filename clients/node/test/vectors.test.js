@@ -1,4 +1,4 @@
-// The shared vectors of docs/partitioning.md (tests/fixtures/partitioning-vectors.json); no server.
+// The shared vectors of docs/partitions.md (tests/fixtures/partitioning-vectors.json); no server.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -14,7 +14,7 @@ use Rustbloom\Transport\SingleServer;
 use Rustbloom\Transport\Transport;
 
 /**
- * One Bloom filter over P partition keys, for the rustbloom module (docs/partitioning.md).
+ * One Bloom filter over P partition keys, for the rustbloom module (docs/partitions.md).
  *
  * Each item goes to the one partition a seeded hash of it picks, so an add or a lookup touches
  * one key, and the partitions sit on evenly spaced cluster slots so that a cluster's masters share
@@ -406,7 +406,7 @@ final class PartitionedBloom
         $listed = $fields['Partition keys'];
         if (!is_array($listed) || array_map('strval', $listed) !== $keys) {
             throw new DescriptorException('the descriptor of ' . self::quote($this->name)
-                . ' lists partition keys other than docs/partitioning.md gives');
+                . ' lists partition keys other than docs/partitions.md gives');
         }
         $rate = $fields['Error rate'] ?? null;
         if (!is_numeric($rate)) {

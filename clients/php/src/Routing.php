@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace Rustbloom;
 
 /**
- * The partitioning rules of docs/partitioning.md: which partition an item goes to, the keys of the
+ * The partitioning rules of docs/partitions.md: which partition an item goes to, the keys of the
  * partitions, their slots, and how big each one is made. Pure computation, checked against the
  * shared vectors (tests/fixtures/partitioning-vectors.json).
  *

@@ -118,7 +118,7 @@ final class InteropTest extends ServerTestCase
     private static function python(string $target, string $mode, string $name, array $items): string
     {
         $python = getenv('RUSTBLOOM_PYTHON') ?: Servers::root() . '/target/python-client/venv/bin/python';
-        self::assertFileExists($python, 'no Python with the rustbloom package: run `make python-client-test` or set RUSTBLOOM_PYTHON');
+        self::assertFileExists($python, 'no Python with the rustbloom package: run `make client-packages` or set RUSTBLOOM_PYTHON');
         $done = Servers::run([$python, '-c', self::PYTHON_PEER, $mode, (string) self::port($target),
             $target === 'cluster' ? '1' : '0', $name], self::lines($items));
         self::assertSame(0, $done['status'], $done['stderr']);

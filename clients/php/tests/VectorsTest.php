@@ -7,7 +7,7 @@ namespace Rustbloom\Tests;
 use PHPUnit\Framework\TestCase;
 use Rustbloom\Routing;
 
-/** The shared vectors of docs/partitioning.md (tests/fixtures/partitioning-vectors.json). */
+/** The shared vectors of docs/partitions.md (tests/fixtures/partitioning-vectors.json). */
 final class VectorsTest extends TestCase
 {
     /** @return array<string, mixed> */

@@ -1,4 +1,4 @@
-"""The shared vectors of docs/partitioning.md (tests/fixtures/partitioning-vectors.json); no
+"""The shared vectors of docs/partitions.md (tests/fixtures/partitioning-vectors.json); no
 server needed."""
 
 import json

@@ -1,4 +1,4 @@
-//! Partitioned filters (docs/partitioning.md): the specification's test vectors, the accuracy of
+//! Partitioned filters (docs/partitions.md): the specification's test vectors, the accuracy of
 //! the union, the NONSCALING margin, and the partition identity in every encoding.
 
 use std::path::Path;

@@ -1,6 +1,6 @@
 """rustbloom: one Bloom filter over many keys and a Redis Cluster's nodes.
 
-See docs/partitioning.md in the rustbloom repository for the rules this package follows.
+See docs/partitions.md in the rustbloom repository for the rules this package follows.
 """
 
 from .errors import (

@@ -84,7 +84,7 @@ def _info_fields(reply: Any) -> Dict[str, Any]:
 
 
 class PartitionedBloom:
-    """One Bloom filter over P partition keys, for the rustbloom module (docs/partitioning.md).
+    """One Bloom filter over P partition keys, for the rustbloom module (docs/partitions.md).
 
     ``client`` is a redis-py ``Redis`` or ``RedisCluster``; ``name`` is the logical filter name
     (str or bytes). Each item goes to the one partition a seeded hash of it picks, so an add or a
@@ -180,7 +180,7 @@ class PartitionedBloom:
         ):
             raise DescriptorError(
                 f"the descriptor of {self.name!r} lists partition keys other than "
-                "docs/partitioning.md gives"
+                "docs/partitions.md gives"
             )
         try:
             error_rate = float(_text(fields.get("Error rate")))

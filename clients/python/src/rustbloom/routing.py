@@ -1,4 +1,4 @@
-"""The partitioning rules of docs/partitioning.md: which partition an item goes to, the keys of
+"""The partitioning rules of docs/partitions.md: which partition an item goes to, the keys of
 the partitions, their slots, and how big each one is made.
 
 Everything here is pure computation (no server), so any other implementation can be checked
