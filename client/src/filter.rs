@@ -152,8 +152,7 @@ impl Filter {
         let expected = partition_keys(name, partitions);
         if keys != expected {
             return Err(Error::Inconsistent(
-                "the descriptor's partition keys are not the ones docs/partitions.md gives"
-                    .into(),
+                "the descriptor's partition keys are not the ones docs/partitions.md gives".into(),
             ));
         }
         Ok(Some(Filter {

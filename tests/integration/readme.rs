@@ -1,11 +1,11 @@
-//! The redis-cli transcripts of README.md and docs/behaviour.md, replayed: every
-//! `127.0.0.1:6379> CMD` line of their ```text blocks is run against a fresh server, its reply
-//! formatted as redis-cli shows it in a terminal (`(integer) N`, `"bulk"` with redis-cli's
-//! escapes, arrays numbered `N) ` with the numbers padded to the widest, `(error) ERR ...`), and
-//! compared with the lines below it. A figure a document shows that the code does not give
-//! fails here, with a diff of the two.
+//! The redis-cli transcripts of every page of the documentation (README.md and each
+//! docs/*.md), replayed: every `127.0.0.1:6379> CMD` line of their ```text blocks is run against
+//! a fresh server, its reply formatted as redis-cli shows it in a terminal (`(integer) N`,
+//! `"bulk"` with redis-cli's escapes, arrays numbered `N) ` with the numbers padded to the
+//! widest, `(error) ERR ...`), and compared with the lines below it. A figure a page shows that
+//! the code does not give fails here, with a diff of the two.
 //!
-//! The documents mark what cannot be shown as it is, in ways a reader already reads that way:
+//! The pages mark what cannot be shown as it is, in ways a reader already reads that way:
 //! - a quoted string ending in `..."` is cut short: a reply line matches when it begins with
 //!   what is shown, and such an argument stands for the bulk string of an earlier reply that
 //!   begins with it (SCANDUMP's chunks, given to LOADCHUNK);
@@ -13,10 +13,11 @@
 //!   is an example (the server's clock, or bytes as its allocator counts them): the line matches
 //!   with any number in its place.
 //!
-//! The quick start runs on a server of its own; the README's other transcripts run in order on
-//! another, as a reader following the README would type them, and docs/behaviour.md's in order
-//! on a third. The sizes the README's prose quotes in the form "N bytes (BF.INFO KEY SIZE)" are
-//! checked on the filters its transcripts create.
+//! The README's quick start runs on a server of its own; every page's other transcripts run in
+//! order on a server of the page's own, as a reader following that page would type them. The
+//! sizes a page's prose quotes in the form "N bytes (BF.INFO KEY SIZE)" are checked on the
+//! filters its transcripts create. The links between the pages (and to BENCHMARKS.md) must lead
+//! to a file that exists, and an anchor to one of its headings.
 use redis::{Connection, Value};
 use rustbloom_testkit::*;
 
@@ -25,12 +26,32 @@ const PROMPT: &str = "127.0.0.1:6379> ";
 const COMMENT: &str = "  #";
 
 const README: &str = "README.md";
-const BEHAVIOUR: &str = "docs/behaviour.md";
+/// The pages' transcripts and exchanges when the README was split into docs/ (the quick start
+/// included): fewer means a page or a transcript went missing.
+const AT_LEAST_TRANSCRIPTS: usize = 15;
+const AT_LEAST_EXCHANGES: usize = 155;
 
 /// A document of the repository, by its path there.
 fn document(name: &str) -> String {
     let path = format!("{}/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
+}
+
+/// The pages of the documentation, by their paths in the repository: README.md, then every
+/// docs/*.md in name order.
+fn pages() -> Vec<String> {
+    let dir = format!("{}/docs", env!("CARGO_MANIFEST_DIR"));
+    let mut docs: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {dir}: {e}"))
+        .map(|entry| entry.unwrap_or_else(|e| panic!("read {dir}: {e}")))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.sort();
+    let mut all = vec![README.to_string()];
+    all.extend(docs);
+    all
 }
 
 /// One command of a transcript and the reply lines the document shows below it.
@@ -403,22 +424,14 @@ fn quick_start_replays_as_the_readme_shows() {
     );
 }
 
-#[test]
-fn every_other_transcript_and_quoted_size_replays() {
-    let text = document(README);
-    let all = transcripts(&text);
-    let quick = quick_start(&text, &all);
-    assert!(
-        all.len() > 1,
-        "README.md has transcripts besides the quick start"
-    );
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut failures = Vec::new();
-    for (_, t) in all.iter().enumerate().filter(|(i, _)| *i != quick) {
-        failures.extend(replay(&mut c, README, t));
-    }
-    // "N bytes (`BF.INFO KEY SIZE`": sizes of the filters the transcripts created.
+/// Checks on `c` the sizes `text` (the page `doc`) quotes as "N bytes (`BF.INFO KEY SIZE`)";
+/// returns how many it quotes.
+fn check_quoted_sizes(
+    c: &mut Connection,
+    doc: &str,
+    text: &str,
+    failures: &mut Vec<String>,
+) -> usize {
     let mut quoted_sizes = 0;
     for (at, _) in text.match_indices(" bytes (`BF.INFO ") {
         let figure = text[..at]
@@ -434,32 +447,170 @@ fn every_other_transcript_and_quoted_size_replays() {
         }
         quoted_sizes += 1;
         let want = figure.replace(',', "");
-        let got = format_reply(&raw(&mut c, &["BF.INFO", key, "SIZE"]), "");
+        let got = format_reply(&raw(c, &["BF.INFO", key, "SIZE"]), "");
         if got.trim_end() != format!("1) (integer) {want}") {
             let line = text[..at].lines().count();
             failures.push(format!(
-                "README.md:{line}: {figure} bytes (`BF.INFO {key} SIZE`), the server answers {}",
+                "{doc}:{line}: {figure} bytes (`BF.INFO {key} SIZE`), the server answers {}",
                 got.trim_end()
             ));
         }
     }
-    assert!(quoted_sizes > 0, "README.md quotes no BF.INFO sizes");
-    assert_no_failures(&failures, "the transcripts after the quick start");
+    quoted_sizes
 }
 
 #[test]
-fn behaviour_transcripts_replay_as_documented() {
-    let all = transcripts(&document(BEHAVIOUR));
+fn every_page_replays_with_its_quoted_sizes() {
+    let mut failures = Vec::new();
+    let (mut transcripts_seen, mut exchanges_seen, mut quoted_sizes) = (0, 0, 0);
+    for doc in pages() {
+        let text = document(&doc);
+        let mut all = transcripts(&text);
+        transcripts_seen += all.len();
+        exchanges_seen += all.iter().map(|t| t.exchanges.len()).sum::<usize>();
+        if doc == README {
+            // The quick start runs on its own server (the test above).
+            all.remove(quick_start(&text, &all));
+        }
+        let quotes_sizes = text.contains(" bytes (`BF.INFO ");
+        if all.is_empty() && !quotes_sizes {
+            continue;
+        }
+        let s = Server::start();
+        let mut c = s.conn();
+        for t in &all {
+            failures.extend(replay(&mut c, &doc, t));
+        }
+        quoted_sizes += check_quoted_sizes(&mut c, &doc, &text, &mut failures);
+    }
     assert!(
-        all.len() > 5,
-        "{BEHAVIOUR} has only {} transcripts",
-        all.len()
+        transcripts_seen >= AT_LEAST_TRANSCRIPTS && exchanges_seen >= AT_LEAST_EXCHANGES,
+        "the pages hold {transcripts_seen} transcripts of {exchanges_seen} commands, fewer than \
+         the {AT_LEAST_TRANSCRIPTS} of {AT_LEAST_EXCHANGES} they had: was a page deleted?"
     );
-    let s = Server::start();
-    let mut c = s.conn();
-    let failures: Vec<String> = all
-        .iter()
-        .flat_map(|t| replay(&mut c, BEHAVIOUR, t))
-        .collect();
-    assert_no_failures(&failures, BEHAVIOUR);
+    assert!(quoted_sizes > 0, "no page quotes a BF.INFO size");
+    assert_no_failures(&failures, "the pages' transcripts");
+}
+
+/// The anchor GitHub gives a heading: lower case, every character but letters, digits, `_`,
+/// `-` and spaces dropped, spaces made `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '))
+        .flat_map(char::to_lowercase)
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a markdown text's headings (outside fenced blocks), a repeated one numbered
+/// `-1`, `-2`, … as GitHub numbers them.
+fn anchors(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let Some(heading) = line.strip_prefix('#').filter(|_| !fenced) else {
+            continue;
+        };
+        let base = anchor(heading.trim_start_matches('#'));
+        let repeats = seen.entry(base.clone()).or_insert(0);
+        out.push(match *repeats {
+            0 => base,
+            n => format!("{base}-{n}"),
+        });
+        *repeats += 1;
+    }
+    out
+}
+
+/// The relative link targets of a markdown text (outside fenced blocks), with their lines.
+fn links(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (i, line) in text.lines().enumerate() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        for (at, _) in line.match_indices("](") {
+            let rest = &line[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if !target.contains("://") && !target.starts_with("mailto:") {
+                out.push((i + 1, target.to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn links_between_pages_resolve() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut sources = pages();
+    sources.extend(["BENCHMARKS.md", "clients/python/README.md"].map(String::from));
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for doc in &sources {
+        let text = document(doc);
+        let dir = std::path::Path::new(doc)
+            .parent()
+            .unwrap_or(std::path::Path::new(""));
+        for (line, target) in links(&text) {
+            checked += 1;
+            let (path, fragment) = match target.split_once('#') {
+                Some((p, f)) => (p, Some(f)),
+                None => (target.as_str(), None),
+            };
+            let file = if path.is_empty() {
+                std::path::PathBuf::from(doc)
+            } else {
+                dir.join(path)
+            };
+            let on_disk = std::path::Path::new(root).join(&file);
+            if !on_disk.exists() {
+                failures.push(format!("{doc}:{line}: ]({target}): no {}", file.display()));
+                continue;
+            }
+            if let Some(fragment) = fragment {
+                let heads = std::fs::read_to_string(&on_disk)
+                    .map(|t| anchors(&t))
+                    .unwrap_or_default();
+                if !heads.iter().any(|h| h == fragment) {
+                    failures.push(format!(
+                        "{doc}:{line}: ]({target}): {} has no heading #{fragment}",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} links found in {sources:?}");
+    assert!(
+        failures.is_empty(),
+        "links that lead nowhere:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn anchors_are_githubs() {
+    assert_eq!(
+        anchor(" The seeds' day: 10^9 clicks at 1e-9 through a replicated cluster, 2026-11-25"),
+        "the-seeds-day-109-clicks-at-1e-9-through-a-replicated-cluster-2026-11-25"
+    );
+    assert_eq!(anchor(" make bench of `eeb1f68`"), "make-bench-of-eeb1f68");
+    assert_eq!(
+        anchors("# A\n## Setup\n```text\n# not a heading\n```\n## Setup\n"),
+        ["a", "setup", "setup-1"]
+    );
 }

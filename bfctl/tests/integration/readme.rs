@@ -1,21 +1,22 @@
-//! The README's bfctl transcripts, replayed: every ```text block of README.md with a
-//! `$ target/release/bfctl` line is run, command by command, against test servers, and what each
-//! command prints (its stdout, then its stderr) is compared line by line with the lines the
-//! README shows below it. A figure the README shows that bfctl no longer prints fails here, with
-//! a diff of the two.
+//! The bfctl transcripts of every page of the documentation (README.md and each docs/*.md),
+//! replayed: every ```text block of a page with a `$ target/release/bfctl` line is run, command
+//! by command, against test servers, and what each command prints (its stdout, then its stderr)
+//! is compared line by line with the lines the page shows below it. A figure a page shows that
+//! bfctl no longer prints fails here, with a diff of the two.
 //!
-//! How a README command runs here:
-//! - each `$ ` line (with the lines a trailing `\` continues) runs in `sh -c`, in README order,
-//!   sharing the servers and one scratch directory; `$ cargo …` lines (the build) are not run;
+//! How a page's command runs here:
+//! - each `$ ` line (with the lines a trailing `\` continues) runs in `sh -c`, in the page's
+//!   order, sharing the page's own servers and scratch directory (each page gets new ones);
+//!   `$ cargo …` lines (the build) are not run;
 //! - `target/release/bfctl` is the bfctl cargo built for this test, `redis-cli` talks to the
 //!   first server, and `/tmp/` is the scratch directory;
-//! - the README's hosts are test servers: `127.0.0.1:6379` (bfctl's default URL, given to it as
+//! - the pages' hosts are test servers: `127.0.0.1:6379` (bfctl's default URL, given to it as
 //!   `BFCTL_URL`) the first, `old-host:6379` and `new-host:6379` two more; in what bfctl prints,
-//!   the test servers' addresses and the scratch directory read back as the README's names;
+//!   the test servers' addresses and the scratch directory read back as the pages' names;
 //! - the servers run `bf.seed-mode fixed`, so the counts that depend on a filter's seed (false
-//!   positives: "already present") are those of the run the README shows.
+//!   positives: "already present") are those of the run the page shows.
 //!
-//! What varies by run, and the README says so next to its transcripts: timings (a number before
+//! What varies by run, and the pages say so next to their transcripts: timings (a number before
 //! ` s,` or ` s)`, as in `(0.04 s)`, and before ` items/s`) and the count of migrate's random
 //! probes that happen to be present (a number before ` of them present`). Those numbers are
 //! masked on both sides; everything else must match byte for byte.
@@ -25,29 +26,55 @@ use std::process::{Command, Stdio};
 use rustbloom_testkit::*;
 
 const BFCTL: &str = env!("CARGO_BIN_EXE_bfctl");
-/// How the README runs bfctl: the binary `cargo build --release` leaves.
+/// How the pages run bfctl: the binary `cargo build --release` leaves.
 const README_BFCTL: &str = "target/release/bfctl";
 const PROMPT: &str = "$ ";
-/// Where a README `/tmp/` stands while the rest of a command is rewritten: no README has it.
+/// Where a page's `/tmp/` stands while the rest of a command is rewritten: no page has it.
 const SCRATCH_MARK: &str = "\u{0}scratch\u{0}";
+/// The pages' `$ ` steps in bfctl transcripts, and their `target/release/bfctl` commands, when
+/// the README was split into docs/: fewer means a page or a transcript went missing.
+const AT_LEAST_STEPS: usize = 14;
+const AT_LEAST_BFCTL_COMMANDS: usize = 10;
 
 /// Numbers followed by one of these vary by run: timings, rates, random probes present.
 const VARYING_BEFORE: [&str; 4] = [" s,", " s)", " items/s", " of them present"];
 
-fn readme() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"))
+/// The repository's root.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// The pages of the documentation, by their paths in the repository, each with its text:
+/// README.md, then every docs/*.md in name order.
+fn pages() -> Vec<(String, String)> {
+    let dir = format!("{ROOT}/docs");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {dir}: {e}"))
+        .map(|entry| entry.unwrap_or_else(|e| panic!("read {dir}: {e}")))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    names.sort();
+    names.insert(0, "README.md".to_string());
+    names
+        .into_iter()
+        .map(|name| {
+            let path = format!("{ROOT}/{name}");
+            let text =
+                std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+            (name, text)
+        })
+        .collect()
 }
 
-/// One shell command of a transcript and the lines the README shows it printing.
+/// One shell command of a transcript and the lines the page shows it printing.
 struct Step {
-    /// 1-based line of README.md.
+    /// 1-based line of the page.
     line: usize,
     command: String,
     expected: Vec<String>,
 }
 
-/// The steps of every ```text block that runs `target/release/bfctl`, in README order.
+/// The steps of every ```text block that runs `target/release/bfctl`, in the page's order.
 fn bfctl_transcripts(readme: &str) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut block: Option<Vec<Step>> = None;
@@ -109,14 +136,16 @@ fn masked(line: &str) -> String {
     out
 }
 
-/// A README host and the test server that stands for it.
+/// A page's host and the test server that stands for it.
 struct Host {
     readme: &'static str,
     actual: String,
 }
 
-/// The servers and scratch directory the README's names stand for.
+/// The servers and scratch directory a page's names stand for.
 struct Stage {
+    /// The page, as its path in the repository.
+    page: String,
     hosts: Vec<Host>,
     scratch: tempfile::TempDir,
     default_url: String,
@@ -125,8 +154,8 @@ struct Stage {
 
 impl Stage {
     /// The command as it runs here.
-    /// The README's own names are replaced before any path of this machine goes in, so a
-    /// checkout or scratch directory whose path holds `/tmp/` or a README host is left whole;
+    /// The page's own names are replaced before any path of this machine goes in, so a
+    /// checkout or scratch directory whose path holds `/tmp/` or a page's host is left whole;
     /// both paths go in shell-quoted (a checkout's path may hold spaces).
     fn command(&self, readme_command: &str) -> String {
         let mut c = readme_command.replace("/tmp/", SCRATCH_MARK);
@@ -144,7 +173,7 @@ impl Stage {
             )
     }
 
-    /// What a command printed, as the README would show it.
+    /// What a command printed, as the page would show it.
     fn as_readme(&self, printed: &str) -> String {
         let mut p = printed.replace(&format!("{}/", self.scratch.path().display()), "/tmp/");
         for h in &self.hosts {
@@ -153,9 +182,9 @@ impl Stage {
         p
     }
 
-    /// Runs one step; a readable difference when its output is not the README's.
+    /// Runs one step; a readable difference when its output is not the page's.
     fn replay(&self, step: &Step) -> Option<String> {
-        let head = format!("README.md:{}: {PROMPT}{}", step.line, step.command);
+        let head = format!("{}:{}: {PROMPT}{}", self.page, step.line, step.command);
         let command = self.command(&step.command);
         let out = Command::new("sh")
             .arg("-c")
@@ -202,7 +231,7 @@ impl Stage {
 }
 
 /// `text` as one word for `sh`, whatever it holds: in single quotes, each `'` closed, escaped
-/// and reopened. A word of only path characters goes as it is, so commands read as the README's.
+/// and reopened. A word of only path characters goes as it is, so commands read as the page's.
 fn shell_quoted(text: &str) -> String {
     if text
         .bytes()
@@ -217,7 +246,7 @@ fn url(s: &Server) -> String {
     format!("127.0.0.1:{}", s.port())
 }
 
-/// A server as the README's runs had it: the module, and seeds fixed (see the module comment).
+/// A server as the pages' runs had it: the module, and seeds fixed (see the module comment).
 fn seeded_server() -> Server {
     let s = Server::start();
     raw_ok(&mut s.conn(), &["CONFIG", "SET", "bf.seed-mode", "fixed"]);
@@ -225,23 +254,43 @@ fn seeded_server() -> Server {
 }
 
 #[test]
-fn bfctl_transcripts_replay_as_the_readme_shows() {
+fn bfctl_transcripts_replay_as_the_pages_show() {
     assert!(
         on_path("redis-cli"),
-        "redis-cli is needed to replay the README (make deps installs redis-tools)"
+        "redis-cli is needed to replay the pages (make deps installs redis-tools)"
     );
-    let text = readme();
-    let steps = bfctl_transcripts(&text);
-    let bfctl_steps = steps
-        .iter()
-        .filter(|s| s.command.contains(README_BFCTL))
-        .count();
+    let mut failures = Vec::new();
+    let (mut steps_seen, mut bfctl_seen) = (0, 0);
+    for (page, text) in pages() {
+        let steps = bfctl_transcripts(&text);
+        if steps.is_empty() {
+            continue;
+        }
+        steps_seen += steps.len();
+        bfctl_seen += steps
+            .iter()
+            .filter(|s| s.command.contains(README_BFCTL))
+            .count();
+        failures.extend(replay_page(page, &steps));
+    }
     assert!(
-        bfctl_steps >= 5,
-        "README.md shows only {bfctl_steps} `$ {README_BFCTL}` commands in ```text blocks"
+        steps_seen >= AT_LEAST_STEPS && bfctl_seen >= AT_LEAST_BFCTL_COMMANDS,
+        "the pages show {steps_seen} steps with {bfctl_seen} `$ {README_BFCTL}` commands in \
+         ```text blocks, fewer than the {AT_LEAST_STEPS} with {AT_LEAST_BFCTL_COMMANDS} they \
+         had: was a page deleted?"
     );
+    assert!(
+        failures.is_empty(),
+        "bfctl does not print what the pages show (- page, + bfctl):\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Replays one page's steps on servers and a scratch directory of its own; the differences.
+fn replay_page(page: String, steps: &[Step]) -> Vec<String> {
     let (main, old, new) = (seeded_server(), seeded_server(), seeded_server());
     let stage = Stage {
+        page,
         hosts: vec![
             Host {
                 readme: "127.0.0.1:6379",
@@ -263,16 +312,11 @@ fn bfctl_transcripts_replay_as_the_readme_shows() {
         default_url: format!("redis://{}", url(&main)),
         cli_port: main.port(),
     };
-    let failures: Vec<String> = steps
+    steps
         .iter()
         .filter(|s| !s.command.starts_with("cargo "))
         .filter_map(|s| stage.replay(s))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "bfctl does not print what README.md shows (- README, + bfctl):\n{}",
-        failures.join("\n")
-    );
+        .collect()
 }
 
 fn on_path(name: &str) -> bool {
