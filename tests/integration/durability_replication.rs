@@ -494,8 +494,8 @@ fn replica_joining_mid_loadchunk_stream_matches() {
 
 /// A RESTORE the primary accepted (here: a filter bigger than the replicas' own
 /// `bf.max-filter-bytes`, or arriving while a replica's used memory is above its own maxmemory)
-/// must land on the replicas too: the README says what the primary admitted is not limited
-/// again. The replica must not answer the replicated RESTORE with "Bad data format".
+/// must land on the replicas too: docs/configuration.md says what the primary admitted is not
+/// limited again. The replica must not answer the replicated RESTORE with "Bad data format".
 #[test]
 fn replicated_restore_ignores_replica_limits() {
     let p = Server::start();

@@ -67,7 +67,7 @@ fn generation_ms(window_ms: u64) -> u64 {
 }
 
 /// When an item written at `at` stops answering: the start of the fourth generation after its
-/// own (what the README documents).
+/// own (what docs/windows.md documents).
 fn forgotten_at(at: u64, window_ms: u64) -> u64 {
     let g = generation_ms(window_ms);
     (at / g + 4) * g

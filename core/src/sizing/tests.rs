@@ -184,10 +184,10 @@ fn small_layers_leave_classic_at_the_floor() {
     }
 }
 
-/// The README's table of what small layers cost in lines: (capacity, ε, bits, lines, classic
+/// docs/sizing.md's table of what small layers cost in lines: (capacity, ε, bits, lines, classic
 /// bits).
 #[test]
-fn small_layers_cost_what_the_readme_says() {
+fn small_layers_cost_what_the_sizing_page_says() {
     let table = [
         (100, 1e-4, 2_048, 2, 1_920),
         (100, 1e-6, 3_072, 3, 2_880),
