@@ -8,14 +8,14 @@ use rustbloom_core::window::{MAX_WINDOW_MS, MIN_WINDOW_MS};
 use rustbloom_core::{Growth, LayerSize};
 
 use super::errors::{
-    core_error, BAD_CAPACITY, BAD_ERROR_RATE, BAD_EXPANSION, BAD_INFO_FIELD, BAD_ITERATOR,
-    BAD_LAYER_INDEX, BAD_PARTITION, BAD_SEED, BAD_SHAPE, BAD_TIMESTAMP, BAD_WINDOW, CAPACITY_RANGE,
-    ERROR_RATE_RANGE, EXPANSION_RANGE, EXPANSION_TOO_SMALL, INSERT_BAD_ARGUMENT,
-    INSERT_BAD_CAPACITY, INSERT_BAD_ERROR_RATE, INSERT_BAD_EXPANSION, NONSCALING_EXPANSION,
-    NO_EXPANSION, PARTITIONS_RANGE, PARTITION_AND_PARTITIONS, UNKNOWN_ARGUMENT, WINDOW_EXPANSION,
-    WINDOW_RANGE,
+    core_error, duplicate_option, CommandError, BAD_CAPACITY, BAD_ERROR_RATE, BAD_EXPANSION,
+    BAD_INFO_FIELD, BAD_ITERATOR, BAD_LAYER_INDEX, BAD_PARTITION, BAD_SEED, BAD_SHAPE,
+    BAD_TIMESTAMP, BAD_WINDOW, CAPACITY_RANGE, ERROR_RATE_RANGE, EXPANSION_RANGE,
+    EXPANSION_TOO_SMALL, INSERT_BAD_ARGUMENT, INSERT_BAD_CAPACITY, INSERT_BAD_ERROR_RATE,
+    INSERT_BAD_EXPANSION, NONSCALING_EXPANSION, NO_EXPANSION, PARTITIONS_RANGE,
+    PARTITION_AND_PARTITIONS, UNKNOWN_ARGUMENT, WINDOW_EXPANSION, WINDOW_RANGE,
 };
-use super::ffi::{Command, CommandError};
+use super::ffi::Command;
 
 /// Creation parameters a command gave explicitly; the rest come from the configured defaults.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -239,7 +239,7 @@ fn check_window(options: &CreateOptions) -> Result<(), CommandError> {
 
 fn once(already: bool, name: &str) -> Result<(), CommandError> {
     if already {
-        Err(CommandError::Owned(format!("ERR duplicate option {name}")))
+        Err(duplicate_option(name))
     } else {
         Ok(())
     }

@@ -1,5 +1,6 @@
-//! The one place errors become replies: every fixed error reply of the commands, and the reply to
-//! each of the core's errors (in the core's own words, from its `Display`, after `ERR `). A
+//! The one place errors become replies: the error type every command returns, every fixed error
+//! reply of the commands, every composed one, and the reply to each of the core's errors (in the
+//! core's own words, from its `Display`, after `ERR `); `ffi/reply.rs` only sends them. A
 //! replayed write (from a primary or the AOF) that cannot be applied is no reply: the server stops
 //! rather than hold less than its primary accepted.
 
@@ -11,8 +12,43 @@ use rustbloom_core::scalable::{CreateError, PushError};
 use rustbloom_core::window::WindowError;
 use rustbloom_core::{DecodeError, InsertError};
 
-use super::ffi::{stop_server, Command, CommandError};
+use super::ffi::{stop_server, Command};
 use super::stats;
+
+/// A command's failure, turned into exactly one error reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandError {
+    /// The server's own "wrong number of arguments" reply, which names the command.
+    WrongArity,
+    /// The standard WRONGTYPE reply.
+    WrongType,
+    /// A fixed message, with its `ERR ` prefix.
+    Static(&'static str),
+    /// A composed message, with its `ERR ` prefix.
+    Owned(String),
+}
+
+pub type CommandResult = Result<(), CommandError>;
+
+/// The server's reply to a command on a key of another type, word for word.
+const WRONG_TYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+impl CommandError {
+    /// The text of the reply; None for [`CommandError::WrongArity`], whose text the server
+    /// composes (`RedisModule_WrongArity`).
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            CommandError::WrongArity => None,
+            CommandError::WrongType => Some(WRONG_TYPE),
+            CommandError::Static(text) => Some(text),
+            CommandError::Owned(text) => Some(text),
+        }
+    }
+}
+
+/// The reply to a command that failed internally (a bug: it panicked, or the core answered what
+/// it never should).
+pub const INTERNAL: CommandError = CommandError::Static("ERR internal error in rustbloom");
 
 // RedisBloom's replies, word for word, with the `ERR ` prefix added where RedisBloom has none:
 // BF.RESERVE's (the range texts are those of RedisBloom 8, bundled with Redis 8), and BF.INSERT's
@@ -59,6 +95,11 @@ pub const PARTITIONS_RANGE: CommandError =
     CommandError::Static("ERR partitions must be in the range [1, 4096]");
 pub const PARTITION_AND_PARTITIONS: CommandError =
     CommandError::Static("ERR PARTITION and PARTITIONS exclude each other");
+
+/// An option given twice (BF.RESERVE, BF.INSERT).
+pub fn duplicate_option(name: &str) -> CommandError {
+    CommandError::Owned(format!("ERR duplicate option {name}"))
+}
 
 // The commands' own.
 pub const NOT_FOUND: CommandError = CommandError::Static("ERR not found");

@@ -12,10 +12,10 @@ use rustbloom_core::{Filter, Growth, StoredFilter, StoredValue};
 use super::args::CreateOptions;
 use super::config;
 use super::errors::{
-    items_to_descriptor, misrouted, names_too_long, DESCRIPTOR, DESCRIPTOR_OPTIONS, LOADING,
-    PARTITIONS_TOO_LARGE, SEED_REUSED,
+    items_to_descriptor, misrouted, names_too_long, CommandError, CommandResult, DESCRIPTOR,
+    DESCRIPTOR_OPTIONS, LOADING, PARTITIONS_TOO_LARGE, SEED_REUSED,
 };
-use super::ffi::{Command, CommandError, CommandResult, Key};
+use super::ffi::{Command, Key};
 
 /// The complete filter at `key` for a lookup, checked before anything is read: on a partition
 /// key every item from argument `first_item` must route to it, else the whole command is refused;

@@ -40,6 +40,7 @@ entry_point!(bf_addat, commands::addat);
 type EntryPoint =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
+/// A required argument (an item, a number) or, with a token, a keyword and its value.
 const fn arg(name: &'static CStr, kind: Kind) -> Arg {
     Arg {
         name,
@@ -47,26 +48,60 @@ const fn arg(name: &'static CStr, kind: Kind) -> Arg {
         token: None,
         optional: false,
         multiple: false,
+        parts: &[],
     }
 }
 
+/// A keyword, with its value unless `kind` is [`Kind::Token`]: required as such, so as one of
+/// the alternatives of a [`one_of`].
+const fn keyword(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
+    Arg {
+        token: Some(token),
+        ..arg(name, kind)
+    }
+}
+
+/// An optional keyword (`[NONSCALING]`), with its value unless `kind` is [`Kind::Token`]
+/// (`[EXPANSION n]`).
 const fn option(name: &'static CStr, kind: Kind, token: &'static CStr) -> Arg {
     Arg {
-        name,
-        kind,
-        token: Some(token),
         optional: true,
-        multiple: false,
+        ..keyword(name, kind, token)
     }
 }
 
-const fn items(name: &'static CStr) -> Arg {
+/// One or more items (`item [item ...]`), after a keyword if `token` is given.
+const fn items(name: &'static CStr, token: Option<&'static CStr>) -> Arg {
     Arg {
-        name,
-        kind: Kind::Text,
-        token: None,
-        optional: false,
+        token,
         multiple: true,
+        ..arg(name, Kind::Text)
+    }
+}
+
+/// At most one of `alternatives` (`[EXPANSION n | NONSCALING]`).
+const fn one_of(name: &'static CStr, alternatives: &'static [Arg]) -> Arg {
+    Arg {
+        optional: true,
+        parts: alternatives,
+        ..arg(name, Kind::OneOf)
+    }
+}
+
+/// A keyword followed by several values (`SHAPE bits hashes layout`), all of them or none.
+const fn block(name: &'static CStr, token: &'static CStr, values: &'static [Arg]) -> Arg {
+    Arg {
+        token: Some(token),
+        parts: values,
+        ..arg(name, Kind::Block)
+    }
+}
+
+/// An optional [`block`].
+const fn optional_block(name: &'static CStr, token: &'static CStr, values: &'static [Arg]) -> Arg {
+    Arg {
+        optional: true,
+        ..block(name, token, values)
     }
 }
 
@@ -83,11 +118,19 @@ struct CommandSpec {
     args: &'static [Arg],
 }
 
+// The grammar each command's parser in args.rs accepts, as COMMAND DOCS shows it; the
+// integration test command_docs checks the two against each other and against the docs' tables.
 const KEY: Arg = arg(c"key", Kind::Key);
 const SEED: Arg = option(c"seed", Kind::Integer, c"SEED");
-const EXPANSION: Arg = option(c"expansion", Kind::Integer, c"EXPANSION");
-const NONSCALING: Arg = option(c"nonscaling", Kind::Token, c"NONSCALING");
-const WINDOW: Arg = option(c"window", Kind::Integer, c"WINDOW");
+const EXPANSION: Arg = keyword(c"expansion", Kind::Integer, c"EXPANSION");
+const NONSCALING: Arg = keyword(c"nonscaling", Kind::Token, c"NONSCALING");
+const WINDOW: Arg = keyword(c"window_ms", Kind::Integer, c"WINDOW");
+/// A layer's exact shape: bits, hashes and layout code (BF.RESERVE's SHAPE, BF.GROW).
+const SHAPE: [Arg; 3] = [
+    arg(c"bits", Kind::Integer),
+    arg(c"hashes", Kind::Integer),
+    arg(c"layout", Kind::Integer),
+];
 
 static COMMANDS: [CommandSpec; 13] = [
     CommandSpec {
@@ -102,17 +145,32 @@ static COMMANDS: [CommandSpec; 13] = [
             KEY,
             arg(c"error_rate", Kind::Double),
             arg(c"capacity", Kind::Integer),
-            EXPANSION,
-            NONSCALING,
-            WINDOW,
+            // RESERVE refuses EXPANSION with NONSCALING, and WINDOW with either.
+            one_of(c"growth", &[EXPANSION, NONSCALING, WINDOW]),
             SEED,
-            Arg {
-                name: c"shape",
-                kind: Kind::Integer,
-                token: Some(c"SHAPE"),
-                optional: true,
-                multiple: true,
-            },
+            optional_block(c"shape", c"SHAPE", &SHAPE),
+            one_of(
+                c"partitioning",
+                &[
+                    block(
+                        c"partition",
+                        c"PARTITION",
+                        &[
+                            arg(c"index", Kind::Integer),
+                            arg(c"partitions", Kind::Integer),
+                            arg(c"routing_seed", Kind::Integer),
+                        ],
+                    ),
+                    block(
+                        c"partitions",
+                        c"PARTITIONS",
+                        &[
+                            arg(c"partitions", Kind::Integer),
+                            arg(c"routing_seed", Kind::Integer),
+                        ],
+                    ),
+                ],
+            ),
         ],
     },
     CommandSpec {
@@ -133,7 +191,7 @@ static COMMANDS: [CommandSpec; 13] = [
         complexity: c"O(n * (k + layers))",
         arity: -3,
         writes: true,
-        args: &[KEY, items(c"item")],
+        args: &[KEY, items(c"item", None)],
     },
     CommandSpec {
         name: c"bf.insert",
@@ -145,21 +203,24 @@ static COMMANDS: [CommandSpec; 13] = [
         writes: true,
         args: &[
             KEY,
+            // INSERT takes EXPANSION with NONSCALING (a non-scaling filter), WINDOW with neither.
             option(c"capacity", Kind::Integer, c"CAPACITY"),
-            option(c"error", Kind::Double, c"ERROR"),
-            EXPANSION,
-            option(c"nocreate", Kind::Token, c"NOCREATE"),
-            NONSCALING,
-            WINDOW,
-            SEED,
+            option(c"error_rate", Kind::Double, c"ERROR"),
             Arg {
-                name: c"items",
-                kind: Kind::Token,
-                token: Some(c"ITEMS"),
-                optional: false,
-                multiple: false,
+                optional: true,
+                ..EXPANSION
             },
-            items(c"item"),
+            option(c"nocreate", Kind::Token, c"NOCREATE"),
+            Arg {
+                optional: true,
+                ..NONSCALING
+            },
+            Arg {
+                optional: true,
+                ..WINDOW
+            },
+            SEED,
+            items(c"item", Some(c"ITEMS")),
         ],
     },
     CommandSpec {
@@ -180,7 +241,7 @@ static COMMANDS: [CommandSpec; 13] = [
         complexity: c"O(n * k * layers)",
         arity: -3,
         writes: false,
-        args: &[KEY, items(c"item")],
+        args: &[KEY, items(c"item", None)],
     },
     CommandSpec {
         name: c"bf.info",
@@ -192,13 +253,16 @@ static COMMANDS: [CommandSpec; 13] = [
         writes: false,
         args: &[
             KEY,
-            Arg {
-                name: c"field",
-                kind: Kind::Text,
-                token: None,
-                optional: true,
-                multiple: false,
-            },
+            one_of(
+                c"field",
+                &[
+                    keyword(c"capacity", Kind::Token, c"CAPACITY"),
+                    keyword(c"size", Kind::Token, c"SIZE"),
+                    keyword(c"filters", Kind::Token, c"FILTERS"),
+                    keyword(c"items", Kind::Token, c"ITEMS"),
+                    keyword(c"expansion", Kind::Token, c"EXPANSION"),
+                ],
+            ),
         ],
     },
     CommandSpec {
@@ -256,9 +320,9 @@ static COMMANDS: [CommandSpec; 13] = [
         args: &[
             KEY,
             arg(c"index", Kind::Integer),
-            arg(c"bits", Kind::Integer),
-            arg(c"hashes", Kind::Integer),
-            arg(c"layout", Kind::Integer),
+            SHAPE[0],
+            SHAPE[1],
+            SHAPE[2],
         ],
     },
     CommandSpec {
@@ -269,7 +333,7 @@ static COMMANDS: [CommandSpec; 13] = [
         complexity: c"O(k * n), n the number of items",
         arity: -4,
         writes: true,
-        args: &[KEY, arg(c"timestamp", Kind::Integer), items(c"item")],
+        args: &[KEY, arg(c"timestamp_ms", Kind::Integer), items(c"item", None)],
     },
 ];
 

@@ -3,6 +3,7 @@
 
 mod atomic_slot_migration;
 mod cluster;
+mod command_docs;
 mod command_plan;
 mod commands;
 mod compat;

@@ -9,9 +9,10 @@ use rustbloom_core::{Filter, Outcome, StoredFilter};
 
 use crate::module::args::{self, CreateOptions};
 use crate::module::errors::{
-    insert_error, replay_mismatch, NOT_FOUND, NOT_WINDOW, TIMESTAMP_AHEAD,
+    insert_error, replay_mismatch, CommandError, CommandResult, INTERNAL, NOT_FOUND, NOT_WINDOW,
+    TIMESTAMP_AHEAD,
 };
-use crate::module::ffi::{log, Command, CommandError, CommandResult, Key, INTERNAL};
+use crate::module::ffi::{log, Command, Key};
 use crate::module::memory::CommandBudget;
 use crate::module::partition;
 use crate::module::stats::{self, BeforeAdd};

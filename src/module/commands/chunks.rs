@@ -4,8 +4,10 @@ use rustbloom_core::transfer::{decode_load_header, load_chunk};
 use rustbloom_core::Filter;
 
 use crate::module::args::{self};
-use crate::module::errors::{self, BAD_DATA, LOADING, NOT_FOUND, TIMESTAMP_AHEAD};
-use crate::module::ffi::{Command, CommandError, CommandResult};
+use crate::module::errors::{
+    self, CommandError, CommandResult, BAD_DATA, LOADING, NOT_FOUND, TIMESTAMP_AHEAD,
+};
+use crate::module::ffi::Command;
 
 use super::{budget, store, stored, stored_mut};
 

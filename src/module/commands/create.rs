@@ -12,9 +12,10 @@ use rustbloom_core::{
 use crate::module::args::{self, CreateOptions, PartitionRole};
 use crate::module::config;
 use crate::module::errors::{
-    self, limit_error, replay_mismatch, ITEM_EXISTS, NOT_FOUND, NOT_SCALABLE, SEED_REUSED,
+    self, limit_error, replay_mismatch, CommandError, CommandResult, ITEM_EXISTS, NOT_FOUND,
+    NOT_SCALABLE, SEED_REUSED,
 };
-use crate::module::ffi::{Command, CommandError, CommandResult};
+use crate::module::ffi::Command;
 use crate::module::memory::CommandBudget;
 use crate::module::partition;
 use crate::module::stats::{self, Footprint};

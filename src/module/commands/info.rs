@@ -3,8 +3,8 @@
 use rustbloom_core::Filter;
 
 use crate::module::args::{self, InfoField};
-use crate::module::errors::NOT_FOUND;
-use crate::module::ffi::{Command, CommandError, CommandResult};
+use crate::module::errors::{CommandError, CommandResult, NOT_FOUND};
+use crate::module::ffi::Command;
 use crate::module::partition;
 
 use super::ready;

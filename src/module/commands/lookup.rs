@@ -1,6 +1,7 @@
 //! Lookups: BF.EXISTS, BF.MEXISTS, BF.CARD.
 
-use crate::module::ffi::{Command, CommandError, CommandResult};
+use crate::module::errors::{CommandError, CommandResult};
+use crate::module::ffi::Command;
 use crate::module::partition;
 use crate::module::stats::{self};
 

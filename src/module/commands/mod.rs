@@ -40,8 +40,8 @@ pub use lookup::{card, exists, mexists};
 
 use rustbloom_core::{Filter, StoredFilter, StoredValue};
 
-use super::errors::{DESCRIPTOR, LOADING};
-use super::ffi::{Command, CommandError, Key};
+use super::errors::{CommandError, DESCRIPTOR, LOADING};
+use super::ffi::{Command, Key};
 use super::memory::CommandBudget;
 use super::stats;
 

@@ -6,7 +6,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use rustbloom_core::Filter;
 
-use crate::module::ffi::{log, Command, CommandResult, Key, INTERNAL};
+use crate::module::errors::{CommandResult, INTERNAL};
+use crate::module::ffi::{log, Command, Key};
 use crate::module::stats::{self, BeforeAdd};
 
 use super::{unrouted_ready_mut, AddReply};

@@ -7,7 +7,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::raw;
 
 use super::strings::live_string_bytes;
-use super::{context_flags, is_replayed, log, now_ms, CommandResult, Key, INTERNAL, OK};
+use super::{context_flags, is_replayed, log, now_ms, Key, OK};
+use crate::module::errors::{CommandResult, INTERNAL};
 
 /// The context of one command call, with its arguments borrowed from Redis without copying.
 pub struct Command {

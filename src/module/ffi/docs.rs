@@ -18,9 +18,14 @@ pub enum ArgKind {
     Double,
     /// A bare keyword such as NONSCALING.
     Token,
+    /// Exactly one of its parts, the alternatives (`[NONSCALING | EXPANSION n]`).
+    OneOf,
+    /// All of its parts, in order, after its token (`SHAPE bits hashes layout`).
+    Block,
 }
 
 /// One argument of a command's grammar.
+#[derive(Clone, Copy)]
 pub struct ArgDoc {
     pub name: &'static CStr,
     pub kind: ArgKind,
@@ -28,6 +33,9 @@ pub struct ArgDoc {
     pub token: Option<&'static CStr>,
     pub optional: bool,
     pub multiple: bool,
+    /// The alternatives of a [`ArgKind::OneOf`], the parts of a [`ArgKind::Block`]; empty for
+    /// the other kinds (Redis refuses parts on them, and a one-of or block without).
+    pub parts: &'static [ArgDoc],
 }
 
 /// The docs of a command that takes one key, at argument 1.
@@ -68,33 +76,10 @@ impl LoadCtx<'_> {
         key_specs[0].fk.range.keystep = 1;
         key_specs[0].fk.range.limit = 0;
 
-        let mut args: Vec<raw::RedisModuleCommandArg> = doc
-            .args
-            .iter()
-            .map(|a| {
-                // SAFETY: every field of the C struct is a pointer or an integer.
-                let mut out: raw::RedisModuleCommandArg = unsafe { std::mem::zeroed() };
-                out.name = ptr(a.name);
-                out.type_ = raw_kind(a.kind);
-                out.key_spec_index = if matches!(a.kind, ArgKind::Key) {
-                    0
-                } else {
-                    -1
-                };
-                out.token = a.token.map_or(null(), ptr);
-                let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
-                if a.optional {
-                    flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
-                }
-                if a.multiple {
-                    flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
-                }
-                out.flags = flags as c_int;
-                out
-            })
-            .collect();
-        // SAFETY: all-zero is the documented terminator of the C array.
-        args.push(unsafe { std::mem::zeroed() });
+        // The parts' arrays, kept until the call returns: a Vec's heap buffer stays where it is
+        // when the Vec moves into `arrays`, so the `subargs` pointers into it stay valid.
+        let mut arrays = Vec::new();
+        let mut args = raw_args(doc.args, &mut arrays);
 
         let info = raw::RedisModuleCommandInfo {
             version: &version,
@@ -108,9 +93,50 @@ impl LoadCtx<'_> {
             args: args.as_mut_ptr(),
         };
         // SAFETY: `info` points to `version`, static strings, and the key spec and argument
-        // arrays above, each zero-terminated, all alive during the call (Redis copies them).
+        // arrays above (the parts' arrays in `arrays`), each zero-terminated, all alive during
+        // the call (Redis copies them).
         unsafe { self.set_command_info(name, &info) }
     }
+}
+
+/// The zero-terminated C array of `args`; the arrays of their parts go to `arrays`, which must
+/// outlive the use of the result.
+fn raw_args(
+    args: &[ArgDoc],
+    arrays: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
+) -> Vec<raw::RedisModuleCommandArg> {
+    let mut out: Vec<raw::RedisModuleCommandArg> = args
+        .iter()
+        .map(|a| {
+            // SAFETY: every field of the C struct is a pointer or an integer.
+            let mut out: raw::RedisModuleCommandArg = unsafe { std::mem::zeroed() };
+            out.name = ptr(a.name);
+            out.type_ = raw_kind(a.kind);
+            out.key_spec_index = if matches!(a.kind, ArgKind::Key) {
+                0
+            } else {
+                -1
+            };
+            out.token = a.token.map_or(null(), ptr);
+            let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
+            if a.optional {
+                flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+            }
+            if a.multiple {
+                flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+            }
+            out.flags = flags as c_int;
+            if !a.parts.is_empty() {
+                let mut parts = raw_args(a.parts, arrays);
+                out.subargs = parts.as_mut_ptr();
+                arrays.push(parts);
+            }
+            out
+        })
+        .collect();
+    // SAFETY: all-zero is the documented terminator of the C array.
+    out.push(unsafe { std::mem::zeroed() });
+    out
 }
 
 fn raw_kind(kind: ArgKind) -> raw::RedisModuleCommandArgType {
@@ -120,6 +146,8 @@ fn raw_kind(kind: ArgKind) -> raw::RedisModuleCommandArgType {
         ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
         ArgKind::Double => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
         ArgKind::Token => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+        ArgKind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+        ArgKind::Block => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
     }
 }
 

@@ -4,7 +4,8 @@ use std::ffi::c_int;
 
 use redis_module::raw;
 
-use super::{Command, CommandError, ModuleValue, OK};
+use super::{Command, ModuleValue, OK};
+use crate::module::errors::CommandError;
 
 /// An open key, closed on drop. A borrow of its value lives no longer than the handle, and a
 /// mutable one excludes every other use of it, so the value cannot be replaced (and freed) while

@@ -95,7 +95,6 @@ pub use docs::{ArgDoc, ArgKind, CommandDoc};
 pub use io::{Digest, Io};
 pub use key::Key;
 pub use load::LoadCtx;
-pub use reply::{CommandError, CommandResult, INTERNAL};
 pub use server::{InfoCtx, InfoSection, ServerInfo};
 pub use strings::{string_text, RedisBuffer};
 pub use value_type::{ModuleValue, ValueType};

@@ -1,29 +1,11 @@
-//! Replies to the client of a command call.
+//! Replies to the client of a command call. Error replies are sent as `errors.rs` words them.
 
 use std::ffi::{c_int, c_long, CString};
 
 use redis_module::raw;
 
 use super::Command;
-
-/// A command's failure, turned into exactly one error reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommandError {
-    /// The standard "wrong number of arguments" reply.
-    WrongArity,
-    /// The standard WRONGTYPE reply.
-    WrongType,
-    /// A fixed message, with its `ERR ` prefix.
-    Static(&'static str),
-    /// A composed message, with its `ERR ` prefix.
-    Owned(String),
-}
-
-pub type CommandResult = Result<(), CommandError>;
-
-/// The reply to a command that failed internally (a bug: it panicked, or the core answered what
-/// it never should).
-pub const INTERNAL: CommandError = CommandError::Static("ERR internal error in rustbloom");
+use crate::module::errors::CommandError;
 
 impl Command {
     pub fn reply_integer(&self, value: i64) {
@@ -86,18 +68,15 @@ impl Command {
         unsafe { api!(RedisModule_ReplyWithMap)(self.ctx, pairs as c_long) };
     }
 
-    /// Replies with an error element (inside an array too).
+    /// Replies with an error element (inside an array too): the error's text, or the server's
+    /// own wrong-arity reply.
     pub fn reply_error(&self, error: &CommandError) {
-        match error {
+        match error.text() {
+            Some(message) => self.reply_error_text(message),
             // SAFETY: a live context.
-            CommandError::WrongArity => unsafe {
+            None => unsafe {
                 api!(RedisModule_WrongArity)(self.ctx);
             },
-            CommandError::WrongType => self.reply_error_text(
-                "WRONGTYPE Operation against a key holding the wrong kind of value",
-            ),
-            CommandError::Static(message) => self.reply_error_text(message),
-            CommandError::Owned(message) => self.reply_error_text(message),
         }
     }
 
