@@ -45,7 +45,8 @@ impl DefragCtx<'_> {
         let mut cursor: std::ffi::c_ulong = 0;
         // SAFETY: the live context of this callback and a place for the cursor.
         let status = unsafe { get(self.ctx, &mut cursor) };
-        (status == super::OK).then_some(u64::from(cursor))
+        // A c_ulong: 64 bits on the LP64 systems Redis runs on, never more.
+        (status == super::OK).then_some(cursor as u64)
     }
 
     /// Saves where to resume; false in a call without a cursor (the walk must then finish).
