@@ -40,6 +40,7 @@
 
 mod cut;
 mod lines;
+mod relocate;
 
 pub use cut::{allocated_bytes, allocated_bytes_by, MAX_SLACK};
 pub(crate) use lines::{
@@ -202,6 +203,13 @@ impl BitStore {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast(), self.block_count()) }
     }
 
+    /// The pieces' blocks (in pieces), to change where one is.
+    fn table_mut(&mut self) -> &mut [std::ptr::NonNull<u64>] {
+        // SAFETY: in pieces, `ptr` is the table of `block_count` blocks, owned by self and
+        // borrowed exclusively with it.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().cast(), self.block_count()) }
+    }
+
     /// The address of block `index`.
     fn block_ptr(&self, index: usize) -> std::ptr::NonNull<u64> {
         if self.in_pieces() {
@@ -344,15 +352,7 @@ impl BitStore {
         free_block(self.block_ptr(index), self.block_len(index));
         let block = block.cast::<u64>();
         if self.in_pieces() {
-            // SAFETY: in pieces, `ptr` is the boxed table of `block_count` blocks, owned by self
-            // and borrowed exclusively with it.
-            let table = unsafe {
-                std::slice::from_raw_parts_mut(
-                    self.ptr.as_ptr().cast::<std::ptr::NonNull<u64>>(),
-                    self.block_count(),
-                )
-            };
-            table[index] = block;
+            self.table_mut()[index] = block;
         } else {
             self.ptr = block;
         }

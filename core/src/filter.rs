@@ -15,6 +15,7 @@ use crate::bits::AdoptableBlock;
 use crate::budget::LimitError;
 use crate::budget::MemoryBudget;
 use crate::redisbloom::{Hashing, RbAddOutcome, RbFilter};
+use crate::relocate::Walk;
 use crate::scalable::{AddOutcome, BloomFilter, Growth, InsertError};
 use crate::window::{WindowFilter, WindowOutcome};
 
@@ -302,6 +303,18 @@ impl Filter {
                     })
                     .collect()
             }
+        }
+    }
+
+    /// Offers the filter's blocks to a defrag walk ([`crate::relocate`]).
+    pub(crate) fn relocate(&mut self, walk: &mut Walk) {
+        match self {
+            Filter::Scalable(filter) => filter.relocate(walk),
+            Filter::Window(filter) => {
+                walk.boxed(filter);
+                filter.relocate(walk);
+            }
+            Filter::RedisBloom(filter) => filter.relocate(walk),
         }
     }
 

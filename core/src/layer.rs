@@ -6,6 +6,7 @@ use super::bits::{
 };
 use super::budget::LimitError;
 use super::hash::ItemHash;
+use super::relocate::Walk;
 use super::sizing::{LayerSize, Layout};
 
 /// What a group's line table holds before its items' lines are found.
@@ -317,6 +318,11 @@ impl Layer {
     }
 
     /// Bytes of bit storage.
+    /// Offers the bits' blocks to a defrag walk ([`crate::relocate`]).
+    pub(crate) fn relocate(&mut self, walk: &mut Walk) {
+        self.bits.relocate(walk);
+    }
+
     pub fn bytes(&self) -> u64 {
         self.bits.len() as u64 * 8
     }

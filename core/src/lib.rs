@@ -253,6 +253,7 @@ pub mod layer;
 mod math;
 pub mod partition;
 pub mod redisbloom;
+pub mod relocate;
 pub mod replication;
 pub mod scalable;
 pub mod sizing;

@@ -15,6 +15,7 @@ use super::bits::{self, AdoptableBlock};
 use super::budget::{allocation_size, LimitError, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::{layer_allocation_size, Layer};
+use super::relocate::Walk;
 use super::sizing::LayerSize;
 
 /// Hooks for the module's own tests (feature `test-hooks`, never in a release).
@@ -497,6 +498,18 @@ impl BloomFilter {
             .skip(first)
             .map(|layer| layer_allocation_size(layer.bytes()))
             .sum()
+    }
+
+    /// Offers the filter's blocks to a defrag walk ([`crate::relocate`]): the layers' records,
+    /// the next layer's shape, then each layer's bits.
+    pub(crate) fn relocate(&mut self, walk: &mut Walk) {
+        walk.boxed_slice(&mut self.layers);
+        if let Some(shape) = &mut self.next_shape.0 {
+            walk.boxed(shape);
+        }
+        for layer in self.layers.iter_mut() {
+            layer.relocate(walk);
+        }
     }
 
     /// Bytes the allocator hands out for this filter's blocks: the layers' records and their

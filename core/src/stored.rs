@@ -15,6 +15,7 @@ use crate::encoding::DecodeError;
 use crate::filter::Filter;
 use crate::partition::{self, Descriptor, Partition, PartitionError};
 use crate::redisbloom::envelope;
+use crate::relocate::Walk;
 use crate::scalable::encoding as scalable_encoding;
 use crate::window::encoding as window_encoding;
 
@@ -250,6 +251,15 @@ impl StoredFilter {
             filter: self.filter.try_clone(budget)?,
             rare: RareState::boxed(self.loading(), self.partition().copied()),
         })
+    }
+
+    /// Offers the filter's blocks to a defrag walk ([`crate::relocate`]): the rare state, then
+    /// the filter's.
+    pub(crate) fn relocate(&mut self, walk: &mut Walk) {
+        if let Some(rare) = &mut self.rare {
+            walk.boxed(rare);
+        }
+        self.filter.relocate(walk);
     }
 
     /// The header of this value as saved (RDB, DUMP, digest); its bits follow in the pieces

@@ -187,6 +187,7 @@ pub use regions::REGION_SLOT_WORDS;
 use crate::bits::{self, BitStore};
 use crate::budget::{allocation_size, LimitError, MemoryBudget};
 use crate::hash::ItemHash;
+use crate::relocate::Walk;
 use crate::sizing::LayerSize;
 use regions::{region_count, region_table_words};
 
@@ -386,6 +387,13 @@ impl WindowFilter {
     /// Bytes the allocator hands out for the bits (see [`bits::allocated_bytes`]).
     pub fn allocated_bytes(&self) -> u64 {
         self.words.allocated_bytes()
+    }
+
+    /// Offers the region table's and the bits' blocks to a defrag walk ([`crate::relocate`]);
+    /// the record is its owner's to offer.
+    pub(crate) fn relocate(&mut self, walk: &mut Walk) {
+        walk.boxed_slice(&mut self.regions);
+        self.words.relocate(walk);
     }
 
     /// Bytes the allocator hands out for this filter's own blocks: its record (boxed in

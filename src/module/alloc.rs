@@ -5,13 +5,15 @@
 //! Redis' module allocator takes a size only, so alignment is this module's job (see [`Shape`]).
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use redis_module::raw;
 use rustbloom_core::bits::AdoptableBlock;
+use rustbloom_core::relocate::Relocator;
 use rustbloom_core::StoredValue;
 
-use super::ffi::RedisBuffer;
+use super::ffi::{DefragCtx, RedisBuffer};
 
 /// Routes allocations to `RedisModule_Alloc` and friends once the module API is initialised.
 ///
@@ -126,6 +128,52 @@ pub fn keep_loaded_bits(
         Ok(())
     } else {
         Err(buffer)
+    }
+}
+
+/// Active defrag's mover: offers the server each block the global allocator made as a block of
+/// the server's own (every block of at most 64-byte alignment once jemalloc's size classes are
+/// chosen), counting those it moved and those it left.
+pub struct ServerRelocator<'a> {
+    defrag: &'a DefragCtx<'a>,
+    pub moved: usize,
+    pub kept: usize,
+}
+
+impl<'a> ServerRelocator<'a> {
+    pub fn new(defrag: &'a DefragCtx<'a>) -> Self {
+        ServerRelocator {
+            defrag,
+            moved: 0,
+            kept: 0,
+        }
+    }
+}
+
+// SAFETY: a block is handed to the server only when it is the server's own block, exactly as
+// allocated (see `frees_server_blocks`); RedisModule_DefragAlloc then either leaves it or
+// returns a block of the same usable size (so of the same jemalloc size class, whose alignment
+// the block's layout had) holding its bytes, having freed the old one, and the global allocator
+// frees that block by its address as it is.
+unsafe impl Relocator for ServerRelocator<'_> {
+    fn relocate(&mut self, block: NonNull<u8>, layout: Layout) -> Option<NonNull<u8>> {
+        let moved = if frees_server_blocks() && layout.align() <= JEMALLOC_SIZE_CLASS_ALIGN {
+            // SAFETY: a live block of the server's allocator, at the address it returned, owned
+            // by the walk, which stops using it when it moves.
+            unsafe { self.defrag.move_block(block) }
+        } else {
+            None
+        };
+        if moved.is_some() {
+            self.moved += 1;
+        } else {
+            self.kept += 1;
+        }
+        moved
+    }
+
+    fn should_stop(&mut self) -> bool {
+        self.defrag.should_stop()
     }
 }
 

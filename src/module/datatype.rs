@@ -23,7 +23,9 @@ use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
 use super::alloc;
 use super::errors;
-use super::ffi::{self, log, now_ms, stop_server, Digest, Io, ModuleValue, RedisBuffer, ValueType};
+use super::ffi::{
+    self, log, now_ms, stop_server, DefragCtx, Digest, Io, ModuleValue, RedisBuffer, ValueType,
+};
 use super::memory::CommandBudget;
 use super::partition::descriptor_args;
 use super::stats;
@@ -71,6 +73,14 @@ impl ModuleValue for StoredValue {
 
     fn copy(&self, from: *mut raw::RedisModuleString) -> Option<Self> {
         copy(self, from)
+    }
+
+    fn defrag(value: &mut Box<Self>, defrag: &DefragCtx, from: u64) -> Option<u64> {
+        let mut relocator = alloc::ServerRelocator::new(defrag);
+        let next = StoredValue::relocate(value, &mut relocator, from);
+        stats::count(&stats::DEFRAG_HITS, relocator.moved);
+        stats::count(&stats::DEFRAG_MISSES, relocator.kept);
+        next
     }
 }
 

@@ -45,6 +45,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let allocator_note = memory::use_server_allocator(raw_ctx);
     let configured = config::register(ctx, &load).and_then(|mut notes| {
         notes.extend(allocator_note);
+        notes.extend(ffi::defrag_unavailable(raw_ctx));
         notes.extend(config::apply_module_args(&args)?);
         Ok(notes)
     });

@@ -16,6 +16,10 @@ static ITEMS: AtomicI64 = AtomicI64::new(0);
 pub static ADDS: AtomicU64 = AtomicU64::new(0);
 pub static LOOKUPS: AtomicU64 = AtomicU64::new(0);
 pub static REFUSED_BY_LIMITS: AtomicU64 = AtomicU64::new(0);
+/// Blocks active defrag offered the server: moved, and left where they were (the allocator saw
+/// no gain, or the block was not one it can move).
+pub static DEFRAG_HITS: AtomicU64 = AtomicU64::new(0);
+pub static DEFRAG_MISSES: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of a filter's size, to account for what a command changed.
 #[derive(Clone, Copy, Default)]
@@ -125,9 +129,9 @@ pub fn item_counted() {
     ITEMS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Adds to one of the served counters (ADDS, LOOKUPS, REFUSED_BY_LIMITS). Only commands and the
-/// COPY callback count them, and those run one at a time under the server's lock, so a plain
-/// load and store adds without a lost count, and without the locked read-modify-write that a
+/// Adds to one of the served counters (ADDS, LOOKUPS, REFUSED_BY_LIMITS, DEFRAG_*). Only
+/// commands and the COPY and defrag callbacks count them, and those run one at a time under the
+/// server's lock, so a plain load and store adds without a lost count, and without the locked read-modify-write that a
 /// `fetch_add` costs every BF.EXISTS (~20 cycles). The gauges above stay `fetch_add`: a filter
 /// can be freed on a lazy-free thread while a command runs.
 pub fn count(counter: &AtomicU64, by: usize) {
@@ -155,5 +159,7 @@ impl InfoSection for BloomSection {
             c"refused_by_limits",
             REFUSED_BY_LIMITS.load(Ordering::Relaxed),
         );
+        add_field(c"defrag_hits", DEFRAG_HITS.load(Ordering::Relaxed));
+        add_field(c"defrag_misses", DEFRAG_MISSES.load(Ordering::Relaxed));
     }
 }

@@ -8,6 +8,7 @@ mod command_plan;
 mod commands;
 mod compat;
 mod config;
+mod defrag;
 mod descriptors;
 mod differential;
 mod dump_restore_copy;

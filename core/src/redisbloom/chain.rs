@@ -22,6 +22,7 @@ use super::shape::{
 };
 use crate::budget::{allocation_size, LimitError, MemoryBudget};
 use crate::encoding::{ChunkError, DecodeError};
+use crate::relocate::Walk;
 use crate::scalable::InsertError;
 
 /// What one add operation on a RedisBloom filter did, item by item, as
@@ -177,6 +178,14 @@ impl RbFilter {
         self.links.iter().skip(first).fold(0u64, |sum, link| {
             sum.saturating_add(link.shape().allocated_bytes())
         })
+    }
+
+    /// Offers the links' array, then each link's bits, to a defrag walk ([`crate::relocate`]).
+    pub(crate) fn relocate(&mut self, walk: &mut Walk) {
+        walk.vec(&mut self.links);
+        for link in &mut self.links {
+            link.relocate(walk);
+        }
     }
 
     /// Bytes the allocator hands out for this filter's own blocks: its links' array and their

@@ -25,6 +25,7 @@ use super::hash::{probe, RbHash};
 use super::shape::{Arithmetic, LinkShape};
 use crate::bits::BitStore;
 use crate::budget::LimitError;
+use crate::relocate::Walk;
 
 /// One link: its fields and its bit array. Not `Clone`: a copy allocates, fallibly
 /// ([`RbFilter::try_clone`](super::RbFilter::try_clone)).
@@ -40,6 +41,11 @@ pub struct Link {
 }
 
 impl Link {
+    /// Offers the bits' blocks to a defrag walk ([`crate::relocate`]).
+    pub(crate) fn relocate(&mut self, walk: &mut Walk) {
+        self.words.relocate(walk);
+    }
+
     /// An all-zero link of a validated shape, or the allocation failure as a value.
     pub(crate) fn zeroed(shape: LinkShape) -> Result<Link, LimitError> {
         Ok(Link {

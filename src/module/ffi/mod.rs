@@ -1,6 +1,6 @@
 //! The thin, unsafe edge between Redis' C module API and the rest of the glue: raw arguments
 //! without copies, keys and their values, replies, replication, logging, server info, RDB and AOF
-//! streams, registration, the type, config and INFO callbacks, and the panic guard every entry
+//! streams, registration, the type, config, INFO and defrag callbacks, and the panic guard every entry
 //! point goes through. Every call of a `RedisModule_*` function, and every callback that is handed
 //! raw pointers to read, is here (or in the allocator), behind a safe function.
 //!
@@ -79,6 +79,7 @@ pub const OK: c_int = raw::REDISMODULE_OK as c_int;
 
 mod command;
 mod config;
+mod defrag;
 mod docs;
 mod io;
 mod key;
@@ -91,6 +92,7 @@ mod value_type;
 
 pub use command::{run_command, Command};
 pub use config::{ConfigReply, StringConfig};
+pub use defrag::{defrag_unavailable, DefragCtx};
 pub use docs::{ArgDoc, ArgKind, CommandDoc};
 pub use io::{Digest, Io};
 pub use key::Key;

@@ -8,12 +8,13 @@
 
 use std::ffi::{c_int, c_void};
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ptr::null_mut;
 
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 
-use super::{guard, Digest, Io};
+use super::{guard, DefragCtx, Digest, Io};
 
 /// A Rust type stored as the values of a Redis module type, and what its type callbacks do.
 pub trait ModuleValue: Sized + 'static {
@@ -35,6 +36,10 @@ pub trait ModuleValue: Sized + 'static {
     fn free_effort(&self) -> usize;
     /// COPY of the key `from`; None refuses it (Redis answers the client an error).
     fn copy(&self, from: *mut raw::RedisModuleString) -> Option<Self>;
+    /// Active defrag: offers the value's blocks, its own box included, to the server from
+    /// position `from` of its walk (0 at first); the position to resume from when `defrag` said
+    /// to stop, None when done.
+    fn defrag(value: &mut Box<Self>, defrag: &DefragCtx, from: u64) -> Option<u64>;
 }
 
 /// A module type whose values are `Box<T>`.
@@ -82,7 +87,7 @@ const fn methods<T: ModuleValue>() -> raw::RedisModuleTypeMethods {
         free_effort: Some(free_effort::<T>),
         unlink: None,
         copy: Some(copy::<T>),
-        defrag: None,
+        defrag: Some(defrag::<T>),
         mem_usage2: None,
         free_effort2: None,
         unlink2: None,
@@ -177,5 +182,52 @@ extern "C" fn copy<T: ModuleValue>(
     guard("copy", null_mut(), || {
         // SAFETY: the value Redis passed this callback.
         into_redis(unsafe { value_ref::<T>(value) }.copy(from))
+    })
+}
+
+/// A value Redis holds, lent as the `Box` it is to a callback that may move it: its address is
+/// put back in Redis' slot when this is dropped, after a panic too, so Redis never keeps the
+/// address of a block that moved.
+struct Lent<'a, T> {
+    slot: &'a mut *mut T,
+    value: ManuallyDrop<Box<T>>,
+}
+
+impl<T> Drop for Lent<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here, and never used again.
+        let value = unsafe { ManuallyDrop::take(&mut self.value) };
+        *self.slot = Box::into_raw(value);
+    }
+}
+
+/// Returns nonzero when more work remains, its position saved in the context's cursor (a call
+/// without a cursor never stops: the context's deadline applies only where there is one).
+extern "C" fn defrag<T: ModuleValue>(
+    ctx: *mut raw::RedisModuleDefragCtx,
+    _key: *mut raw::RedisModuleString,
+    value: *mut *mut c_void,
+) -> c_int {
+    guard("defrag", 0, || {
+        // SAFETY: the defrag context Redis passed this callback.
+        let defrag = unsafe { DefragCtx::new(ctx) };
+        // SAFETY: Redis passes the address of its slot holding the value, which it does not
+        // touch during the callback.
+        let slot = unsafe { &mut *value.cast::<*mut T>() };
+        if slot.is_null() {
+            return 0;
+        }
+        // SAFETY: the slot holds a value of T's type, a Box<T> (the module's invariant), lent
+        // for the call and put back by `Lent`'s drop.
+        let value = unsafe { Box::from_raw(*slot) };
+        let mut lent = Lent {
+            slot,
+            value: ManuallyDrop::new(value),
+        };
+        let from = defrag.cursor().unwrap_or(0);
+        match T::defrag(&mut lent.value, &defrag, from) {
+            Some(next) if defrag.set_cursor(next) => 1,
+            _ => 0,
+        }
     })
 }
