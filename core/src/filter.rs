@@ -5,7 +5,8 @@
 //! - [`WindowFilter`]: a sliding-window filter (BF.RESERVE ... WINDOW ms), whose operations
 //!   take the time;
 //! - [`RbFilter`]: a filter migrated from RedisBloom, kept in RedisBloom's layout and rules so
-//!   that it answers and grows exactly as it did there.
+//!   that it answers and grows exactly as it did there;
+//! - [`VbFilter`]: an object migrated from valkey-bloom, likewise kept in valkey-bloom's.
 //!
 //! Only the commands that create filters differ by kind; everything else goes through
 //! [`Filter`], and what an add must replicate is computed from its [`Outcome`] by
@@ -16,6 +17,7 @@ use crate::budget::LimitError;
 use crate::budget::MemoryBudget;
 use crate::redisbloom::{Hashing, RbAddOutcome, RbFilter};
 use crate::scalable::{AddOutcome, BloomFilter, Growth, InsertError};
+use crate::valkeybloom::VbFilter;
 use crate::window::{WindowFilter, WindowOutcome};
 
 /// RedisBloom's BF.INFO Size counts its chain's structure (32 bytes on 64-bit builds) ...
@@ -48,6 +50,8 @@ pub enum Filter {
     Scalable(BloomFilter),
     Window(Box<WindowFilter>),
     RedisBloom(RbFilter),
+    /// Boxed, as a window's record: its seed and parameters would make the enum bigger.
+    ValkeyBloom(Box<VbFilter>),
 }
 
 /// What one add operation did, by kind; filled as the operation goes, so that a caller that
@@ -57,6 +61,8 @@ pub enum Outcome {
     Scalable(AddOutcome),
     Window(WindowOutcome),
     RedisBloom(RbAddOutcome),
+    /// The same record: valkey-bloom's growth, too, follows from the items by its own rule.
+    ValkeyBloom(RbAddOutcome),
 }
 
 impl Outcome {
@@ -65,7 +71,7 @@ impl Outcome {
         match self {
             Outcome::Scalable(outcome) => &outcome.added,
             Outcome::Window(outcome) => &outcome.added,
-            Outcome::RedisBloom(outcome) => &outcome.added,
+            Outcome::RedisBloom(outcome) | Outcome::ValkeyBloom(outcome) => &outcome.added,
         }
     }
 
@@ -76,7 +82,7 @@ impl Outcome {
         let added = match self {
             Outcome::Scalable(outcome) => &mut outcome.added,
             Outcome::Window(outcome) => &mut outcome.added,
-            Outcome::RedisBloom(outcome) => &mut outcome.added,
+            Outcome::RedisBloom(outcome) | Outcome::ValkeyBloom(outcome) => &mut outcome.added,
         };
         let _ = added.try_reserve_exact(items);
     }
@@ -86,7 +92,7 @@ impl Outcome {
         match self {
             Outcome::Scalable(outcome) => outcome.error,
             Outcome::Window(_) => None,
-            Outcome::RedisBloom(outcome) => outcome.error,
+            Outcome::RedisBloom(outcome) | Outcome::ValkeyBloom(outcome) => outcome.error,
         }
     }
 }
@@ -101,6 +107,7 @@ impl Filter {
             Filter::Scalable(filter) => Filter::Scalable(filter.try_clone(budget)?),
             Filter::Window(filter) => Filter::Window(Box::new(filter.try_clone(budget)?)),
             Filter::RedisBloom(filter) => Filter::RedisBloom(filter.try_clone(budget)?),
+            Filter::ValkeyBloom(filter) => Filter::ValkeyBloom(Box::new(filter.try_clone(budget)?)),
         })
     }
 
@@ -118,7 +125,7 @@ impl Filter {
         }
     }
 
-    /// [`contains`](Self::contains) of a window or RedisBloom filter, out of line: the inlined
+    /// [`contains`](Self::contains) of a window, RedisBloom or valkey-bloom filter, out of line: the inlined
     /// part then tests only whether the filter is scalable.
     #[inline(never)]
     fn contains_in_other_kind(&self, item: &[u8], now_ms: impl FnOnce() -> u64) -> bool {
@@ -126,6 +133,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.contains(item),
             Filter::Window(filter) => filter.contains(item, now_ms()),
             Filter::RedisBloom(filter) => filter.contains(item),
+            Filter::ValkeyBloom(filter) => filter.contains(item),
         }
     }
 
@@ -140,6 +148,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.contains_many(items, found),
             Filter::Window(filter) => filter.contains_many(items, now_ms(), found),
             Filter::RedisBloom(filter) => filter.contains_many(items, found),
+            Filter::ValkeyBloom(filter) => filter.contains_many(items, found),
         }
     }
 
@@ -153,6 +162,7 @@ impl Filter {
                 at_ms: filter.write_time(now_ms()),
             }),
             Filter::RedisBloom(_) => Outcome::RedisBloom(RbAddOutcome::default()),
+            Filter::ValkeyBloom(_) => Outcome::ValkeyBloom(RbAddOutcome::default()),
         }
     }
 
@@ -176,6 +186,9 @@ impl Filter {
             (Filter::RedisBloom(filter), Outcome::RedisBloom(outcome)) => {
                 filter.insert_many(items, budget, outcome)
             }
+            (Filter::ValkeyBloom(filter), Outcome::ValkeyBloom(outcome)) => {
+                filter.insert_many(items, budget, outcome)
+            }
             _ => panic!("an add outcome of another kind of filter"),
         }
     }
@@ -186,6 +199,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.items(),
             Filter::Window(filter) => filter.items(now_ms),
             Filter::RedisBloom(filter) => filter.items(),
+            Filter::ValkeyBloom(filter) => filter.items(),
         }
     }
 
@@ -208,6 +222,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.capacity(),
             Filter::Window(filter) => filter.params().capacity,
             Filter::RedisBloom(filter) => filter.capacity(),
+            Filter::ValkeyBloom(filter) => filter.capacity(),
         }
     }
 
@@ -217,6 +232,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.layers().len() as u64,
             Filter::Window(_) => crate::window::SLOTS as u64,
             Filter::RedisBloom(filter) => filter.links().len() as u64,
+            Filter::ValkeyBloom(filter) => filter.layers().len() as u64,
         }
     }
 
@@ -229,6 +245,7 @@ impl Filter {
             },
             Filter::Window(_) => None,
             Filter::RedisBloom(filter) => filter.is_scaling().then_some(filter.header().growth),
+            Filter::ValkeyBloom(filter) => filter.is_scaling().then_some(filter.params().expansion),
         }
     }
 
@@ -302,6 +319,28 @@ impl Filter {
                     })
                     .collect()
             }
+            Filter::ValkeyBloom(filter) => {
+                let params = filter.params();
+                filter
+                    .layers()
+                    .iter()
+                    .enumerate()
+                    .map(|(index, layer)| {
+                        let shape = layer.shape();
+                        LayerReport {
+                            bytes: shape.bytes,
+                            bits: shape.bits(),
+                            hashes: shape.hashes,
+                            hash_width: 64,
+                            capacity: shape.capacity,
+                            items: shape.items,
+                            // Every stored layer passed the decoders' check that its rate is
+                            // above zero.
+                            error_rate: params.layer_error(index).unwrap_or(0.0),
+                        }
+                    })
+                    .collect()
+            }
         }
     }
 
@@ -313,6 +352,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.heap_bytes(),
             Filter::Window(filter) => filter.heap_bytes(),
             Filter::RedisBloom(filter) => filter.heap_bytes(),
+            Filter::ValkeyBloom(filter) => filter.heap_bytes(),
         }
     }
 
@@ -322,6 +362,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.bytes(),
             Filter::Window(filter) => filter.bytes(),
             Filter::RedisBloom(filter) => filter.bytes(),
+            Filter::ValkeyBloom(filter) => filter.bytes(),
         }
     }
 
@@ -331,6 +372,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.allocated_bytes(),
             Filter::Window(filter) => filter.allocated_bytes(),
             Filter::RedisBloom(filter) => filter.allocated_bytes(),
+            Filter::ValkeyBloom(filter) => filter.allocated_bytes(),
         }
     }
 
@@ -343,15 +385,22 @@ impl Filter {
             Filter::Window(filter) if first == 0 => filter.allocated_bytes(),
             Filter::Window(_) => 0,
             Filter::RedisBloom(filter) => filter.allocated_bytes_from(first),
+            Filter::ValkeyBloom(filter) => filter.allocated_bytes_from(first),
         }
     }
 
     /// The byte ranges `(offset, len)` of the encoded bits up to `end`, in pieces of at most
     /// `piece` bytes that [`read_bits`](Self::read_bits) and [`write_bits`](Self::write_bits)
-    /// accept (a RedisBloom filter's never cross a link).
+    /// accept (a RedisBloom filter's never cross a link, a valkey-bloom object's a layer).
     pub fn pieces(&self, end: u64, piece: u64) -> Vec<(u64, u64)> {
         match self {
             Filter::RedisBloom(filter) => filter
+                .pieces(piece)
+                .into_iter()
+                .filter(|&(offset, _)| offset < end)
+                .map(|(offset, len)| (offset, len.min(end - offset)))
+                .collect(),
+            Filter::ValkeyBloom(filter) => filter
                 .pieces(piece)
                 .into_iter()
                 .filter(|&(offset, _)| offset < end)
@@ -370,14 +419,18 @@ impl Filter {
             Filter::RedisBloom(filter) => {
                 filter.read_bits(offset, out).expect("a range of one link")
             }
+            Filter::ValkeyBloom(filter) => {
+                filter.read_bits(offset, out).expect("a range of one layer")
+            }
         }
     }
 
     /// Bytes `offset .. offset + len` of the encoded bits without a copy, when they lie in one
-    /// block of a store (layers of our scalable filters only).
+    /// block of a store (layers of our scalable filters and of valkey-bloom objects).
     pub(crate) fn bits_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
         match self {
             Filter::Scalable(filter) => filter.bits_in_one_block(offset, len),
+            Filter::ValkeyBloom(filter) => filter.bits_in_one_block(offset, len),
             Filter::Window(_) | Filter::RedisBloom(_) => None,
         }
     }
@@ -387,7 +440,7 @@ impl Filter {
     pub(crate) fn adopt_bits(&mut self, offset: u64, block: AdoptableBlock) -> bool {
         match self {
             Filter::Scalable(filter) => filter.adopt_bits(offset, block),
-            Filter::Window(_) | Filter::RedisBloom(_) => false,
+            Filter::Window(_) | Filter::RedisBloom(_) | Filter::ValkeyBloom(_) => false,
         }
     }
 
@@ -402,6 +455,9 @@ impl Filter {
             Filter::RedisBloom(filter) => filter
                 .write_bits(offset, data)
                 .expect("a range of one link"),
+            Filter::ValkeyBloom(filter) => filter
+                .write_bits(offset, data)
+                .expect("a range of one layer"),
         }
     }
 }

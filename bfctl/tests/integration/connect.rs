@@ -2,7 +2,6 @@
 //! AUTH for RESP3), a database (SELECT), RESP2 or RESP3 replies. `load` and `dedup` read their
 //! batches' answers in either protocol and write to the URL's database only.
 
-
 use crate::common::{bfctl_at, ok};
 use rustbloom_testkit::*;
 

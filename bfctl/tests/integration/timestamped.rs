@@ -7,7 +7,6 @@
 
 use std::process::Output;
 
-
 use crate::common::{bfctl_at, ok};
 use rustbloom_testkit::cluster::Cluster;
 use rustbloom_testkit::*;

@@ -308,6 +308,14 @@ impl VbFilter {
         Ok(())
     }
 
+    /// Bytes of a chunk from `offset` of the bitmaps end to end: at most `max`, never past the
+    /// end of the layer holding `offset` (0 past the last layer).
+    pub fn chunk_len(&self, offset: u64, max: u64) -> u64 {
+        self.locate(offset).map_or(0, |(index, start)| {
+            max.min(self.layers[index].shape().bytes - start as u64)
+        })
+    }
+
     /// Bytes of the bitmaps end to end without a copy, when they lie in one block of one layer.
     pub fn bits_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
         let (index, start) = self.locate(offset)?;

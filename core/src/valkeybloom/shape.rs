@@ -159,7 +159,9 @@ pub fn bitmap_bytes(capacity: u64, error: f64) -> Option<u64> {
     let ln2 = std::f64::consts::LN_2;
     let bytes = ((capacity as f64) * error.ln() / (-8.0 * (ln2 * ln2))).ceil();
     // Below 2^63 (an address's range and exact in a double's conversion to u64).
-    (bytes >= 1.0 && bytes < 9_223_372_036_854_775_808.0).then_some(bytes as u64)
+    (1.0..9_223_372_036_854_775_808.0)
+        .contains(&bytes)
+        .then_some(bytes as u64)
 }
 
 /// The `bloomfilter` crate's `optimal_k_num`: max(1, round(bits / capacity · ln 2)), saturating

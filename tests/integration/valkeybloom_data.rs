@@ -1,0 +1,368 @@
+//! valkey-bloom 1.0's data taken over: objects made by the real `bloomfilter` crate by
+//! valkey-bloom's own rule (tests/support/src/valkeybloom.rs), brought in as valkey-bloom hands
+//! them over — RESTORE of its DUMP payloads, an RDB file at start-up, BF.LOAD from its AOF, a
+//! full sync — answer every item, member or not, as valkey-bloom does, grow as it grows, and
+//! leave in valkey-bloom's own encodings (DUMP byte for byte, BF.LOAD in the AOF).
+use redis::Connection;
+use rustbloom_testkit::payload::{module_payload, rdb_version, ModuleField};
+use rustbloom_testkit::valkeybloom::{VbObject, FIXED_SEED};
+use rustbloom_testkit::*;
+
+fn items(prefix: &str, count: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| format!("{prefix}{i}").into_bytes())
+        .collect()
+}
+
+/// Non-members, text and binary, and a few odd items.
+fn probes() -> Vec<Vec<u8>> {
+    let mut probes = items("probe-", 6000);
+    probes.extend((0..2000u32).map(|i| {
+        let mut item = i.to_le_bytes().to_vec();
+        item.push(0xfe);
+        item
+    }));
+    probes.extend([
+        Vec::new(),
+        vec![0],
+        (0..=255).collect(),
+        "café ☕".as_bytes().to_vec(),
+    ]);
+    probes
+}
+
+fn mexists(c: &mut Connection, key: &str, items: &[Vec<u8>]) -> Vec<i64> {
+    items
+        .chunks(1000)
+        .flat_map(|batch| {
+            let mut args: Vec<&[u8]> = vec![b"BF.MEXISTS", key.as_bytes()];
+            args.extend(batch.iter().map(Vec::as_slice));
+            as_ints(rawb(c, &args).unwrap())
+        })
+        .collect()
+}
+
+/// Every member answers 1 and every probe as valkey-bloom (the crate) answers it.
+#[track_caller]
+fn assert_answers_as(c: &mut Connection, key: &str, object: &VbObject, members: &[Vec<u8>]) {
+    assert!(
+        mexists(c, key, members).iter().all(|&found| found == 1),
+        "{key}: a member missing"
+    );
+    let probes = probes();
+    let want: Vec<i64> = probes
+        .iter()
+        .map(|item| i64::from(object.check(item)))
+        .collect();
+    assert_eq!(mexists(c, key, &probes), want, "{key}: non-members");
+    assert_eq!(
+        as_int(&raw(c, &["BF.CARD", key]).unwrap()) as u64,
+        object.items(),
+        "{key}: BF.CARD"
+    );
+}
+
+/// The shapes under test: (name, object, members added by valkey-bloom).
+fn objects() -> Vec<(&'static str, VbObject, Vec<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for (name, capacity, fp, expansion, tightening, seed, count) in [
+        (
+            "scaling",
+            100u64,
+            0.01,
+            2u32,
+            0.5,
+            Some([7u8; 32]),
+            750usize,
+        ),
+        ("fixed-seed", 1000, 0.001, 1, 0.5, None, 2500),
+        ("tight", 40, 0.05, 4, 0.9, Some([0xa5; 32]), 900),
+        ("nonscaling", 500, 0.01, 0, 0.5, None, 500),
+    ] {
+        let mut object = VbObject::new(capacity, fp, expansion, tightening, seed);
+        let members = items(&format!("{name}-"), count);
+        for item in &members {
+            assert_eq!(object.add(item).map(|_| ()), Some(()));
+        }
+        out.push((name, object, members));
+    }
+    out
+}
+
+/// BF.ADD of new items to `key` and to the model: the same replies (1, 0, or a refusal).
+/// Returns the items not refused (members from now on).
+fn add_to_both(
+    c: &mut Connection,
+    key: &str,
+    object: &mut VbObject,
+    new: Vec<Vec<u8>>,
+) -> Vec<Vec<u8>> {
+    let mut taken = Vec::new();
+    for item in new {
+        let got = rawb(c, &[b"BF.ADD", key.as_bytes(), &item]).map(|v| as_int(&v) == 1);
+        match object.add(&item) {
+            Some(added) => {
+                assert_eq!(got, Ok(added), "{key}: BF.ADD {item:?}");
+                taken.push(item);
+            }
+            None => assert!(
+                got.is_err(),
+                "{key}: a full non-scaling object took {item:?}"
+            ),
+        }
+    }
+    taken
+}
+
+fn dump(c: &mut Connection, key: &str) -> Vec<u8> {
+    match raw(c, &["DUMP", key]).unwrap() {
+        redis::Value::BulkString(bytes) => bytes,
+        other => panic!("DUMP {key}: {other:?}"),
+    }
+}
+
+#[test]
+fn restored_values_answer_grow_and_dump_as_valkey_bloom_does() {
+    let mut s = Server::start();
+    let mut c = s.conn();
+    let version = rdb_version(&mut c);
+    // DUMP compares byte for byte with the uncompressed payload valkey-bloom's fields make.
+    raw_ok(&mut c, &["CONFIG", "SET", "rdbcompression", "no"]);
+    let mut objects = objects();
+    for (name, object, members) in &mut objects {
+        let payload = object.restore_payload(version);
+        rawb(&mut c, &[b"RESTORE", name.as_bytes(), b"0", &payload])
+            .unwrap_or_else(|e| panic!("RESTORE {name}: {e}\n{}", s.log_tail()));
+        assert_eq!(key_type(&mut c, name), "bloomfltr");
+        assert_answers_as(&mut c, name, object, members);
+        // Grown further, as valkey-bloom would have grown it; then DUMP is valkey-bloom's own
+        // payload of the grown object, byte for byte.
+        let new = items(&format!("{name}-new-"), members.len() * 2);
+        members.extend(add_to_both(&mut c, name, object, new));
+        assert_answers_as(&mut c, name, object, members);
+        assert_eq!(
+            dump(&mut c, name),
+            object.restore_payload(version),
+            "{name}: DUMP"
+        );
+    }
+    // Saved and loaded again (in valkey-bloom's encoding), the same keys answer the same.
+    raw_ok(&mut c, &["SAVE"]);
+    s.restart();
+    let mut c = s.conn();
+    for (name, object, members) in &objects {
+        assert_eq!(key_type(&mut c, name), "bloomfltr");
+        assert_answers_as(&mut c, name, object, members);
+    }
+    // COPY keeps the type and the answers.
+    raw_ok(&mut c, &["COPY", "scaling", "copied"]);
+    assert_eq!(key_type(&mut c, "copied"), "bloomfltr");
+    assert_answers_as(&mut c, "copied", &objects[0].1, &objects[0].2);
+}
+
+/// An RDB file holding one value: RDB version 10's header (every server here reads it), the
+/// key in database 0, no checksum (0: not checked).
+fn rdb_file(key: &str, payload: &[u8]) -> Vec<u8> {
+    assert!(key.len() < 64);
+    let value = &payload[..payload.len() - 10];
+    let mut file = b"REDIS0010".to_vec();
+    file.extend([0xfe, 0]);
+    file.push(value[0]);
+    file.push(key.len() as u8);
+    file.extend_from_slice(key.as_bytes());
+    file.extend_from_slice(&value[1..]);
+    file.push(0xff);
+    file.extend([0; 8]);
+    file
+}
+
+#[test]
+fn an_rdb_file_with_valkey_bloom_values_loads_at_start_up() {
+    let (_, object, members) = objects().swap_remove(0);
+    let file = rdb_file("vb", &object.restore_payload([10, 0]));
+    let s = Server::start_with_files(&[], &[("dump.rdb", &file)]);
+    let mut c = s.conn();
+    assert_eq!(key_type(&mut c, "vb"), "bloomfltr", "{}", s.log_tail());
+    assert_answers_as(&mut c, "vb", &object, &members);
+}
+
+#[test]
+fn bf_load_takes_valkey_blooms_aof_and_the_aof_rewrite_writes_it_back() {
+    let mut s = start_aof("no");
+    let mut c = s.conn();
+    let mut objects = objects();
+    for (name, object, members) in &mut objects {
+        raw_ok(
+            &mut c,
+            &[b"BF.LOAD".as_slice(), name.as_bytes(), &object.load_blob()],
+        );
+        assert_eq!(key_type(&mut c, name), "bloomfltr");
+        assert_answers_as(&mut c, name, object, members);
+        let new = items(&format!("{name}-aof-"), 300);
+        members.extend(add_to_both(&mut c, name, object, new));
+    }
+    // As valkey-bloom: BF.LOAD onto an existing key is refused, and so is a blob that is not one.
+    assert_eq!(
+        raw_err(
+            &mut c,
+            &[b"BF.LOAD".as_slice(), b"scaling", &objects[0].1.load_blob()]
+        ),
+        "BUSYKEY Target key name already exists."
+    );
+    assert_eq!(
+        raw_err(&mut c, &[b"BF.LOAD".as_slice(), b"junk", b"\x01not a blob"]),
+        "ERR bloom object decoding failed"
+    );
+    // Replayed from the AOF of the adds, then from a rewrite (which writes BF.LOAD lines).
+    s.restart();
+    let mut c = s.conn();
+    for (name, object, members) in &objects {
+        assert_answers_as(&mut c, name, object, members);
+    }
+    raw_ok(&mut c, &["BGREWRITEAOF"]);
+    wait_rewrite_done(&mut c);
+    let aof: Vec<u8> = std::fs::read_dir(s.dir().join("appendonlydir"))
+        .unwrap()
+        .flat_map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
+        .collect();
+    assert!(
+        aof.windows(7).any(|w| w == b"BF.LOAD"),
+        "no BF.LOAD in the rewritten AOF"
+    );
+    assert!(aof
+        .windows(objects[0].1.load_blob().len())
+        .any(|w| w == objects[0].1.load_blob()));
+    s.restart();
+    let mut c = s.conn();
+    for (name, object, members) in &objects {
+        assert_eq!(key_type(&mut c, name), "bloomfltr");
+        assert_answers_as(&mut c, name, object, members);
+    }
+}
+
+#[test]
+fn a_replica_takes_valkey_bloom_values_by_full_sync_and_their_growth_by_replication() {
+    let primary = Server::start();
+    let mut pc = primary.conn();
+    let version = rdb_version(&mut pc);
+    let mut objects = objects();
+    for (name, object, _) in &objects {
+        rawb(
+            &mut pc,
+            &[
+                b"RESTORE",
+                name.as_bytes(),
+                b"0",
+                &object.restore_payload(version),
+            ],
+        )
+        .unwrap();
+    }
+    let replica = Server::start();
+    replicate_from(&primary, &replica);
+    let mut rc = replica.conn();
+    for (name, object, members) in &mut objects {
+        let new = items(&format!("{name}-repl-"), 400);
+        members.extend(add_to_both(&mut pc, name, object, new));
+    }
+    wait_synced(&mut pc, &mut [&mut rc]);
+    for (name, object, members) in &objects {
+        assert_eq!(key_type(&mut rc, name), "bloomfltr");
+        assert_answers_as(&mut rc, name, object, members);
+        assert_eq!(dump(&mut rc, name), dump(&mut pc, name), "{name}");
+    }
+}
+
+/// valkey-bloom's fields with field `index` replaced.
+fn with(fields: &[ModuleField], index: usize, value: ModuleField) -> Vec<ModuleField> {
+    let mut fields = fields.to_vec();
+    fields[index] = value;
+    fields
+}
+
+#[test]
+fn payloads_valkey_bloom_could_not_have_written_are_refused_and_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let version = rdb_version(&mut c);
+    let mut object = VbObject::new(10, 0.01, 2, 0.5, Some(FIXED_SEED));
+    object.seed_random = false;
+    for item in items("x", 25) {
+        object.add(&item);
+    }
+    let good = object.rdb_fields();
+    let ModuleField::Bytes(layer) = &good[5] else {
+        panic!("layer bytes")
+    };
+    let mut other_seed = layer.clone();
+    other_seed[20] ^= 1;
+    let mut hashes = layer.clone();
+    hashes[9] = 200;
+    let mut huge = layer[..45].to_vec();
+    huge[1..9].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let cases: Vec<(&str, Vec<ModuleField>, i32)> = vec![
+        ("no layers", with(&good, 0, ModuleField::Unsigned(0)), 1),
+        (
+            "2^40 layers",
+            with(&good, 0, ModuleField::Unsigned(1 << 40)),
+            1,
+        ),
+        ("error rate 0", with(&good, 2, ModuleField::Double(0.0)), 1),
+        (
+            "error rate NaN",
+            with(&good, 2, ModuleField::Double(f64::NAN)),
+            1,
+        ),
+        ("tightening 1", with(&good, 3, ModuleField::Double(1.0)), 1),
+        ("seed flag 2", with(&good, 4, ModuleField::Unsigned(2)), 1),
+        (
+            "fixed mode, other seed",
+            with(&good, 5, ModuleField::Bytes(other_seed)),
+            1,
+        ),
+        ("200 hashes", with(&good, 5, ModuleField::Bytes(hashes)), 1),
+        (
+            "a 1 TiB bitmap claimed",
+            with(&good, 5, ModuleField::Bytes(huge)),
+            1,
+        ),
+        (
+            "capacity off the rule",
+            with(&good, 8, ModuleField::Unsigned(21)),
+            1,
+        ),
+        (
+            "items over capacity",
+            with(&good, 9, ModuleField::Unsigned(21)),
+            1,
+        ),
+        (
+            "a double for an unsigned",
+            with(&good, 6, ModuleField::Double(10.0)),
+            1,
+        ),
+        ("truncated", good[..7].to_vec(), 1),
+        ("encoding 2", good.clone(), 2),
+    ];
+    raw_ok(&mut c, &["BF.ADD", "bystander", "a"]);
+    let before = dataset_digest(&mut c);
+    for (what, fields, encver) in cases {
+        let payload = module_payload("bloomfltr", encver as u64, &fields, version);
+        let reply = rawb(&mut c, &[b"RESTORE", b"bad", b"0", &payload]);
+        assert!(reply.is_err(), "{what}: accepted");
+        assert!(!exists(&mut c, "bad"), "{what}");
+    }
+    assert_eq!(dataset_digest(&mut c), before);
+    // The good payload still restores.
+    rawb(
+        &mut c,
+        &[
+            b"RESTORE",
+            b"good",
+            b"0",
+            &module_payload("bloomfltr", 1, &good, version),
+        ],
+    )
+    .unwrap();
+    assert_answers_as(&mut c, "good", &object, &items("x", 25));
+}
