@@ -249,6 +249,46 @@ impl Filter {
         }
     }
 
+    /// The false-positive rate the filter was created for (valkey-bloom's BF.INFO ERROR): a
+    /// RedisBloom filter's is its first link's, before RedisBloom halved it for scaling.
+    pub fn error_rate(&self) -> f64 {
+        match self {
+            Filter::Scalable(filter) => filter.params().error_rate,
+            Filter::Window(filter) => filter.params().error_rate,
+            Filter::RedisBloom(filter) => {
+                let first = filter.links()[0].shape().error;
+                if filter.is_scaling() {
+                    first * 2.0
+                } else {
+                    first
+                }
+            }
+            Filter::ValkeyBloom(filter) => filter.params().fp_rate,
+        }
+    }
+
+    /// How each new layer's error rate relates to the previous one's (valkey-bloom's BF.INFO
+    /// TIGHTENING): 0.5 for ours and RedisBloom's; None for a window, whose slots all have one.
+    pub fn tightening(&self) -> Option<f64> {
+        match self {
+            Filter::Scalable(_) | Filter::RedisBloom(_) => Some(crate::scalable::TIGHTENING_RATIO),
+            Filter::Window(_) => None,
+            Filter::ValkeyBloom(filter) => Some(filter.params().tightening),
+        }
+    }
+
+    /// The capacity the filter holds or could reach by growing before its bits would need more
+    /// than `max_bytes` allocated, or its growth rule stops it (valkey-bloom's BF.INFO
+    /// MAXSCALEDCAPACITY); a filter that does not grow answers its capacity.
+    pub fn max_scaled_capacity(&self, max_bytes: u64) -> u64 {
+        match self {
+            Filter::Scalable(filter) => filter.max_scaled_capacity(max_bytes),
+            Filter::Window(filter) => filter.params().capacity,
+            Filter::RedisBloom(filter) => filter.max_scaled_capacity(max_bytes),
+            Filter::ValkeyBloom(filter) => filter.max_scaled_capacity(max_bytes),
+        }
+    }
+
     /// BF.INFO "Size": the filter's own bytes, as RedisBloom counts them: the bits of every
     /// layer, link or slot, plus RedisBloom's bookkeeping of 32 bytes per filter and 64 per layer
     /// ([`INFO_SIZE_PER_FILTER`], [`INFO_SIZE_PER_LAYER`]). So the same filter ranks the same in

@@ -366,3 +366,63 @@ fn payloads_valkey_bloom_could_not_have_written_are_refused_and_change_nothing()
     .unwrap();
     assert_answers_as(&mut c, "good", &object, &items("x", 25));
 }
+
+/// BF.INFO `field` of `key` as a number (RESP2: a one-element array).
+fn info_number(c: &mut Connection, key: &str, field: &str) -> f64 {
+    let reply = as_array(raw(c, &["BF.INFO", key, field]).unwrap());
+    value_to_string(&reply[0]).parse().unwrap()
+}
+
+/// Adds new items one at a time until an add is refused; returns BF.CARD then.
+fn fill_until_refused(c: &mut Connection, key: &str) -> u64 {
+    for i in 0.. {
+        if raw(c, &["BF.ADD", key, &format!("fill-{i}")]).is_err() {
+            break;
+        }
+    }
+    as_int(&raw(c, &["BF.CARD", key]).unwrap()) as u64
+}
+
+#[test]
+fn bf_info_answers_valkey_blooms_error_tightening_and_max_scaled_capacity() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let version = rdb_version(&mut c);
+    raw_ok(&mut c, &["CONFIG", "SET", "bf.max-filter-bytes", "200000"]);
+    // A valkey-bloom object: its own fields; its max scaled capacity is where adds stop.
+    let object = VbObject::new(100, 0.02, 2, 0.75, Some([3; 32]));
+    rawb(
+        &mut c,
+        &[b"RESTORE", b"vb", b"0", &object.restore_payload(version)],
+    )
+    .unwrap();
+    assert_eq!(info_number(&mut c, "vb", "ERROR"), 0.02);
+    assert_eq!(info_number(&mut c, "vb", "TIGHTENING"), 0.75);
+    let max = info_number(&mut c, "vb", "MAXSCALEDCAPACITY") as u64;
+    assert!(max > 100);
+    assert_eq!(fill_until_refused(&mut c, "vb"), max);
+    // The full record of a valkey-bloom object lists the three after RedisBloom's five.
+    let record = value_to_string(&raw(&mut c, &["BF.INFO", "vb"]).unwrap());
+    for name in ["Error rate", "Tightening ratio", "Max scaled capacity"] {
+        assert!(record.contains(name), "{record}");
+    }
+    // Our own filters answer them too: a scaling one stops growing at its max scaled capacity,
+    // a non-scaling one's is its capacity.
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "ours", "0.01", "100", "EXPANSION", "2"],
+    );
+    assert_eq!(info_number(&mut c, "ours", "ERROR"), 0.01);
+    assert_eq!(info_number(&mut c, "ours", "TIGHTENING"), 0.5);
+    let max = info_number(&mut c, "ours", "MAXSCALEDCAPACITY") as u64;
+    assert!(max > 100);
+    assert_eq!(fill_until_refused(&mut c, "ours"), max);
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "fixed", "0.01", "1000", "NONSCALING"],
+    );
+    assert_eq!(info_number(&mut c, "fixed", "MAXSCALEDCAPACITY"), 1000.0);
+    // RedisBloom's five-field record of our filters is unchanged.
+    let record = value_to_string(&raw(&mut c, &["BF.INFO", "ours"]).unwrap());
+    assert!(!record.contains("Tightening"), "{record}");
+}

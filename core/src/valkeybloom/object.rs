@@ -244,6 +244,32 @@ impl VbFilter {
         Ok(layer)
     }
 
+    /// valkey-bloom's BF.INFO MAXSCALEDCAPACITY under a limit on the bitmaps' allocation: the
+    /// capacity of every layer this object holds or could push, by its rule, before the bitmaps
+    /// would need more than `max_bytes` (or it could not grow at all).
+    pub fn max_scaled_capacity(&self, max_bytes: u64) -> u64 {
+        let mut capacity = self.capacity();
+        let mut bytes = self.allocated_bytes();
+        let mut shape = self.shape();
+        while self.is_scaling() && shape.layers.len() < MAX_LAYERS {
+            let index = shape.layers.len();
+            let last = shape.layers[index - 1].capacity;
+            let Some(next) = self.params.layer_error(index).and_then(|error| {
+                let capacity = last.checked_mul(u64::from(self.params.expansion))?;
+                (capacity <= MAX_CAPACITY).then(|| LayerShape::new(capacity, error))?
+            }) else {
+                break;
+            };
+            bytes = bytes.saturating_add(crate::bits::allocated_bytes(next.bytes));
+            if bytes > max_bytes {
+                break;
+            }
+            capacity = capacity.saturating_add(next.capacity);
+            shape.layers.push(next);
+        }
+        capacity
+    }
+
     /// Pushes the next layer, if `budget` admits it and the system gives the memory.
     fn grow<B: MemoryBudget + ?Sized>(&mut self, budget: &mut B) -> Result<(), InsertError> {
         let shape = self.next_layer()?;
