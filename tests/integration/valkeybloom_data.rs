@@ -426,3 +426,61 @@ fn bf_info_answers_valkey_blooms_error_tightening_and_max_scaled_capacity() {
     let record = value_to_string(&raw(&mut c, &["BF.INFO", "ours"]).unwrap());
     assert!(!record.contains("Tightening"), "{record}");
 }
+
+fn config_get(c: &mut Connection, name: &str) -> String {
+    let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(c).unwrap();
+    assert_eq!(pair.len(), 2, "CONFIG GET {name}: {pair:?}");
+    pair[1].clone()
+}
+
+#[test]
+fn valkey_blooms_config_names_set_ours() {
+    // As a valkey.conf written for valkey-bloom sets them.
+    let s = Server::start_with(&[
+        "--bf.bloom-capacity",
+        "500",
+        "--bf.bloom-fp-rate",
+        "0.001",
+        "--bf.bloom-expansion",
+        "4",
+        "--bf.bloom-use-random-seed",
+        "no",
+        "--bf.bloom-memory-usage-limit",
+        "1000000",
+    ]);
+    let mut c = s.conn();
+    for (ours, value) in [
+        ("bf.initial-capacity", "500"),
+        ("bf.error-rate", "0.001"),
+        ("bf.expansion", "4"),
+        ("bf.seed-mode", "fixed"),
+        ("bf.max-filter-bytes", "1000000"),
+    ] {
+        assert_eq!(config_get(&mut c, ours), value, "{ours}\n{}", s.log_tail());
+    }
+    raw_ok(&mut c, &["BF.ADD", "new", "a"]);
+    assert_eq!(info_number(&mut c, "new", "CAPACITY"), 500.0);
+    assert_eq!(info_number(&mut c, "new", "EXPANSION"), 4.0);
+    assert_eq!(info_number(&mut c, "new", "ERROR"), 0.001);
+    // CONFIG SET through either name; CONFIG GET of either answers the same.
+    raw_ok(&mut c, &["CONFIG", "SET", "bf.bloom-capacity", "7"]);
+    assert_eq!(config_get(&mut c, "bf.initial-capacity"), "7");
+    raw_ok(&mut c, &["CONFIG", "SET", "bf.seed-mode", "random"]);
+    assert_eq!(config_get(&mut c, "bf.bloom-use-random-seed"), "yes");
+    assert_eq!(config_get(&mut c, "bf.bloom-fp-rate"), "0.001");
+    // Invalid values are refused and change nothing.
+    for (name, value) in [
+        ("bf.bloom-capacity", "0"),
+        ("bf.bloom-fp-rate", "1"),
+        ("bf.bloom-expansion", "0"),
+        ("bf.bloom-use-random-seed", "maybe"),
+        ("bf.bloom-memory-usage-limit", "-1"),
+    ] {
+        assert!(
+            raw(&mut c, &["CONFIG", "SET", name, value]).is_err(),
+            "{name} {value}"
+        );
+    }
+    assert_eq!(config_get(&mut c, "bf.initial-capacity"), "7");
+    assert_eq!(config_get(&mut c, "bf.error-rate"), "0.001");
+}
