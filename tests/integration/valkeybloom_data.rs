@@ -484,3 +484,29 @@ fn valkey_blooms_config_names_set_ours() {
     assert_eq!(config_get(&mut c, "bf.initial-capacity"), "7");
     assert_eq!(config_get(&mut c, "bf.error-rate"), "0.001");
 }
+
+#[test]
+fn scandump_and_loadchunk_move_a_valkey_bloom_object_between_rustbloom_servers() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let version = rdb_version(&mut c);
+    let (_, mut object, mut members) = objects().swap_remove(2);
+    rawb(
+        &mut c,
+        &[b"RESTORE", b"vb", b"0", &object.restore_payload(version)],
+    )
+    .unwrap();
+    let chunks = scandump(&mut c, "vb");
+    let t = Server::start();
+    let mut tc = t.conn();
+    loadchunks(&mut tc, "moved", &chunks);
+    // It arrives as a key of our type, the same object: same answers, same growth.
+    assert_answers_as(&mut tc, "moved", &object, &members);
+    members.extend(add_to_both(
+        &mut tc,
+        "moved",
+        &mut object,
+        items("after-", 500),
+    ));
+    assert_answers_as(&mut tc, "moved", &object, &members);
+}
