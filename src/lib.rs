@@ -7,6 +7,7 @@ pub mod module;
 
 use module::datatype::BLOOM_TYPE;
 use module::init;
+use module::valkey_type::VALKEY_BLOOM_TYPE;
 
 /// The version `MODULE LIST` reports, computed from the crate's as RedisBloom computes its own
 /// (major·10000 + minor·100 + patch: 2.8.2 is 20802), so tools that read the `bf` module's
@@ -44,7 +45,7 @@ redis_module::redis_module! {
     name: "bf",
     version: MODULE_VERSION,
     allocator: (crate::module::alloc::ModuleAlloc, crate::module::alloc::ModuleAlloc),
-    data_types: [BLOOM_TYPE],
+    data_types: [BLOOM_TYPE, VALKEY_BLOOM_TYPE],
     init: init,
 }
 

@@ -5,7 +5,8 @@
 //! - [`WindowFilter`]: a sliding-window filter (BF.RESERVE ... WINDOW ms), whose operations
 //!   take the time;
 //! - [`RbFilter`]: a filter migrated from RedisBloom, kept in RedisBloom's layout and rules so
-//!   that it answers and grows exactly as it did there.
+//!   that it answers and grows exactly as it did there;
+//! - [`VbFilter`]: an object migrated from valkey-bloom, likewise kept in valkey-bloom's.
 //!
 //! Only the commands that create filters differ by kind; everything else goes through
 //! [`Filter`], and what an add must replicate is computed from its [`Outcome`] by
@@ -17,6 +18,7 @@ use crate::budget::MemoryBudget;
 use crate::redisbloom::{Hashing, RbAddOutcome, RbFilter};
 use crate::relocate::Walk;
 use crate::scalable::{AddOutcome, BloomFilter, Growth, InsertError};
+use crate::valkeybloom::VbFilter;
 use crate::window::{WindowFilter, WindowOutcome};
 
 /// RedisBloom's BF.INFO Size counts its chain's structure (32 bytes on 64-bit builds) ...
@@ -49,6 +51,8 @@ pub enum Filter {
     Scalable(BloomFilter),
     Window(Box<WindowFilter>),
     RedisBloom(RbFilter),
+    /// Boxed, as a window's record: its seed and parameters would make the enum bigger.
+    ValkeyBloom(Box<VbFilter>),
 }
 
 /// What one add operation did, by kind; filled as the operation goes, so that a caller that
@@ -58,6 +62,8 @@ pub enum Outcome {
     Scalable(AddOutcome),
     Window(WindowOutcome),
     RedisBloom(RbAddOutcome),
+    /// The same record: valkey-bloom's growth, too, follows from the items by its own rule.
+    ValkeyBloom(RbAddOutcome),
 }
 
 impl Outcome {
@@ -66,7 +72,7 @@ impl Outcome {
         match self {
             Outcome::Scalable(outcome) => &outcome.added,
             Outcome::Window(outcome) => &outcome.added,
-            Outcome::RedisBloom(outcome) => &outcome.added,
+            Outcome::RedisBloom(outcome) | Outcome::ValkeyBloom(outcome) => &outcome.added,
         }
     }
 
@@ -77,7 +83,7 @@ impl Outcome {
         let added = match self {
             Outcome::Scalable(outcome) => &mut outcome.added,
             Outcome::Window(outcome) => &mut outcome.added,
-            Outcome::RedisBloom(outcome) => &mut outcome.added,
+            Outcome::RedisBloom(outcome) | Outcome::ValkeyBloom(outcome) => &mut outcome.added,
         };
         let _ = added.try_reserve_exact(items);
     }
@@ -87,7 +93,7 @@ impl Outcome {
         match self {
             Outcome::Scalable(outcome) => outcome.error,
             Outcome::Window(_) => None,
-            Outcome::RedisBloom(outcome) => outcome.error,
+            Outcome::RedisBloom(outcome) | Outcome::ValkeyBloom(outcome) => outcome.error,
         }
     }
 }
@@ -102,6 +108,7 @@ impl Filter {
             Filter::Scalable(filter) => Filter::Scalable(filter.try_clone(budget)?),
             Filter::Window(filter) => Filter::Window(Box::new(filter.try_clone(budget)?)),
             Filter::RedisBloom(filter) => Filter::RedisBloom(filter.try_clone(budget)?),
+            Filter::ValkeyBloom(filter) => Filter::ValkeyBloom(Box::new(filter.try_clone(budget)?)),
         })
     }
 
@@ -119,7 +126,7 @@ impl Filter {
         }
     }
 
-    /// [`contains`](Self::contains) of a window or RedisBloom filter, out of line: the inlined
+    /// [`contains`](Self::contains) of a window, RedisBloom or valkey-bloom filter, out of line: the inlined
     /// part then tests only whether the filter is scalable.
     #[inline(never)]
     fn contains_in_other_kind(&self, item: &[u8], now_ms: impl FnOnce() -> u64) -> bool {
@@ -127,6 +134,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.contains(item),
             Filter::Window(filter) => filter.contains(item, now_ms()),
             Filter::RedisBloom(filter) => filter.contains(item),
+            Filter::ValkeyBloom(filter) => filter.contains(item),
         }
     }
 
@@ -141,6 +149,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.contains_many(items, found),
             Filter::Window(filter) => filter.contains_many(items, now_ms(), found),
             Filter::RedisBloom(filter) => filter.contains_many(items, found),
+            Filter::ValkeyBloom(filter) => filter.contains_many(items, found),
         }
     }
 
@@ -154,6 +163,7 @@ impl Filter {
                 at_ms: filter.write_time(now_ms()),
             }),
             Filter::RedisBloom(_) => Outcome::RedisBloom(RbAddOutcome::default()),
+            Filter::ValkeyBloom(_) => Outcome::ValkeyBloom(RbAddOutcome::default()),
         }
     }
 
@@ -177,6 +187,9 @@ impl Filter {
             (Filter::RedisBloom(filter), Outcome::RedisBloom(outcome)) => {
                 filter.insert_many(items, budget, outcome)
             }
+            (Filter::ValkeyBloom(filter), Outcome::ValkeyBloom(outcome)) => {
+                filter.insert_many(items, budget, outcome)
+            }
             _ => panic!("an add outcome of another kind of filter"),
         }
     }
@@ -187,6 +200,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.items(),
             Filter::Window(filter) => filter.items(now_ms),
             Filter::RedisBloom(filter) => filter.items(),
+            Filter::ValkeyBloom(filter) => filter.items(),
         }
     }
 
@@ -209,6 +223,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.capacity(),
             Filter::Window(filter) => filter.params().capacity,
             Filter::RedisBloom(filter) => filter.capacity(),
+            Filter::ValkeyBloom(filter) => filter.capacity(),
         }
     }
 
@@ -218,6 +233,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.layers().len() as u64,
             Filter::Window(_) => crate::window::SLOTS as u64,
             Filter::RedisBloom(filter) => filter.links().len() as u64,
+            Filter::ValkeyBloom(filter) => filter.layers().len() as u64,
         }
     }
 
@@ -230,6 +246,47 @@ impl Filter {
             },
             Filter::Window(_) => None,
             Filter::RedisBloom(filter) => filter.is_scaling().then_some(filter.header().growth),
+            Filter::ValkeyBloom(filter) => filter.is_scaling().then_some(filter.params().expansion),
+        }
+    }
+
+    /// The false-positive rate the filter was created for (valkey-bloom's BF.INFO ERROR): a
+    /// RedisBloom filter's is its first link's, before RedisBloom halved it for scaling.
+    pub fn error_rate(&self) -> f64 {
+        match self {
+            Filter::Scalable(filter) => filter.params().error_rate,
+            Filter::Window(filter) => filter.params().error_rate,
+            Filter::RedisBloom(filter) => {
+                let first = filter.links()[0].shape().error;
+                if filter.is_scaling() {
+                    first * 2.0
+                } else {
+                    first
+                }
+            }
+            Filter::ValkeyBloom(filter) => filter.params().fp_rate,
+        }
+    }
+
+    /// How each new layer's error rate relates to the previous one's (valkey-bloom's BF.INFO
+    /// TIGHTENING): 0.5 for ours and RedisBloom's; None for a window, whose slots all have one.
+    pub fn tightening(&self) -> Option<f64> {
+        match self {
+            Filter::Scalable(_) | Filter::RedisBloom(_) => Some(crate::scalable::TIGHTENING_RATIO),
+            Filter::Window(_) => None,
+            Filter::ValkeyBloom(filter) => Some(filter.params().tightening),
+        }
+    }
+
+    /// The capacity the filter holds or could reach by growing before its bits would need more
+    /// than `max_bytes` allocated, or its growth rule stops it (valkey-bloom's BF.INFO
+    /// MAXSCALEDCAPACITY); a filter that does not grow answers its capacity.
+    pub fn max_scaled_capacity(&self, max_bytes: u64) -> u64 {
+        match self {
+            Filter::Scalable(filter) => filter.max_scaled_capacity(max_bytes),
+            Filter::Window(filter) => filter.params().capacity,
+            Filter::RedisBloom(filter) => filter.max_scaled_capacity(max_bytes),
+            Filter::ValkeyBloom(filter) => filter.max_scaled_capacity(max_bytes),
         }
     }
 
@@ -303,6 +360,28 @@ impl Filter {
                     })
                     .collect()
             }
+            Filter::ValkeyBloom(filter) => {
+                let params = filter.params();
+                filter
+                    .layers()
+                    .iter()
+                    .enumerate()
+                    .map(|(index, layer)| {
+                        let shape = layer.shape();
+                        LayerReport {
+                            bytes: shape.bytes,
+                            bits: shape.bits(),
+                            hashes: shape.hashes,
+                            hash_width: 64,
+                            capacity: shape.capacity,
+                            items: shape.items,
+                            // Every stored layer passed the decoders' check that its rate is
+                            // above zero.
+                            error_rate: params.layer_error(index).unwrap_or(0.0),
+                        }
+                    })
+                    .collect()
+            }
         }
     }
 
@@ -315,6 +394,7 @@ impl Filter {
                 filter.relocate(walk);
             }
             Filter::RedisBloom(filter) => filter.relocate(walk),
+            Filter::ValkeyBloom(filter) => filter.relocate(walk),
         }
     }
 
@@ -326,6 +406,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.heap_bytes(),
             Filter::Window(filter) => filter.heap_bytes(),
             Filter::RedisBloom(filter) => filter.heap_bytes(),
+            Filter::ValkeyBloom(filter) => filter.heap_bytes(),
         }
     }
 
@@ -335,6 +416,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.bytes(),
             Filter::Window(filter) => filter.bytes(),
             Filter::RedisBloom(filter) => filter.bytes(),
+            Filter::ValkeyBloom(filter) => filter.bytes(),
         }
     }
 
@@ -344,6 +426,7 @@ impl Filter {
             Filter::Scalable(filter) => filter.allocated_bytes(),
             Filter::Window(filter) => filter.allocated_bytes(),
             Filter::RedisBloom(filter) => filter.allocated_bytes(),
+            Filter::ValkeyBloom(filter) => filter.allocated_bytes(),
         }
     }
 
@@ -356,15 +439,22 @@ impl Filter {
             Filter::Window(filter) if first == 0 => filter.allocated_bytes(),
             Filter::Window(_) => 0,
             Filter::RedisBloom(filter) => filter.allocated_bytes_from(first),
+            Filter::ValkeyBloom(filter) => filter.allocated_bytes_from(first),
         }
     }
 
     /// The byte ranges `(offset, len)` of the encoded bits up to `end`, in pieces of at most
     /// `piece` bytes that [`read_bits`](Self::read_bits) and [`write_bits`](Self::write_bits)
-    /// accept (a RedisBloom filter's never cross a link).
+    /// accept (a RedisBloom filter's never cross a link, a valkey-bloom object's a layer).
     pub fn pieces(&self, end: u64, piece: u64) -> Vec<(u64, u64)> {
         match self {
             Filter::RedisBloom(filter) => filter
+                .pieces(piece)
+                .into_iter()
+                .filter(|&(offset, _)| offset < end)
+                .map(|(offset, len)| (offset, len.min(end - offset)))
+                .collect(),
+            Filter::ValkeyBloom(filter) => filter
                 .pieces(piece)
                 .into_iter()
                 .filter(|&(offset, _)| offset < end)
@@ -383,14 +473,18 @@ impl Filter {
             Filter::RedisBloom(filter) => {
                 filter.read_bits(offset, out).expect("a range of one link")
             }
+            Filter::ValkeyBloom(filter) => {
+                filter.read_bits(offset, out).expect("a range of one layer")
+            }
         }
     }
 
     /// Bytes `offset .. offset + len` of the encoded bits without a copy, when they lie in one
-    /// block of a store (layers of our scalable filters only).
+    /// block of a store (layers of our scalable filters and of valkey-bloom objects).
     pub(crate) fn bits_in_one_block(&self, offset: u64, len: usize) -> Option<&[u8]> {
         match self {
             Filter::Scalable(filter) => filter.bits_in_one_block(offset, len),
+            Filter::ValkeyBloom(filter) => filter.bits_in_one_block(offset, len),
             Filter::Window(_) | Filter::RedisBloom(_) => None,
         }
     }
@@ -400,7 +494,7 @@ impl Filter {
     pub(crate) fn adopt_bits(&mut self, offset: u64, block: AdoptableBlock) -> bool {
         match self {
             Filter::Scalable(filter) => filter.adopt_bits(offset, block),
-            Filter::Window(_) | Filter::RedisBloom(_) => false,
+            Filter::Window(_) | Filter::RedisBloom(_) | Filter::ValkeyBloom(_) => false,
         }
     }
 
@@ -415,6 +509,9 @@ impl Filter {
             Filter::RedisBloom(filter) => filter
                 .write_bits(offset, data)
                 .expect("a range of one link"),
+            Filter::ValkeyBloom(filter) => filter
+                .write_bits(offset, data)
+                .expect("a range of one layer"),
         }
     }
 }

@@ -259,6 +259,7 @@ pub mod scalable;
 pub mod sizing;
 pub mod stored;
 pub mod transfer;
+pub mod valkeybloom;
 pub mod window;
 
 pub use budget::{Budget, LimitError, MemoryBudget, Unlimited};

@@ -76,9 +76,11 @@ pub enum Creation {
 }
 
 impl Creation {
-    /// How `filter` was created (its first layer, slots or link are never replaced).
-    pub fn of(filter: &Filter) -> Creation {
-        match filter {
+    /// How `filter` was created (its first layer, slots or link are never replaced); None for
+    /// a valkey-bloom object, which no command creates (it arrives whole, by RDB, RESTORE or
+    /// BF.LOAD, each replicated as itself).
+    pub fn of(filter: &Filter) -> Option<Creation> {
+        Some(match filter {
             Filter::Scalable(filter) => Creation::Scalable {
                 params: *filter.params(),
                 first_layer: filter.layers()[0].size(),
@@ -102,7 +104,8 @@ impl Creation {
                     expansion: scaling.then_some(filter.header().growth),
                 }
             }
-        }
+            Filter::ValkeyBloom(_) => return None,
+        })
     }
 }
 
@@ -115,8 +118,8 @@ pub fn add_effects(
     created: bool,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
-    if created {
-        effects.push(Effect::Create(Creation::of(filter)));
+    if let Some(creation) = created.then(|| Creation::of(filter)).flatten() {
+        effects.push(Effect::Create(creation));
     }
     // Items that were present change nothing, so a batch processed whole, with no layer of our
     // sizing pushed, replays as received.
@@ -128,7 +131,7 @@ pub fn add_effects(
         Outcome::Scalable(outcome) if whole && outcome.grown.is_empty() => {
             effects.push(Effect::Batch)
         }
-        Outcome::RedisBloom(_) if whole => effects.push(Effect::Batch),
+        Outcome::RedisBloom(_) | Outcome::ValkeyBloom(_) if whole => effects.push(Effect::Batch),
         Outcome::Scalable(outcome) => scalable_adds(outcome, &mut effects),
         Outcome::Window(outcome) => {
             if !outcome.added.is_empty() {
@@ -138,7 +141,9 @@ pub fn add_effects(
                 });
             }
         }
-        Outcome::RedisBloom(outcome) => push_add(&mut effects, outcome.added_positions()),
+        Outcome::RedisBloom(outcome) | Outcome::ValkeyBloom(outcome) => {
+            push_add(&mut effects, outcome.added_positions())
+        }
     }
     effects
 }

@@ -320,6 +320,30 @@ impl BloomFilter {
         Ok(size)
     }
 
+    /// The capacity of every layer this filter holds or could push by its growth rule before
+    /// its bits would need more than `max_bytes` allocated (BF.INFO MAXSCALEDCAPACITY).
+    pub fn max_scaled_capacity(&self, max_bytes: u64) -> u64 {
+        let mut capacity = self.capacity();
+        let mut bytes = self.allocated_bytes();
+        if self.params.growth == Growth::NonScaling {
+            return capacity;
+        }
+        for index in self.layers.len()..MAX_LAYERS {
+            let (Some(layer_capacity), Ok(size)) = (
+                self.params.layer_capacity(index),
+                self.params.layer_size(index),
+            ) else {
+                break;
+            };
+            bytes = bytes.saturating_add(crate::layer::layer_allocation_size(size.bytes()));
+            if bytes > max_bytes {
+                break;
+            }
+            capacity = capacity.saturating_add(layer_capacity);
+        }
+        capacity
+    }
+
     /// Pushes the next layer, sized by the growth rule; returns its index and shape.
     fn grow<B: MemoryBudget + ?Sized>(
         &mut self,

@@ -17,6 +17,7 @@ use crate::partition::{self, Descriptor, Partition, PartitionError};
 use crate::redisbloom::envelope;
 use crate::relocate::Walk;
 use crate::scalable::encoding as scalable_encoding;
+use crate::valkeybloom::envelope as vb_envelope;
 use crate::window::encoding as window_encoding;
 
 /// The value stored at a key. A filter whose bits are still arriving is marked as such, so no
@@ -151,7 +152,7 @@ fn filter_seed(filter: &Filter) -> Option<u64> {
     match filter {
         Filter::Scalable(filter) => Some(filter.params().seed),
         Filter::Window(filter) => Some(filter.params().seed),
-        Filter::RedisBloom(_) => None,
+        Filter::RedisBloom(_) | Filter::ValkeyBloom(_) => None,
     }
 }
 
@@ -162,7 +163,8 @@ impl StoredFilter {
     }
 
     /// This filter as partition `partition` of a partitioned filter: refused when its item hash
-    /// uses the routing seed (its items would share the routing's bits) or it is RedisBloom's.
+    /// uses the routing seed (its items would share the routing's bits) or it is RedisBloom's or
+    /// valkey-bloom's.
     pub fn with_partition(self, partition: Partition) -> Result<StoredFilter, PartitionError> {
         match filter_seed(&self.filter) {
             Some(seed) if seed != partition.routing_seed() => Ok(StoredFilter {
@@ -284,6 +286,7 @@ pub(crate) fn header_with(filter: &Filter, loaded: u64) -> Vec<u8> {
         Filter::Scalable(filter) => scalable_encoding::encode_header_as(filter, loaded),
         Filter::Window(filter) => window_encoding::encode_header_as(filter, loaded),
         Filter::RedisBloom(filter) => envelope::encode_header(filter, loaded),
+        Filter::ValkeyBloom(filter) => vb_envelope::encode_header(filter, loaded),
     }
 }
 
@@ -340,6 +343,10 @@ pub fn decode_header<B: MemoryBudget + ?Sized>(
         Some(magic) if magic == envelope::MAGIC.as_slice() => {
             let (filter, loaded) = envelope::decode_header(bytes, budget)?;
             (Filter::RedisBloom(filter), loaded)
+        }
+        Some(magic) if magic == vb_envelope::MAGIC.as_slice() => {
+            let (filter, loaded) = vb_envelope::decode_header(bytes, budget)?;
+            (Filter::ValkeyBloom(Box::new(filter)), loaded)
         }
         _ => {
             let (filter, loaded) = scalable_encoding::decode_scalable_header(bytes, budget)?;

@@ -28,6 +28,7 @@ use crate::partition;
 use crate::redisbloom::{envelope, scandump as rb_scandump};
 use crate::scalable::encoding as scalable_encoding;
 use crate::stored::{decode_header, header_with, with_identity, StoredFilter};
+use crate::valkeybloom::envelope as vb_envelope;
 use crate::window::encoding as window_encoding;
 
 /// Most bytes of bits in one SCANDUMP chunk.
@@ -80,7 +81,11 @@ pub fn scandump_step(filter: &Filter, iterator: u64) -> (u64, Vec<u8>) {
     if offset >= total {
         return (0, Vec::new());
     }
-    let len = CHUNK_BYTES.min(total - offset);
+    let len = match filter {
+        // A chunk never crosses one of its layers (its bits are not one array).
+        Filter::ValkeyBloom(filter) => filter.chunk_len(offset, CHUNK_BYTES),
+        _ => CHUNK_BYTES.min(total - offset),
+    };
     (iterator + len, data_chunk(filter, offset, len))
 }
 
@@ -139,6 +144,7 @@ pub fn decode_load_header<B: MemoryBudget + ?Sized>(
             scalable_encoding::MAGIC,
             window_encoding::MAGIC,
             envelope::MAGIC,
+            vb_envelope::MAGIC,
             partition::IDENTITY_MAGIC,
         ]
         .iter()
@@ -196,6 +202,9 @@ pub fn load_chunk(
     }
     match (&mut *filter, trailer) {
         (Filter::RedisBloom(rb), _) => rb.write_bits(offset, bits)?,
+        (Filter::ValkeyBloom(vb), _) if vb.chunk_len(offset, len) != len => {
+            return Err(ChunkError::TooBig)
+        }
         (_, Some(trailer)) => {
             let stored_checksum = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
             if chunk_checksum(header_checksum(filter), offset, bits) != stored_checksum {

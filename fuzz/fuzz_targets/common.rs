@@ -7,6 +7,7 @@ use rustbloom_core::redisbloom::scandump;
 use rustbloom_core::redisbloom::shape::{LinkShape, FORCE64, NOROUND, NO_SCALING};
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::transfer::scandump_step;
+use rustbloom_core::valkeybloom::{blob, LayerShape, VbFilter, FIXED_SEED};
 use rustbloom_core::window::{WindowFilter, WindowParams};
 use rustbloom_core::{
     AddOutcome, BloomFilter, Budget, Filter, FilterParams, Growth, StoredFilter, Unlimited,
@@ -206,11 +207,54 @@ pub fn real_redisbloom(r: &mut Reader) -> Option<RbFilter> {
     Some(filter)
 }
 
+/// A real valkey-bloom object: one layer as valkey-bloom creates it (input-chosen capacity,
+/// error rate, expansion, tightening and seed), brought in by its BF.LOAD blob, then grown by
+/// input-many adds.
+pub fn real_valkeybloom(r: &mut Reader) -> Option<VbFilter> {
+    let capacity = u64::from(r.u16() % 2000) + 1;
+    let fp_rate: f64 = [0.5, 0.1, 0.01, 0.001, 1e-6][usize::from(r.u8() % 5)];
+    let expansion = u32::from(r.u8() % 4);
+    let tightening: f64 = [0.5, 0.9, 0.25, 0.75][usize::from(r.u8() % 4)];
+    let seed_random = r.u8() % 2 == 1;
+    let seed: [u8; 32] = if seed_random {
+        let mut seed = [0; 32];
+        let bytes = r.bytes(32);
+        seed[..bytes.len()].copy_from_slice(bytes);
+        seed
+    } else {
+        FIXED_SEED
+    };
+    let shape = LayerShape::new(capacity, fp_rate)?;
+    let mut bytes = vec![1];
+    bytes.extend_from_slice(&shape.bytes.to_le_bytes());
+    bytes.extend_from_slice(&shape.hashes.to_le_bytes());
+    bytes.extend_from_slice(&seed);
+    bytes.resize(bytes.len() + usize::try_from(shape.bytes).ok()?, 0);
+    let mut object = vec![1];
+    object.extend_from_slice(&expansion.to_le_bytes());
+    object.extend_from_slice(&fp_rate.to_le_bytes());
+    object.extend_from_slice(&tightening.to_le_bytes());
+    object.push(u8::from(seed_random));
+    object.extend_from_slice(&1u64.to_le_bytes());
+    object.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    object.extend_from_slice(&bytes);
+    object.extend_from_slice(&0u64.to_le_bytes());
+    object.extend_from_slice(&capacity.to_le_bytes());
+    let mut filter = blob::decode(&object, &mut budget()).ok()?;
+    for i in 0..u32::from(r.u16() % 2048) {
+        if filter.insert(&i.to_le_bytes(), &mut budget()).is_err() {
+            break;
+        }
+    }
+    Some(filter)
+}
+
 /// A real filter of an input-chosen kind.
 pub fn real_any(r: &mut Reader) -> Option<Filter> {
-    match r.u8() % 3 {
+    match r.u8() % 4 {
         0 => real_filter(r).map(Filter::Scalable),
         1 => real_window(r).map(|window| Filter::Window(Box::new(window))),
+        2 => real_valkeybloom(r).map(|object| Filter::ValkeyBloom(Box::new(object))),
         _ => real_redisbloom(r).map(Filter::RedisBloom),
     }
 }
@@ -219,7 +263,11 @@ pub fn real_any(r: &mut Reader) -> Option<Filter> {
 /// kinds only: a RedisBloom filter cannot be one); None when the input's routing seed is the
 /// filter's own seed, which no partition may have.
 pub fn maybe_partition(r: &mut Reader, stored: StoredFilter) -> Option<StoredFilter> {
-    if matches!(stored.filter(), Filter::RedisBloom(_)) || !r.u8().is_multiple_of(3) {
+    if matches!(
+        stored.filter(),
+        Filter::RedisBloom(_) | Filter::ValkeyBloom(_)
+    ) || !r.u8().is_multiple_of(3)
+    {
         return Some(stored);
     }
     let count = u32::from(r.u16()) % MAX_PARTITIONS + 1;

@@ -1,10 +1,11 @@
 //! `stored::decode_header` on arbitrary bytes, on arbitrary bytes with a correct checksum, and
 //! on mutated real headers with a correct checksum, of every kind: scalable ("RBLM"), window
-//! ("RBLW") and RedisBloom envelope ("RBLR"). Whatever it accepts must be a usable,
+//! ("RBLW"), RedisBloom envelope ("RBLR") and valkey-bloom envelope ("RBLV"). Whatever it accepts must be a usable,
 //! self-consistent filter that re-encodes to the same bytes. Then the filter is used like the
 //! commands do: what an add did must replay identically on a replica (a scalable filter's
 //! layers by `with_first_layer` + `push_layer` of the shapes the add reported; a window's writes
-//! at the timestamp the primary used; a RedisBloom filter's by its own growth rule), and a
+//! at the timestamp the primary used; RedisBloom's and valkey-bloom's by their own growth
+//! rules), and a
 //! SCANDUMP / LOADCHUNK round trip must give the filter back.
 #![no_main]
 
@@ -18,6 +19,7 @@ use libfuzzer_sys::fuzz_target;
 use rustbloom_core::redisbloom::{Arithmetic, RbAddOutcome, RbFilter};
 use rustbloom_core::stored::decode_header;
 use rustbloom_core::transfer::{decode_load_header, load_chunk, scandump_step};
+use rustbloom_core::valkeybloom::{blob, VbFilter};
 use rustbloom_core::window::{encoding::HEADER_BYTES as WINDOW_HEADER_BYTES, WindowFilter};
 use rustbloom_core::{
     AddOutcome, BloomFilter, ChunkError, Filter, Outcome, StoredFilter, Unlimited,
@@ -114,6 +116,11 @@ fuzz_target!(|data: &[u8]| {
             true => total - offset,
             false => (u64::from(r.u16()) + 1).min(total - offset),
         };
+        // A valkey-bloom object's chunks never cross one of its layers.
+        let len = match stored.filter() {
+            Filter::ValkeyBloom(object) => object.chunk_len(offset, len),
+            _ => len,
+        };
         let mut bits = r.bytes(len as usize).to_vec();
         bits.resize(len as usize, 0);
         let chunk = with_sum(&bits, chunk_sum(stored.filter(), offset, &bits));
@@ -140,6 +147,7 @@ fuzz_target!(|data: &[u8]| {
         Filter::Scalable(filter) => exercise_scalable(filter, &mut r),
         Filter::Window(filter) => exercise_window(filter, &mut r),
         Filter::RedisBloom(filter) => exercise_redisbloom(filter, &mut r),
+        Filter::ValkeyBloom(filter) => exercise_valkeybloom(filter, &mut r),
     }
     round_trip(filter);
 });
@@ -171,7 +179,44 @@ fn check(stored: &StoredFilter, bytes: &[u8]) {
         Filter::Scalable(filter) => check_scalable(filter),
         Filter::Window(filter) => check_window(filter),
         Filter::RedisBloom(filter) => check_redisbloom(filter),
+        Filter::ValkeyBloom(filter) => check_valkeybloom(filter),
     }
+}
+
+fn check_valkeybloom(filter: &VbFilter) {
+    let layers = filter.layers();
+    assert!(!layers.is_empty());
+    for (index, layer) in layers.iter().enumerate() {
+        let shape = layer.shape();
+        assert!(shape.items <= shape.capacity);
+        assert!(shape.bytes > 0 && shape.hashes > 0);
+        if index + 1 < layers.len() {
+            assert_eq!(shape.items, shape.capacity, "an older layer not full");
+        }
+        assert!(filter.params().layer_error(index).is_some());
+    }
+    // Its BF.LOAD blob gives it back.
+    let decoded = blob::decode(&blob::encode(filter), &mut Unlimited).expect("own blob refused");
+    assert_eq!(&decoded, filter);
+}
+
+fn exercise_valkeybloom(filter: &mut VbFilter, r: &mut Reader) {
+    // Adds that may grow it, replayed on a replica holding the same object: the items that were
+    // new, in order, grow it the same way by valkey-bloom's rule.
+    let mut replica = filter.try_clone(&mut Unlimited).expect("clone refused");
+    let start = u32::from(r.u16());
+    let count = u32::from(r.u16() % 4096);
+    let items: Vec<[u8; 4]> = (start..start + count).map(|i| i.to_le_bytes()).collect();
+    let items: Vec<&[u8]> = items.iter().map(|i| i.as_slice()).collect();
+    let mut outcome = RbAddOutcome::default();
+    filter.insert_many(items.iter().copied(), &mut budget(), &mut outcome);
+    for (item, &new) in items.iter().zip(&outcome.added) {
+        assert!(filter.contains(item), "false negative after an add");
+        if new {
+            assert_eq!(replica.insert(item, &mut Unlimited), Ok(true));
+        }
+    }
+    assert_eq!(&replica, &*filter, "replica diverged from its primary");
 }
 
 fn check_scalable(filter: &BloomFilter) {

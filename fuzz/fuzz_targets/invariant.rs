@@ -18,6 +18,7 @@ use rustbloom_core::partition::Descriptor;
 use rustbloom_core::redisbloom::{rdb, scandump, Arithmetic, RbFilter, RdbSink, RdbSource};
 use rustbloom_core::stored::{decode_header, decode_value};
 use rustbloom_core::transfer::{decode_load_header, load_chunk, load_commands};
+use rustbloom_core::valkeybloom::{blob, rdb as vb_rdb};
 use rustbloom_core::{Filter, StoredFilter, StoredValue, Unlimited};
 
 /// One field of an RDB value.
@@ -179,7 +180,7 @@ fn encodings(stored: &StoredFilter) -> Vec<StoredFilter> {
     );
     let mut out = vec![again, loaded(load_commands(stored), "AOF rewrite")];
     match filter {
-        Filter::Scalable(_) | Filter::Window(_) => {
+        Filter::Scalable(_) | Filter::Window(_) | Filter::ValkeyBloom(_) => {
             let mut iterator = 0;
             let steps = std::iter::from_fn(|| {
                 let (next, data) = stored.scandump_step(iterator);
@@ -188,6 +189,21 @@ fn encodings(stored: &StoredFilter) -> Vec<StoredFilter> {
                 step
             });
             out.push(loaded(steps, "SCANDUMP"));
+            if let Filter::ValkeyBloom(object) = filter {
+                // valkey-bloom's own encodings: its RDB value and its BF.LOAD blob.
+                let mut fields = Fields::default();
+                vb_rdb::save(object, &mut fields);
+                let again = vb_rdb::load(&mut fields, vb_rdb::ENCODING_VERSION, &mut Unlimited)
+                    .expect("own bloomfltr value refused");
+                out.push(StoredFilter::ready_filter(Filter::ValkeyBloom(Box::new(
+                    again,
+                ))));
+                let again =
+                    blob::decode(&blob::encode(object), &mut Unlimited).expect("own blob refused");
+                out.push(StoredFilter::ready_filter(Filter::ValkeyBloom(Box::new(
+                    again,
+                ))));
+            }
         }
         Filter::RedisBloom(rb) => {
             let mut fields = Fields::default();

@@ -56,6 +56,12 @@ pub enum InfoField {
     Filters,
     Items,
     Expansion,
+    /// valkey-bloom's: the error rate the filter was created for.
+    Error,
+    /// valkey-bloom's: each new layer's error rate over the previous one's.
+    Tightening,
+    /// valkey-bloom's: the capacity the filter can reach under its limits.
+    MaxScaledCapacity,
 }
 
 fn text(bytes: &[u8]) -> Option<&str> {
@@ -410,6 +416,12 @@ pub fn parse_info(command: &Command) -> Result<Option<InfoField>, CommandError> 
                 InfoField::Items
             } else if is("EXPANSION") {
                 InfoField::Expansion
+            } else if is("ERROR") {
+                InfoField::Error
+            } else if is("TIGHTENING") {
+                InfoField::Tightening
+            } else if is("MAXSCALEDCAPACITY") {
+                InfoField::MaxScaledCapacity
             } else {
                 return Err(BAD_INFO_FIELD);
             };

@@ -207,6 +207,7 @@ pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
         ConfigurationFlags::DEFAULT,
         None,
     );
+    register_valkey_bloom_names(load)?;
     LOADING_CONFIGS.store(true, Ordering::Relaxed);
     let notes = vec![register_redisbloom_names(load)];
     let loaded = load.load_configs();
@@ -215,8 +216,10 @@ pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
     Ok(notes)
 }
 
-/// RedisBloom's names for three of our configs, as Redis 8 (whose bundled RedisBloom has them)
-/// registers them: without the module-name prefix, string-valued.
+/// Other modules' names for our configs: RedisBloom's three, as Redis 8 (whose bundled
+/// RedisBloom has them) registers them, without the module-name prefix; and valkey-bloom's
+/// five whose meaning is ours, under our prefix as valkey-bloom's (both modules are named `bf`),
+/// so that a valkey.conf written for valkey-bloom loads unchanged. All string-valued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Alias {
     /// `bf-error-rate` = `bf.error-rate`; like RedisBloom, a rate above 0.25 is taken as 0.25.
@@ -226,6 +229,17 @@ enum Alias {
     /// `bf-expansion-factor` = `bf.expansion`, and 0: filters created without an expansion do not
     /// scale (RedisBloom's meaning).
     ExpansionFactor,
+    /// valkey-bloom's `bf.bloom-capacity` = `bf.initial-capacity`.
+    BloomCapacity,
+    /// valkey-bloom's `bf.bloom-expansion` = `bf.expansion`.
+    BloomExpansion,
+    /// valkey-bloom's `bf.bloom-fp-rate` = `bf.error-rate` (no RedisBloom cap at 0.25).
+    BloomFpRate,
+    /// valkey-bloom's `bf.bloom-memory-usage-limit` = `bf.max-filter-bytes`: both cap what one
+    /// filter may take (valkey-bloom counts its structs too, we count the bits' allocation).
+    BloomMemoryUsageLimit,
+    /// valkey-bloom's `bf.bloom-use-random-seed` yes/no = `bf.seed-mode` random/fixed.
+    BloomUseRandomSeed,
 }
 
 const ALIASES: [(Alias, &CStr, &str); 3] = [
@@ -239,6 +253,29 @@ const ALIASES: [(Alias, &CStr, &str); 3] = [
         Alias::ExpansionFactor,
         c"bf-expansion-factor",
         "bf.expansion",
+    ),
+];
+
+/// valkey-bloom's names (their meaning is the same as ours, within our ranges). Not aliased:
+/// `bf.bloom-tightening-ratio` (our filters tighten by 0.5, RedisBloom's rule) and
+/// `bf.bloom-defrag-enabled`.
+const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 5] = [
+    (
+        Alias::BloomCapacity,
+        c"bloom-capacity",
+        "bf.initial-capacity",
+    ),
+    (Alias::BloomExpansion, c"bloom-expansion", "bf.expansion"),
+    (Alias::BloomFpRate, c"bloom-fp-rate", "bf.error-rate"),
+    (
+        Alias::BloomMemoryUsageLimit,
+        c"bloom-memory-usage-limit",
+        "bf.max-filter-bytes",
+    ),
+    (
+        Alias::BloomUseRandomSeed,
+        c"bloom-use-random-seed",
+        "bf.seed-mode",
     ),
 ];
 
@@ -261,6 +298,30 @@ impl Alias {
             };
         }
         match self {
+            Alias::BloomCapacity => {
+                let size = integer_setting(text, "bloom capacity", CAPACITY_BOUNDS)?;
+                INITIAL_CAPACITY.store(size, Ordering::Relaxed);
+            }
+            Alias::BloomExpansion => {
+                let expansion = integer_setting(text, "bloom expansion", EXPANSION_BOUNDS)?;
+                EXPANSION.store(expansion, Ordering::Relaxed);
+                NONSCALING_DEFAULT.store(false, Ordering::Relaxed);
+            }
+            Alias::BloomFpRate => ERROR_RATE.set_text(text)?,
+            Alias::BloomMemoryUsageLimit => {
+                let limit = integer_setting(text, "bloom memory usage limit", FILTER_BYTES_BOUNDS)?;
+                MAX_FILTER_BYTES.store(limit, Ordering::Relaxed);
+            }
+            Alias::BloomUseRandomSeed => {
+                let mode = match text.to_ascii_lowercase().as_slice() {
+                    b"yes" => SeedMode::random,
+                    b"no" => SeedMode::fixed,
+                    _ => return Err("bloom use random seed must be yes or no".to_string()),
+                };
+                if let Ok(mut current) = SEED_MODE.lock() {
+                    *current = mode;
+                }
+            }
             Alias::ErrorRate => {
                 let rate = args::parse_error_rate(text)
                     .map_err(|_| "error rate must be a number in the range (0, 1), such as 0.01")?;
@@ -289,21 +350,39 @@ impl Alias {
             Alias::ErrorRate => ERROR_RATE.get().to_string(),
             Alias::InitialSize => INITIAL_CAPACITY.load(Ordering::Relaxed).to_string(),
             Alias::ExpansionFactor if NONSCALING_DEFAULT.load(Ordering::Relaxed) => "0".to_string(),
-            Alias::ExpansionFactor => EXPANSION.load(Ordering::Relaxed).to_string(),
+            Alias::ExpansionFactor | Alias::BloomExpansion => {
+                EXPANSION.load(Ordering::Relaxed).to_string()
+            }
+            Alias::BloomCapacity => INITIAL_CAPACITY.load(Ordering::Relaxed).to_string(),
+            Alias::BloomFpRate => ERROR_RATE.get().to_string(),
+            Alias::BloomMemoryUsageLimit => MAX_FILTER_BYTES.load(Ordering::Relaxed).to_string(),
+            Alias::BloomUseRandomSeed => match SEED_MODE.lock().map(|mode| mode.clone()) {
+                Ok(SeedMode::fixed) => "no".to_string(),
+                _ => "yes".to_string(),
+            },
         }
     }
 
     fn from_privdata(privdata: usize) -> Option<Alias> {
         ALIASES
             .iter()
+            .chain(&VALKEY_BLOOM_ALIASES)
             .map(|&(alias, _, _)| alias)
             .find(|&alias| alias as usize == privdata)
     }
 }
 
 /// The strings the alias getters last handed to the server, one per alias (see [`ConfigReply`]).
-static ALIAS_REPLIES: [ConfigReply; 3] =
-    [ConfigReply::new(), ConfigReply::new(), ConfigReply::new()];
+static ALIAS_REPLIES: [ConfigReply; 8] = [
+    ConfigReply::new(),
+    ConfigReply::new(),
+    ConfigReply::new(),
+    ConfigReply::new(),
+    ConfigReply::new(),
+    ConfigReply::new(),
+    ConfigReply::new(),
+    ConfigReply::new(),
+];
 
 /// RedisBloom's config names, each registered with its [`Alias`] as privdata.
 struct AliasConfig;
@@ -359,6 +438,26 @@ fn register_redisbloom_names(load: &LoadCtx) -> String {
         "rustbloom: RedisBloom's config names {names} are aliases of bf.error-rate, \
          bf.initial-capacity and bf.expansion"
     )
+}
+
+/// Registers valkey-bloom's config names (under our prefix, which every server with module
+/// configs allows); Err when the server refuses one.
+fn register_valkey_bloom_names(load: &LoadCtx) -> Result<(), String> {
+    for (alias, name, _) in VALKEY_BLOOM_ALIASES {
+        load.register_string_config::<AliasConfig>(
+            name,
+            c"",
+            ConfigurationFlags::DEFAULT.bits(),
+            alias as usize,
+        )
+        .map_err(|()| {
+            format!(
+                "the server refused the config bf.{} (valkey-bloom's name)",
+                name.to_string_lossy()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Applies load-time arguments (`loadmodule librustbloom.so error-rate 0.001 ...`), our config

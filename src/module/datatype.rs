@@ -8,6 +8,10 @@
 //! here too: at start-up on its data directory, in a full sync from a RedisBloom primary, and in
 //! RESTORE of its DUMP payloads. They load as RedisBloom filters
 //! ([`rustbloom_core::redisbloom`]) and are saved in our encoding from then on.
+//!
+//! valkey-bloom's type `bloomfltr` is registered too, as an alias of this one: the same values,
+//! but its keys hold valkey-bloom's objects and are saved in valkey-bloom's encodings (see
+//! [`super::valkey_type`]).
 
 use std::ffi::c_int;
 use std::ptr::null_mut;
@@ -24,11 +28,13 @@ use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 use super::alloc;
 use super::errors;
 use super::ffi::{
-    self, log, now_ms, stop_server, DefragCtx, Digest, Io, ModuleValue, RedisBuffer, ValueType,
+    self, log, now_ms, stop_server, DefragCtx, Digest, Io, ModuleValue, RedisBuffer, Registration,
+    ValueType,
 };
 use super::memory::CommandBudget;
 use super::partition::descriptor_args;
 use super::stats;
+use super::valkey_type;
 
 /// Name shared with RedisBloom, so that its RDB files load here.
 pub const TYPE_NAME: &str = rb_rdb::TYPE_NAME;
@@ -42,16 +48,43 @@ impl ModuleValue for StoredValue {
         &BLOOM_TYPE
     }
 
-    fn rdb_save(&self, rdb: Io) {
-        each_rdb_string(self, |bytes| rdb.save_buffer(bytes));
+    fn alias_type() -> Option<&'static ValueType<Self>> {
+        Some(&valkey_type::VALKEY_BLOOM_TYPE)
     }
 
-    fn rdb_load(rdb: Io, encver: c_int) -> Option<Self> {
-        rdb_load(rdb, encver)
+    fn rdb_save(&self, rdb: Io, registration: Registration) {
+        match registration {
+            Registration::Own => each_rdb_string(self, |bytes| rdb.save_buffer(bytes)),
+            Registration::Alias => valkey_type::rdb_save(self, rdb),
+        }
     }
 
-    fn aof_rewrite(&self, aof: Io, key: *mut raw::RedisModuleString) {
-        aof_rewrite(self, aof, key);
+    fn rdb_load(rdb: Io, encver: c_int, registration: Registration) -> Option<Self> {
+        let loaded = match registration {
+            Registration::Own => rdb_load(rdb, encver),
+            Registration::Alias => valkey_type::rdb_load(rdb, encver),
+        };
+        match loaded {
+            Ok(filter) => {
+                stats::filter_added(&filter);
+                Some(filter)
+            }
+            Err(reason) => {
+                log(
+                    null_mut(),
+                    "warning",
+                    &format!("rustbloom: refused a Bloom filter payload: {reason}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn aof_rewrite(&self, aof: Io, key: *mut raw::RedisModuleString, registration: Registration) {
+        match registration {
+            Registration::Own => aof_rewrite(self, aof, key),
+            Registration::Alias => valkey_type::aof_rewrite(self, aof, key),
+        }
     }
 
     fn mem_usage(&self) -> usize {
@@ -103,9 +136,9 @@ fn each_rdb_string(stored: &StoredValue, mut out: impl FnMut(&[u8])) {
     }
 }
 
-/// A value of any encoding this release reads; None refuses it, logged.
-fn rdb_load(rdb: Io, encver: c_int) -> Option<StoredValue> {
-    let loaded = if encver == ENCODING_VERSION {
+/// A value of any encoding of our type this release reads, or why not.
+fn rdb_load(rdb: Io, encver: c_int) -> Result<StoredValue, String> {
+    if encver == ENCODING_VERSION {
         load_filter(rdb)
     } else if (0..=rb_rdb::ENCODING_VERSION).contains(&encver) {
         load_redisbloom(rdb, encver)
@@ -115,20 +148,6 @@ fn rdb_load(rdb: Io, encver: c_int) -> Option<StoredValue> {
                  rustbloom); this release reads {ENCODING_VERSION} and RedisBloom's 0 to {}",
             rb_rdb::ENCODING_VERSION
         ))
-    };
-    match loaded {
-        Ok(filter) => {
-            stats::filter_added(&filter);
-            Some(filter)
-        }
-        Err(reason) => {
-            log(
-                null_mut(),
-                "warning",
-                &format!("rustbloom: refused a Bloom filter payload: {reason}"),
-            );
-            None
-        }
     }
 }
 
@@ -169,11 +188,11 @@ fn load_filter(rdb: Io) -> Result<StoredValue, String> {
     Ok(stored)
 }
 
-/// The fields of a RedisBloom RDB value, read from Redis' RDB stream.
-struct RdbFields<'a>(Io<'a>);
+/// The fields of a RedisBloom or valkey-bloom RDB value, read from Redis' RDB stream.
+pub(super) struct RdbFields<'a>(pub(super) Io<'a>);
 
 /// A field Redis could not read (truncated or corrupt stream).
-struct ShortRead;
+pub(super) struct ShortRead;
 
 impl RdbSource for RdbFields<'_> {
     type Error = ShortRead;
@@ -211,7 +230,7 @@ fn load_redisbloom(rdb: Io, encver: c_int) -> Result<StoredValue, String> {
 /// (`replica-read-only no`) alike. The IO context has no client (nor does COPY's callback), so
 /// on a writable replica the primary's own RESTOREs and COPYs are charged too: over this
 /// replica's limits they are refused and logged (see [`refused_load`]).
-fn load_budget(rdb: Io) -> CommandBudget {
+pub(super) fn load_budget(rdb: Io) -> CommandBudget {
     let ctx = rdb.ctx();
     CommandBudget::new(ctx, admitted_elsewhere(ctx))
 }
@@ -236,7 +255,7 @@ fn writable_replica_note(ctx: *mut raw::RedisModuleCtx) -> &'static str {
 
 /// A limit refused a load: the reason, for a client's RESTORE; for the dataset or a replica's
 /// copy of its primary, the server stops rather than start without the filter.
-fn refused_load(rdb: Io, budget: &CommandBudget, limit: LimitError) -> String {
+pub(super) fn refused_load(rdb: Io, budget: &CommandBudget, limit: LimitError) -> String {
     let message = errors::limit_message(limit);
     let key = rdb.key_name();
     if budget.is_replayed() {

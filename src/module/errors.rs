@@ -111,6 +111,11 @@ pub const NOT_SCALABLE: CommandError =
     CommandError::Static("ERR BF.GROW applies to rustbloom's scalable filters only");
 pub const NOT_WINDOW: CommandError =
     CommandError::Static("ERR BF.ADDAT applies to window filters only");
+/// BF.LOAD onto an existing key: valkey-bloom's reply, word for word.
+pub const BUSY_KEY: CommandError = CommandError::Static("BUSYKEY Target key name already exists.");
+/// BF.LOAD of a blob that is not a valkey-bloom object: valkey-bloom's reply.
+pub const BLOB_DECODE_FAILED: CommandError =
+    CommandError::Static("ERR bloom object decoding failed");
 pub const TIMESTAMP_AHEAD: CommandError =
     CommandError::Static("ERR timestamp more than one window ahead of the server's clock");
 

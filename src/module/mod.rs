@@ -12,6 +12,7 @@ pub(crate) mod memory;
 pub(crate) mod partition;
 pub(crate) mod stats;
 pub(crate) mod table;
+pub(crate) mod valkey_type;
 
 use std::ffi::c_int;
 

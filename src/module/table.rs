@@ -34,6 +34,7 @@ entry_point!(bf_card, commands::card);
 entry_point!(bf_debug, commands::debug);
 entry_point!(bf_scandump, commands::scandump);
 entry_point!(bf_loadchunk, commands::loadchunk);
+entry_point!(bf_load, commands::load);
 entry_point!(bf_grow, commands::grow);
 entry_point!(bf_addat, commands::addat);
 
@@ -132,7 +133,7 @@ const SHAPE: [Arg; 3] = [
     arg(c"layout", Kind::Integer),
 ];
 
-static COMMANDS: [CommandSpec; 13] = [
+static COMMANDS: [CommandSpec; 14] = [
     CommandSpec {
         name: c"bf.reserve",
         entry: bf_reserve,
@@ -308,6 +309,16 @@ static COMMANDS: [CommandSpec; 13] = [
             arg(c"iterator", Kind::Integer),
             arg(c"data", Kind::Text),
         ],
+    },
+    CommandSpec {
+        name: c"bf.load",
+        entry: bf_load,
+        flags: c"write deny-oom",
+        summary: c"Creates a key from a valkey-bloom object's blob, as valkey-bloom's AOF rewrite writes it",
+        complexity: c"O(n), n the blob's size",
+        arity: 3,
+        writes: true,
+        args: &[KEY, arg(c"data", Kind::Text)],
     },
     CommandSpec {
         name: c"bf.grow",

@@ -34,4 +34,5 @@ mod replication_effects;
 mod scaling;
 mod scandump;
 mod soundness_redisbloom;
+mod valkeybloom_data;
 mod window;

@@ -331,6 +331,40 @@ impl RbFilter {
         Ok(link)
     }
 
+    /// The capacity of every link this filter holds or could push, by RedisBloom's rule,
+    /// before its arrays would need more than `max_bytes` (BF.INFO MAXSCALEDCAPACITY).
+    pub fn max_scaled_capacity(&self, max_bytes: u64) -> u64 {
+        let mut capacity = self.capacity();
+        let mut bytes = self.allocated_bytes();
+        if !self.is_scaling() {
+            return capacity;
+        }
+        let mut newest = *self.newest();
+        for _ in self.links.len()..MAX_LINKS {
+            let Some(next) = newest
+                .entries
+                .checked_mul(u64::from(self.header.growth))
+                .and_then(|entries| {
+                    link_shape(
+                        entries,
+                        newest.error * 0.5,
+                        self.header.options & NOROUND != 0,
+                    )
+                })
+                .filter(|link| link.validate().is_ok())
+            else {
+                break;
+            };
+            bytes = bytes.saturating_add(next.allocated_bytes());
+            if bytes > max_bytes {
+                break;
+            }
+            capacity = capacity.saturating_add(next.entries);
+            newest = next;
+        }
+        capacity
+    }
+
     /// Bytes of the array of the link this filter would push next; None when it cannot grow.
     /// A budget is charged its allocation size ([`LinkShape::allocated_bytes`]).
     pub fn next_link_bytes(&self) -> Option<u64> {

@@ -1,13 +1,18 @@
-//! BF.SCANDUMP and BF.LOADCHUNK: a filter out and in, chunk by chunk.
+//! BF.SCANDUMP and BF.LOADCHUNK: a filter out and in, chunk by chunk; and BF.LOAD, a
+//! valkey-bloom object in one piece, as valkey-bloom's AOF rewrite writes it.
 
 use rustbloom_core::transfer::{decode_load_header, load_chunk};
-use rustbloom_core::Filter;
+use rustbloom_core::valkeybloom::blob;
+use rustbloom_core::{DecodeError, Filter};
 
 use crate::module::args::{self};
 use crate::module::errors::{
-    self, CommandError, CommandResult, BAD_DATA, LOADING, NOT_FOUND, TIMESTAMP_AHEAD,
+    self, CommandError, CommandResult, BAD_DATA, BLOB_DECODE_FAILED, BUSY_KEY, LOADING, NOT_FOUND,
+    TIMESTAMP_AHEAD,
 };
 use crate::module::ffi::Command;
+use crate::module::stats;
+use crate::module::valkey_type::{value_of, VALKEY_BLOOM_TYPE};
 
 use super::{budget, store, stored, stored_mut};
 
@@ -60,6 +65,32 @@ pub fn loadchunk(command: &Command) -> CommandResult {
     }
     command.replicate_verbatim();
     command.notify(c"bf.loadchunk");
+    command.reply_ok();
+    Ok(())
+}
+
+/// `BF.LOAD key blob`: creates `key` from a valkey-bloom object's blob (what valkey-bloom's AOF
+/// rewrite writes for each key), as a key of valkey-bloom's type. As valkey-bloom, onto a
+/// missing key only.
+pub fn load(command: &Command) -> CommandResult {
+    if command.argc() != 3 {
+        return Err(CommandError::WrongArity);
+    }
+    let mut key = command.open_key(true);
+    if !key.is_empty() {
+        return Err(BUSY_KEY);
+    }
+    let mut budget = budget(command);
+    let filter = blob::decode(command.arg(2), &mut budget).map_err(|error| match error {
+        DecodeError::Corrupt(_) => BLOB_DECODE_FAILED,
+        limit => errors::header_error(command, &budget, limit),
+    })?;
+    let value = value_of(filter);
+    stats::filter_added(&value);
+    key.set_value_as(Box::new(value), &VALKEY_BLOOM_TYPE);
+    key.signal_modified();
+    command.replicate_verbatim();
+    command.notify(c"bf.load");
     command.reply_ok();
     Ok(())
 }

@@ -125,7 +125,9 @@ pub fn reserve(command: &Command) -> CommandResult {
     if let Some(partition) = partition {
         stored = stored.with_partition(partition).map_err(|_| SEED_REUSED)?;
     }
-    replicate_creation(command, &Creation::of(stored.filter()), stored.partition());
+    if let Some(creation) = Creation::of(stored.filter()) {
+        replicate_creation(command, &creation, stored.partition());
+    }
     store(&mut key, stored);
     command.notify(c"bf.reserve");
     command.reply_ok();

@@ -3,6 +3,7 @@
 use rustbloom_core::Filter;
 
 use crate::module::args::{self, InfoField};
+use crate::module::config;
 use crate::module::errors::{CommandError, CommandResult, NOT_FOUND};
 use crate::module::ffi::Command;
 use crate::module::partition;
@@ -26,12 +27,17 @@ fn info_name(field: InfoField) -> &'static str {
         InfoField::Filters => "Number of filters",
         InfoField::Items => "Number of items inserted",
         InfoField::Expansion => "Expansion rate",
+        InfoField::Error => "Error rate",
+        InfoField::Tightening => "Tightening ratio",
+        InfoField::MaxScaledCapacity => "Max scaled capacity",
     }
 }
 
-/// `BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION]`: RedisBloom's five fields, in
-/// its order; a window filter adds its own after them, so that clients that read the five keep
-/// working. One field: a one-element array in RESP2 and, as RedisBloom 2.6 and later, a
+/// `BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION | ERROR | TIGHTENING |
+/// MAXSCALEDCAPACITY]`: RedisBloom's five fields, in its order; a window filter adds its own
+/// after them, so that clients that read the five keep working, and so does a valkey-bloom
+/// object valkey-bloom's three (which any filter answers when asked for one: the last is
+/// reckoned under bf.max-filter-bytes, our limit where valkey-bloom has its memory limit). One field: a one-element array in RESP2 and, as RedisBloom 2.6 and later, a
 /// one-entry map in RESP3.
 pub fn info(command: &Command) -> CommandResult {
     let field = args::parse_info(command)?;
@@ -51,6 +57,13 @@ pub fn info(command: &Command) -> CommandResult {
             Some(expansion) => InfoValue::Integer(i64::from(expansion)),
             None => InfoValue::Null,
         },
+        InfoField::Error => InfoValue::Double(filter.error_rate()),
+        InfoField::Tightening => filter
+            .tightening()
+            .map_or(InfoValue::Null, InfoValue::Double),
+        InfoField::MaxScaledCapacity => {
+            InfoValue::Count(filter.max_scaled_capacity(config::filter_limit()))
+        }
     };
     let reply_value = |value: InfoValue| match value {
         InfoValue::Count(count) => command.reply_count(count),
@@ -89,6 +102,17 @@ pub fn info(command: &Command) -> CommandResult {
             ("Last write (ms)", InfoValue::Count(window.last_ms())),
             ("Error rate", InfoValue::Double(params.error_rate)),
         ]);
+    }
+    if let Filter::ValkeyBloom(_) = filter {
+        fields.extend(
+            [
+                InfoField::Error,
+                InfoField::Tightening,
+                InfoField::MaxScaledCapacity,
+            ]
+            .into_iter()
+            .map(|field| (info_name(field), value(field))),
+        );
     }
     if let Some(partition) = identity {
         fields.extend([

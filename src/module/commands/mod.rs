@@ -33,7 +33,7 @@ mod replication;
 mod window;
 
 pub use add::{add, addat, insert, madd};
-pub use chunks::{loadchunk, scandump};
+pub use chunks::{load, loadchunk, scandump};
 pub use create::{grow, reserve};
 pub use info::{debug, info};
 pub use lookup::{card, exists, mexists};

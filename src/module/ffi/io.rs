@@ -32,6 +32,16 @@ impl Io<'_> {
         unsafe { api!(RedisModule_SaveStringBuffer)(self.io, bytes.as_ptr().cast(), bytes.len()) };
     }
 
+    pub fn save_unsigned(&self, value: u64) {
+        // SAFETY: a live stream.
+        unsafe { api!(RedisModule_SaveUnsigned)(self.io, value) };
+    }
+
+    pub fn save_double(&self, value: f64) {
+        // SAFETY: a live stream.
+        unsafe { api!(RedisModule_SaveDouble)(self.io, value) };
+    }
+
     /// The next string, None on a read error (a short or corrupt stream).
     pub fn load_buffer(&self) -> Option<RedisBuffer> {
         let mut len = 0usize;
@@ -91,6 +101,22 @@ impl Io<'_> {
                 strings.len(),
             );
         }
+    }
+
+    /// Writes `BF.LOAD key blob` (valkey-bloom's form of a key) to the AOF being rewritten.
+    pub fn emit_load(&self, key: *mut raw::RedisModuleString, blob: &[u8]) {
+        // SAFETY: a live AOF stream, the key Redis passed the callback, and the "sb" format
+        // with exactly a string and a buffer with its length.
+        unsafe {
+            api!(RedisModule_EmitAOF)(
+                self.io,
+                c"BF.LOAD".as_ptr(),
+                c"sb".as_ptr(),
+                key,
+                blob.as_ptr(),
+                blob.len(),
+            )
+        };
     }
 
     /// Writes `BF.LOADCHUNK key iterator data` to the AOF being rewritten.

@@ -4,7 +4,7 @@ use std::ffi::c_int;
 
 use redis_module::raw;
 
-use super::{Command, ModuleValue, OK};
+use super::{Command, ModuleValue, ValueType, OK};
 use crate::module::errors::CommandError;
 
 /// An open key, closed on drop. A borrow of its value lives no longer than the handle, and a
@@ -35,6 +35,15 @@ impl Key<'_> {
             let value = unsafe { hot_api!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<T>();
             return Ok((!value.is_null()).then_some(value));
         }
+        if let Some(alias) = T::alias_type() {
+            // SAFETY: an open key handle.
+            if unsafe { hot_api!(RedisModule_ModuleTypeGetType)(self.key) } == alias.raw() {
+                // SAFETY: an open key handle.
+                let value =
+                    unsafe { hot_api!(RedisModule_ModuleTypeGetValue)(self.key) }.cast::<T>();
+                return Ok((!value.is_null()).then_some(value));
+            }
+        }
         if self.is_empty() {
             Ok(None)
         } else {
@@ -62,12 +71,16 @@ impl Key<'_> {
 
     /// Stores `value` as the key's value (the key must have been opened writable).
     pub fn set_value<T: ModuleValue>(&mut self, value: Box<T>) {
+        self.set_value_as(value, T::value_type());
+    }
+
+    /// Stores `value` as the key's value under `value_type`, one of T's registrations.
+    pub fn set_value_as<T: ModuleValue>(&mut self, value: Box<T>, value_type: &ValueType<T>) {
         let ptr = Box::into_raw(value);
-        // SAFETY: an open key handle, T's registered type and a Box<T> pointer, which Redis
-        // owns from now on (and frees with the type's free callback).
-        let status = unsafe {
-            api!(RedisModule_ModuleTypeSetValue)(self.key, T::value_type().raw(), ptr.cast())
-        };
+        // SAFETY: an open key handle, one of T's registered types and a Box<T> pointer, which
+        // Redis owns from now on (and frees with the type's free callback).
+        let status =
+            unsafe { api!(RedisModule_ModuleTypeSetValue)(self.key, value_type.raw(), ptr.cast()) };
         if status != OK {
             // SAFETY: not stored, so still ours: take it back so it is freed.
             drop(unsafe { Box::from_raw(ptr) });

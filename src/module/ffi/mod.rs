@@ -99,7 +99,7 @@ pub use key::Key;
 pub use load::LoadCtx;
 pub use server::{InfoCtx, InfoSection, ServerInfo};
 pub use strings::{string_text, RedisBuffer};
-pub use value_type::{ModuleValue, ValueType};
+pub use value_type::{ModuleValue, Registration, ValueType};
 
 /// The context flags of `ctx` (REDISMODULE_CTX_FLAGS_*); `ctx` may be null (then only the
 /// server's own flags: loading, replica, in a script or transaction, maxmemory set).

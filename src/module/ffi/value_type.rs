@@ -5,6 +5,11 @@
 //! `Box<T>` turned into a pointer. Values of the type enter the keyspace only through
 //! [`Key::set_value`](super::Key::set_value) (with `T::value_type()`), `rdb_load::<T>` and
 //! `copy::<T>`, all of which store a `Box<T>`; Redis frees each once, through `free::<T>`.
+//!
+//! A Rust type may be registered under a second name, its *alias* (rustbloom's values under
+//! valkey-bloom's `bloomfltr` beside RedisBloom's `MBbloom--`): the same `Box<T>` values, the
+//! callbacks told which registration they serve ([`Registration`]), so that each type's keys
+//! are saved in that type's own encoding.
 
 use std::ffi::{c_int, c_void};
 use std::marker::PhantomData;
@@ -16,16 +21,29 @@ use redis_module::raw;
 
 use super::{guard, DefragCtx, Digest, Io};
 
+/// Which of a value type's two registrations a callback serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Registration {
+    /// The type new values get ([`ModuleValue::value_type`]).
+    Own,
+    /// The second name ([`ModuleValue::alias_type`]).
+    Alias,
+}
+
 /// A Rust type stored as the values of a Redis module type, and what its type callbacks do.
 pub trait ModuleValue: Sized + 'static {
-    /// The registered type.
+    /// The registered type new values get.
     fn value_type() -> &'static ValueType<Self>;
+    /// A second registered type whose values are also `Self`, if any.
+    fn alias_type() -> Option<&'static ValueType<Self>> {
+        None
+    }
     /// Writes the value to an RDB stream (also DUMP, MIGRATE, full sync).
-    fn rdb_save(&self, rdb: Io);
+    fn rdb_save(&self, rdb: Io, registration: Registration);
     /// Reads a value of encoding `encver`; None refuses the payload (logged by the type).
-    fn rdb_load(rdb: Io, encver: c_int) -> Option<Self>;
+    fn rdb_load(rdb: Io, encver: c_int, registration: Registration) -> Option<Self>;
     /// Writes the commands that rebuild the value at `key` to the AOF being rewritten.
-    fn aof_rewrite(&self, aof: Io, key: *mut raw::RedisModuleString);
+    fn aof_rewrite(&self, aof: Io, key: *mut raw::RedisModuleString, registration: Registration);
     /// MEMORY USAGE, in bytes.
     fn mem_usage(&self) -> usize;
     /// DEBUG DIGEST-VALUE.
@@ -51,7 +69,15 @@ pub struct ValueType<T> {
 impl<T: ModuleValue> ValueType<T> {
     pub const fn new(name: &'static str, encoding_version: i32) -> Self {
         ValueType {
-            redis_type: RedisType::new(name, encoding_version, methods::<T>()),
+            redis_type: RedisType::new(name, encoding_version, methods::<T, false>()),
+            values: PhantomData,
+        }
+    }
+
+    /// The registration of `T`'s alias type (see [`ModuleValue::alias_type`]).
+    pub const fn new_alias(name: &'static str, encoding_version: i32) -> Self {
+        ValueType {
+            redis_type: RedisType::new(name, encoding_version, methods::<T, true>()),
             values: PhantomData,
         }
     }
@@ -72,12 +98,20 @@ impl<T: ModuleValue> ValueType<T> {
     }
 }
 
-const fn methods<T: ModuleValue>() -> raw::RedisModuleTypeMethods {
+const fn registration(alias: bool) -> Registration {
+    if alias {
+        Registration::Alias
+    } else {
+        Registration::Own
+    }
+}
+
+const fn methods<T: ModuleValue, const ALIAS: bool>() -> raw::RedisModuleTypeMethods {
     raw::RedisModuleTypeMethods {
         version: 3,
-        rdb_load: Some(rdb_load::<T>),
-        rdb_save: Some(rdb_save::<T>),
-        aof_rewrite: Some(aof_rewrite::<T>),
+        rdb_load: Some(rdb_load::<T, ALIAS>),
+        rdb_save: Some(rdb_save::<T, ALIAS>),
+        aof_rewrite: Some(aof_rewrite::<T, ALIAS>),
         mem_usage: Some(mem_usage::<T>),
         digest: Some(digest::<T>),
         free: Some(free::<T>),
@@ -111,23 +145,29 @@ fn into_redis<T>(value: Option<T>) -> *mut c_void {
     value.map_or(null_mut(), |value| Box::into_raw(Box::new(value)).cast())
 }
 
-extern "C" fn rdb_save<T: ModuleValue>(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+extern "C" fn rdb_save<T: ModuleValue, const ALIAS: bool>(
+    rdb: *mut raw::RedisModuleIO,
+    value: *mut c_void,
+) {
     guard("rdb_save", (), || {
         // SAFETY: the stream and the value Redis passed this callback.
         let (rdb, value) = unsafe { (Io::new(rdb), value_ref::<T>(value)) };
-        value.rdb_save(rdb);
+        value.rdb_save(rdb, registration(ALIAS));
     })
 }
 
-extern "C" fn rdb_load<T: ModuleValue>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+extern "C" fn rdb_load<T: ModuleValue, const ALIAS: bool>(
+    rdb: *mut raw::RedisModuleIO,
+    encver: c_int,
+) -> *mut c_void {
     guard("rdb_load", null_mut(), || {
         // SAFETY: the stream Redis passed this callback.
         let rdb = unsafe { Io::new(rdb) };
-        into_redis(T::rdb_load(rdb, encver))
+        into_redis(T::rdb_load(rdb, encver, registration(ALIAS)))
     })
 }
 
-extern "C" fn aof_rewrite<T: ModuleValue>(
+extern "C" fn aof_rewrite<T: ModuleValue, const ALIAS: bool>(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
@@ -135,7 +175,7 @@ extern "C" fn aof_rewrite<T: ModuleValue>(
     guard("aof_rewrite", (), || {
         // SAFETY: the stream and the value Redis passed this callback.
         let (aof, value) = unsafe { (Io::new(aof), value_ref::<T>(value)) };
-        value.aof_rewrite(aof, key);
+        value.aof_rewrite(aof, key, registration(ALIAS));
     })
 }
 

@@ -16,6 +16,7 @@
 //! - [`cluster`]: [`cluster::Cluster`], masters and replicas on loopback created with
 //!   `redis-cli --cluster create` (the `rustbloom-cluster` binary starts one for other languages).
 //! - [`hostile`]: the hostile-input harness ([`hostile::Barrage`]) of `tests/hostile_*.rs`.
+//! - [`valkeybloom`]: valkey-bloom 1.0's objects made with the real `bloomfilter` crate.
 //! - [`redisbloom`]: the real RedisBloom as the reference: a corpus of its filters, what it wrote
 //!   and answered, and the comparison of migrated filters with it.
 
@@ -29,6 +30,7 @@ pub mod redisbloom;
 pub mod replication;
 pub mod reply;
 pub mod server;
+pub mod valkeybloom;
 
 pub use bloom::*;
 pub use keyspace::*;

@@ -203,6 +203,7 @@ pub fn mutate_header(rng: &mut ChaCha8Rng, header: &[u8]) -> Vec<u8> {
 }
 
 /// One field of a module value in an RDB payload.
+#[derive(Clone, Debug, PartialEq)]
 pub enum ModuleField {
     Unsigned(u64),
     Double(f64),
