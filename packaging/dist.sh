@@ -91,7 +91,7 @@ build_arch() {
     (cd "$stage" && sha256sum LICENSE README.md bfctl librustbloom.so > SHA256SUMS && chmod 0644 SHA256SUMS)
 
     local archive="$dist_dir/$name.tar.gz"
-    tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=ustar \
+    tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --mode=u=rwX,go=rX --format=ustar \
         -C "$build_dir/stage" -cf - "$name" | gzip -n -9 > "$archive.tmp"
     mv "$archive.tmp" "$archive"
     (cd "$dist_dir" && sha256sum "$name.tar.gz" > "$name.tar.gz.sha256")
