@@ -41,6 +41,7 @@
 mod cut;
 mod lines;
 mod relocate;
+mod union;
 
 pub use cut::{allocated_bytes, allocated_bytes_by, MAX_SLACK};
 pub(crate) use lines::{

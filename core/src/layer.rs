@@ -6,6 +6,7 @@ use super::bits::{
 };
 use super::budget::LimitError;
 use super::hash::ItemHash;
+use super::math;
 use super::relocate::Walk;
 use super::sizing::{LayerSize, Layout};
 
@@ -286,6 +287,46 @@ impl Layer {
         });
         self.items += counted;
         taken
+    }
+
+    /// ORs the bits of `sources` (layers of this one's shape) into this layer and sets its item
+    /// count to what the union's bits imply ([`estimated_items`](Self::estimated_items)), held
+    /// between the largest count of the inputs (a union holds each) and their sum (it holds no
+    /// more); a merge's counts are estimates, as items present in several inputs count once.
+    pub(crate) fn union_with(&mut self, sources: &[&Layer]) {
+        debug_assert!(sources.iter().all(|source| source.size() == self.size()));
+        let stores: Vec<&BitStore> = sources.iter().map(|source| &source.bits).collect();
+        let ones = self.bits.union_with(&stores);
+        let inputs = sources.iter().map(|source| source.items);
+        let most = inputs.clone().fold(self.items, u64::max);
+        let sum = inputs.fold(self.items, u64::saturating_add);
+        self.items = self.estimated_items(ones).clamp(most, sum);
+    }
+
+    /// Items that leave `ones` of this layer's bits set, in expectation: for a classic layer,
+    /// each item sets k uniform bits of m, leaving a bit clear with probability (1 − 1/m)^k, so
+    /// n = ln(1 − X/m) / (k·ln(1 − 1/m)) ≈ −m/k·ln(1 − X/m). In lines, an item sets j = k/h bits
+    /// in each of h lines of 512, the lines uniform: a line gets a Poisson number of visits of
+    /// mean μ = n·h/L, and a bit stays clear with probability e^(−μ(1 − q)), q = (1 − 1/512)^j,
+    /// so n = −ln(1 − X/m)·L / (h·(1 − q)) (the classic formula would undercount there, the
+    /// lines filling unevenly). A full layer counts as if one bit were clear. The crate's own
+    /// ln and exp: a replica replaying the merge computes the same count.
+    pub(crate) fn estimated_items(&self, ones: u64) -> u64 {
+        let bits = self.bits.len() as f64 * 64.0;
+        if bits == 0.0 {
+            return 0;
+        }
+        let clear = ((bits - ones as f64) / bits).max(0.5 / bits);
+        let lines = self.layout.lines();
+        let estimate = if lines == 0 {
+            math::ln(clear) / (f64::from(self.num_hashes) * math::ln(1.0 - 1.0 / bits))
+        } else {
+            let line_bits = 512.0;
+            let unset = math::powi(1.0 - 1.0 / line_bits, u32::from(self.per_line));
+            -math::ln(clear) * (bits / line_bits) / (f64::from(lines) * (1.0 - unset))
+        };
+        // Rounded to the nearest; `as` saturates (and takes NaN to 0).
+        (estimate + 0.5) as u64
     }
 
     pub(crate) fn count_item(&mut self) {

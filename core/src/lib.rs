@@ -251,6 +251,7 @@ pub mod filter;
 pub mod hash;
 pub mod layer;
 mod math;
+pub mod merge;
 pub mod partition;
 pub mod redisbloom;
 pub mod relocate;

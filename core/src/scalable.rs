@@ -2,6 +2,7 @@
 
 pub(crate) mod batch;
 pub mod encoding;
+pub(crate) mod merge;
 mod outcome;
 mod params;
 
