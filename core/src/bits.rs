@@ -38,11 +38,17 @@
 //! is the store, the one place in the crate that handles raw memory: its API is safe, and the
 //! one unsafe promise a caller makes is [`AdoptableBlock::new`]'s.
 
+// Each a concern of the store apart from its words' and lines' addresses, which stay here with
+// the hot path: how a size is cut (`cut`), a line's probes (`lines`), the blocks' allocation and
+// pages (`blocks`), and the store as the bytes of its encoding (`bytes`).
+mod blocks;
+mod bytes;
 mod cut;
 mod lines;
 mod relocate;
 mod union;
 
+pub use bytes::AdoptableBlock;
 pub use cut::{allocated_bytes, allocated_bytes_by, MAX_SLACK};
 pub(crate) use lines::{
     by_line_count, by_probe_count, each_line, GroupLines, ItemLines, LineOps, LineTable, Portable,
@@ -51,11 +57,8 @@ pub(crate) use lines::{
 
 use crate::budget::{allocator, LimitError};
 use crate::hash::ItemHash;
+use blocks::{free_block, zeroed_block};
 use cut::{allocated_piece_len, allocation, block_layout, piece_len, piece_shift, table_in_tail};
-
-/// Stores of this many bytes and more are copied with a helper thread making pages resident
-/// ([`BitStore::try_clone`]); below, starting the thread costs more than it saves.
-const HELPED_COPY_FROM: usize = 64 << 20;
 
 /// 64-bit words, zeroed at allocation, in one block or in pieces (see the module's picture).
 /// Three words, the size of a `Vec<u64>`, so that a layer's record (counted in MEMORY USAGE)
@@ -104,40 +107,6 @@ impl<'a> LineFinder<'a> {
                 .add((line & self.mask) * 8)
                 .cast::<[u64; 8]>()
         }
-    }
-}
-
-/// A block of bytes a store may take over as one of its own blocks instead of copying it
-/// ([`StoredValue::adopt_bits`](crate::StoredValue::adopt_bits)): a buffer Redis loaded a piece
-/// of an RDB value into. Taken by value
-/// through the layers that route it to its store; a store that takes it frees it when dropped,
-/// one that does not leaves the bytes with their owner (dropping this value frees nothing).
-#[derive(Debug)]
-pub struct AdoptableBlock {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-impl AdoptableBlock {
-    /// The `len` bytes at `ptr`, offered to a store.
-    ///
-    /// # Safety
-    /// `ptr` points to `len` initialised bytes that the caller owns and neither reads, writes nor
-    /// frees once a store has taken them (an adopting call returned true); the global
-    /// allocator's `dealloc` frees them whatever layout of at most 64-byte alignment and at
-    /// most `len` bytes it is given (a block of the underlying allocator that `dealloc` frees by
-    /// its address alone).
-    pub unsafe fn new(ptr: std::ptr::NonNull<u8>, len: usize) -> AdoptableBlock {
-        AdoptableBlock { ptr, len }
-    }
-
-    /// Bytes offered.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
@@ -282,97 +251,6 @@ impl BitStore {
             len,
             piece_shift,
             table_in_tail: in_tail,
-        })
-    }
-
-    /// A copy, allocated fallibly (a refusal is an error, not an abort). Each block's pages are
-    /// made resident in one call before it is copied ([`populate`]): a fault per 4 KiB page
-    /// (Redis turns transparent huge pages off) took most of a big filter's COPY. From
-    /// [`HELPED_COPY_FROM`] on, a helper thread makes every other block resident meanwhile: the
-    /// kernel clearing fresh pages is most of what remains, and it runs on two cores at once.
-    pub(crate) fn try_clone(&self) -> Result<BitStore, LimitError> {
-        let mut copy = BitStore::zeroed(self.len as u64)?;
-        // The odd blocks' addresses and sizes, for the helper's madvise calls only.
-        let odd: Vec<(usize, usize)> = (1..copy.block_count())
-            .step_by(2)
-            .map(|index| {
-                (
-                    copy.block_ptr(index).as_ptr() as usize,
-                    copy.block_len(index) * 8,
-                )
-            })
-            .collect();
-        std::thread::scope(|scope| {
-            let helped = self.len * 8 >= HELPED_COPY_FROM
-                && !odd.is_empty()
-                && std::thread::Builder::new()
-                    .name("bf-copy-pages".into())
-                    .spawn_scoped(scope, || {
-                        for &(start, bytes) in &odd {
-                            // SAFETY: a block of `copy`, which outlives this scope and whose
-                            // contents this thread never reads or writes.
-                            unsafe { populate_range(start, bytes) };
-                        }
-                    })
-                    .is_ok();
-            for (index, (copy, block)) in copy.blocks_mut().zip(self.blocks()).enumerate() {
-                if !helped || index % 2 == 0 {
-                    populate(copy);
-                }
-                copy.copy_from_slice(block);
-            }
-        });
-        Ok(copy)
-    }
-
-    /// Takes `block` as the store's block holding bytes `offset .. offset + block.len()` of the
-    /// little-endian encoding, in place of the block there (freed), when those bytes are exactly
-    /// one of its blocks and `block` is aligned as that block's layout asks. Returns false
-    /// otherwise (and on big-endian targets, where the bytes are not the words), leaving the
-    /// bytes with the owner that made `block`.
-    pub(crate) fn adopt(&mut self, offset: usize, block: AdoptableBlock) -> bool {
-        let AdoptableBlock { ptr: block, len } = block;
-        if cfg!(target_endian = "big") || len == 0 || !offset.is_multiple_of(8) {
-            return false;
-        }
-        let Some(index) = (0..self.block_count()).find(|&index| {
-            self.block_start(index) * 8 == offset && self.block_len(index) * 8 == len
-        }) else {
-            return false;
-        };
-        // A tail that holds the table after its words is kept: the given block has no room
-        // for the table.
-        if self.allocated_len(index) != self.block_len(index) {
-            return false;
-        }
-        let aligned = block_layout(self.block_len(index))
-            .is_some_and(|layout| (block.as_ptr() as usize).is_multiple_of(layout.align()));
-        if !aligned {
-            return false;
-        }
-        free_block(self.block_ptr(index), self.block_len(index));
-        let block = block.cast::<u64>();
-        if self.in_pieces() {
-            self.table_mut()[index] = block;
-        } else {
-            self.ptr = block;
-        }
-        true
-    }
-
-    /// Bytes `offset .. offset + len` of the little-endian encoding as they lie in memory, when
-    /// they are inside one block (None across blocks, and on big-endian targets). Panics past
-    /// the end.
-    pub(crate) fn bytes_in_one_block(&self, offset: usize, len: usize) -> Option<&[u8]> {
-        self.check_bytes(offset, len);
-        if cfg!(target_endian = "big") || len == 0 {
-            return None;
-        }
-        let (block, within, room) = self.block_bytes_at(offset);
-        // SAFETY: `len` <= `room` bytes of the block from `within`, initialised words owned by
-        // self, borrowed with it.
-        (len <= room).then(|| unsafe {
-            std::slice::from_raw_parts(block.as_ptr().cast::<u8>().add(within), len)
         })
     }
 
@@ -530,87 +408,6 @@ impl BitStore {
             at += block.len();
         }
     }
-
-    /// Copies `out.len()` bytes of the little-endian encoding of the words (word w is bytes
-    /// 8w .. 8w+7), starting at byte `offset`. Panics past the end.
-    pub(crate) fn read_bytes(&self, offset: usize, out: &mut [u8]) {
-        self.check_bytes(offset, out.len());
-        let mut at = offset;
-        let mut rest = out;
-        while !rest.is_empty() {
-            let (block, within, room) = self.block_bytes_at(at);
-            let take = room.min(rest.len());
-            let (head, tail) = rest.split_at_mut(take);
-            if cfg!(target_endian = "little") {
-                // SAFETY: `take` bytes of the block from `within`, initialised words owned by
-                // self; `head` is a distinct buffer of `take` bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        block.as_ptr().cast::<u8>().add(within),
-                        head.as_mut_ptr(),
-                        take,
-                    )
-                };
-            } else {
-                read_words_le(self, at, head);
-            }
-            at += take;
-            rest = tail;
-        }
-    }
-
-    /// Overwrites bytes of the little-endian encoding from byte `offset`. Panics past the end.
-    pub(crate) fn write_bytes(&mut self, offset: usize, data: &[u8]) {
-        self.check_bytes(offset, data.len());
-        let mut at = offset;
-        let mut rest = data;
-        while !rest.is_empty() {
-            let (block, within, room) = self.block_bytes_at(at);
-            let take = room.min(rest.len());
-            if cfg!(target_endian = "little") {
-                // SAFETY: `take` bytes of the block from `within`, owned by self and borrowed
-                // exclusively with it; `rest` is a distinct buffer of at least `take` bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        rest.as_ptr(),
-                        block.as_ptr().cast::<u8>().add(within),
-                        take,
-                    )
-                };
-            } else {
-                write_words_le(self, at, &rest[..take]);
-            }
-            at += take;
-            rest = &rest[take..];
-        }
-    }
-
-    /// Panics unless bytes `offset .. offset + len` are inside the store.
-    fn check_bytes(&self, offset: usize, len: usize) {
-        assert!(
-            offset
-                .checked_add(len)
-                .is_some_and(|end| end <= self.len * 8),
-            "bytes {offset}+{len} of {}",
-            self.len * 8
-        );
-    }
-
-    /// The block holding byte `at` (inside the store), the byte's offset in it, and the bytes
-    /// from there to the block's end.
-    fn block_bytes_at(&self, at: usize) -> (std::ptr::NonNull<u64>, usize, usize) {
-        let index = if self.in_pieces() {
-            at >> (self.piece_shift + 3)
-        } else {
-            0
-        };
-        let within = at - self.block_start(index) * 8;
-        (
-            self.block_ptr(index),
-            within,
-            self.block_len(index) * 8 - within,
-        )
-    }
 }
 
 /// The panic of a line index past the store (a bug), out of line: the check that calls it is
@@ -619,91 +416,6 @@ impl BitStore {
 #[inline(never)]
 fn line_out_of_range(line: usize, lines: usize) -> ! {
     panic!("line {line} of {lines}")
-}
-
-/// The little-endian bytes of the words from byte `at`, word by word (big-endian targets).
-fn read_words_le(store: &BitStore, at: usize, out: &mut [u8]) {
-    let mut at = at;
-    let mut rest = out;
-    while !rest.is_empty() {
-        let (word, within) = (at / 8, at % 8);
-        let take = (8 - within).min(rest.len());
-        let (head, tail) = rest.split_at_mut(take);
-        head.copy_from_slice(&store.word(word).to_le_bytes()[within..within + take]);
-        at += take;
-        rest = tail;
-    }
-}
-
-/// Overwrites the words from byte `at` with little-endian bytes, word by word (big-endian
-/// targets).
-fn write_words_le(store: &mut BitStore, at: usize, data: &[u8]) {
-    let mut at = at;
-    let mut rest = data;
-    while !rest.is_empty() {
-        let (word, within) = (at / 8, at % 8);
-        let take = (8 - within).min(rest.len());
-        let word = store.word_mut(word);
-        let mut le = word.to_le_bytes();
-        le[within..within + take].copy_from_slice(&rest[..take]);
-        *word = u64::from_le_bytes(le);
-        at += take;
-        rest = &rest[take..];
-    }
-}
-
-/// Makes the pages of `block` resident and writable in one call (MADV_POPULATE_WRITE, Linux
-/// 5.14+) rather than one fault per page as they are first written; a hint: where the kernel
-/// refuses (older kernels, other systems) the pages fault in as they are written.
-fn populate(block: &mut [u64]) {
-    // SAFETY: the bytes of `block`, borrowed exclusively.
-    unsafe { populate_range(block.as_mut_ptr() as usize, block.len() * 8) }
-}
-
-/// [`populate`] of the `bytes` bytes from address `start`.
-///
-/// # Safety
-/// The range lies inside one live block of the global allocator. Other threads may read and
-/// write it meanwhile: populating changes no byte (a page keeps its contents).
-unsafe fn populate_range(start: usize, bytes: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        let Ok(page) = usize::try_from(page) else {
-            return;
-        };
-        if !page.is_power_of_two() || bytes < page {
-            return;
-        }
-        let (first, end) = (start.next_multiple_of(page), (start + bytes) & !(page - 1));
-        if first < end {
-            // SAFETY: whole pages inside the caller's block, private anonymous memory of the
-            // allocator; populating writes nothing the program sees.
-            unsafe {
-                libc::madvise(
-                    first as *mut libc::c_void,
-                    end - first,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (start, bytes);
-}
-
-/// A zeroed block of `layout` (non-zero size) from the global allocator, None when refused.
-fn zeroed_block(layout: std::alloc::Layout) -> Option<std::ptr::NonNull<u64>> {
-    // SAFETY: callers pass a layout of non-zero size.
-    std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>())
-}
-
-/// Frees a block of `len` words that [`zeroed_block`] allocated with `block_layout(len)`.
-fn free_block(block: std::ptr::NonNull<u64>, len: usize) {
-    let layout = block_layout(len).expect("the layout it was allocated with");
-    // SAFETY: allocated by `zeroed_block` with exactly this layout.
-    unsafe { std::alloc::dealloc(block.as_ptr().cast(), layout) };
 }
 
 /// Starts loading `line` into the CPU's caches, a hint that never faults.
@@ -800,6 +512,7 @@ impl PartialEq for BitStore {
 
 #[cfg(test)]
 mod tests {
+    use super::blocks::HELPED_COPY_FROM;
     use super::cut::{LINE_ALIGN, LINE_ALIGN_FROM};
     use super::*;
     use crate::budget::Allocator;
