@@ -329,6 +329,13 @@ fn accepted_forms(c: &mut Connection) -> Vec<String> {
     );
     let mut forms = forms;
     forms.push(format!("BF.LOADCHUNK loaded {iterator} data"));
+    // BF.LOAD with a valkey-bloom object's blob, as valkey-bloom's AOF rewrite writes it.
+    let object = rustbloom_testkit::valkeybloom::VbObject::new(1000, 0.01, 2, 0.5, None);
+    raw_ok(
+        c,
+        &[b"BF.LOAD".as_slice(), b"valkey-loaded", &object.load_blob()],
+    );
+    forms.push("BF.LOAD valkey-loaded data".into());
     forms
 }
 
