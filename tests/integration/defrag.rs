@@ -256,9 +256,12 @@ fn defrag_gets_back_what_a_churn_of_small_filters_wasted() {
         assert_members(&mut c, &kind, &survivors);
         return;
     }
-    // Defrag ends (nothing left worth moving) with much of the waste back.
+    // Defrag ends (nothing left worth moving) with much of the waste back, or with little waste
+    // left at all: on a busy machine the churn's waste can be small to begin with, and the
+    // allocator's own purges move the byte count either way.
     let settled = wait_until(Duration::from_secs(120), || {
         memory_field(&mut c, "allocator_frag_bytes") < wasted / 2.0
+            || memory_field(&mut c, "allocator_frag_ratio") < 1.1
     });
     let after = memory_field(&mut c, "allocator_frag_bytes");
     assert!(
