@@ -251,17 +251,17 @@ fn defrag_gets_back_what_a_churn_of_small_filters_wasted() {
     let survivors = fragment(&mut c, &kind, 5 * COPIES);
     let sample: Vec<String> = survivors.iter().step_by(10).cloned().collect();
     let before = digests(&mut c, &sample);
+    // INFO's allocator figures are the server cron's last reading (10 times a second): read them
+    // once it has seen the deletes.
+    std::thread::sleep(Duration::from_millis(1500));
     let wasted = memory_field(&mut c, "allocator_frag_bytes");
     if !enable_defrag(&mut c) {
         assert_members(&mut c, &kind, &survivors);
         return;
     }
-    // Defrag ends (nothing left worth moving) with much of the waste back, or with little waste
-    // left at all: on a busy machine the churn's waste can be small to begin with, and the
-    // allocator's own purges move the byte count either way.
+    // Defrag ends (nothing left worth moving) with much of the waste back.
     let settled = wait_until(Duration::from_secs(120), || {
         memory_field(&mut c, "allocator_frag_bytes") < wasted / 2.0
-            || memory_field(&mut c, "allocator_frag_ratio") < 1.1
     });
     let after = memory_field(&mut c, "allocator_frag_bytes");
     assert!(
