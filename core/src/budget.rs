@@ -133,6 +133,17 @@ static LIBC: AtomicBool = AtomicBool::new(false);
 
 /// Tells [`allocation_size`] which allocator hands out the bytes (the Redis glue reads the
 /// server's `mem_allocator` at load).
+/// The parts of one value (layers, links), made only after `budget` admits their `bytes` at
+/// once: a refusal allocates nothing, and every kind's COPY and load charge the same way.
+pub(crate) fn admitted_parts<B: MemoryBudget + ?Sized, T>(
+    budget: &mut B,
+    bytes: u64,
+    parts: impl Iterator<Item = Result<T, LimitError>>,
+) -> Result<Vec<T>, LimitError> {
+    budget.charge(bytes, bytes)?;
+    parts.collect()
+}
+
 pub fn set_allocator(allocator: Allocator) {
     LIBC.store(allocator == Allocator::Libc, Ordering::Relaxed);
 }

@@ -13,7 +13,7 @@ pub use params::{
 };
 
 use super::bits::{self, AdoptableBlock};
-use super::budget::{allocation_size, LimitError, MemoryBudget};
+use super::budget::{admitted_parts, allocation_size, LimitError, MemoryBudget};
 use super::hash::ItemHash;
 use super::layer::{layer_allocation_size, Layer};
 use super::relocate::Walk;
@@ -148,13 +148,11 @@ impl BloomFilter {
         &self,
         budget: &mut B,
     ) -> Result<BloomFilter, LimitError> {
-        let allocation = self.allocated_bytes();
-        budget.charge(allocation, allocation)?;
-        let layers = self
-            .layers
-            .iter()
-            .map(Layer::try_clone)
-            .collect::<Result<Vec<_>, _>>()?;
+        let layers = admitted_parts(
+            budget,
+            self.allocated_bytes(),
+            self.layers.iter().map(Layer::try_clone),
+        )?;
         Ok(BloomFilter::from_parts(self.params, layers))
     }
 

@@ -20,7 +20,7 @@ use super::shape::{
     link_shape, Arithmetic, ChainHeader, ChainShape, LinkShape, FORCE64, MAX_CHAIN_HASHES,
     MAX_LINKS, NOROUND, NO_SCALING,
 };
-use crate::budget::{allocation_size, LimitError, MemoryBudget};
+use crate::budget::{admitted_parts, allocation_size, LimitError, MemoryBudget};
 use crate::encoding::{ChunkError, DecodeError};
 use crate::relocate::Walk;
 use crate::scalable::InsertError;
@@ -106,16 +106,12 @@ impl RbFilter {
         shape: &ChainShape,
         budget: &mut B,
     ) -> Result<RbFilter, DecodeError> {
-        let allocation = shape.allocated_bytes();
-        budget
-            .charge(allocation, allocation)
-            .map_err(DecodeError::Limit)?;
-        let links = shape
-            .links
-            .iter()
-            .map(|link| Link::zeroed(*link))
-            .collect::<Result<Vec<_>, LimitError>>()
-            .map_err(DecodeError::Limit)?;
+        let links = admitted_parts(
+            budget,
+            shape.allocated_bytes(),
+            shape.links.iter().map(|link| Link::zeroed(*link)),
+        )
+        .map_err(DecodeError::Limit)?;
         Ok(RbFilter::from_parts(shape.header, links))
     }
 
@@ -124,13 +120,11 @@ impl RbFilter {
         &self,
         budget: &mut B,
     ) -> Result<RbFilter, LimitError> {
-        let allocation = self.allocated_bytes();
-        budget.charge(allocation, allocation)?;
-        let links = self
-            .links
-            .iter()
-            .map(Link::try_clone)
-            .collect::<Result<Vec<_>, _>>()?;
+        let links = admitted_parts(
+            budget,
+            self.allocated_bytes(),
+            self.links.iter().map(Link::try_clone),
+        )?;
         Ok(RbFilter::from_parts(self.header, links))
     }
 

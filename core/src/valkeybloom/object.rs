@@ -16,7 +16,7 @@ use super::shape::{
     LayerShape, ObjectParams, ObjectShape, MAX_CAPACITY, MAX_LAYERS, MAX_TOTAL_HASHES,
 };
 use super::siphash::SipKeys;
-use crate::budget::{allocation_size, LimitError, MemoryBudget};
+use crate::budget::{admitted_parts, allocation_size, LimitError, MemoryBudget};
 use crate::encoding::{ChunkError, DecodeError};
 use crate::redisbloom::RbAddOutcome;
 use crate::relocate::Walk;
@@ -66,16 +66,12 @@ impl VbFilter {
         shape: &ObjectShape,
         budget: &mut B,
     ) -> Result<VbFilter, DecodeError> {
-        let allocation = shape.allocated_bytes();
-        budget
-            .charge(allocation, allocation)
-            .map_err(DecodeError::Limit)?;
-        let layers = shape
-            .layers
-            .iter()
-            .map(|layer| VbLayer::zeroed(*layer))
-            .collect::<Result<Vec<_>, LimitError>>()
-            .map_err(DecodeError::Limit)?;
+        let layers = admitted_parts(
+            budget,
+            shape.allocated_bytes(),
+            shape.layers.iter().map(|layer| VbLayer::zeroed(*layer)),
+        )
+        .map_err(DecodeError::Limit)?;
         Ok(VbFilter::from_parts(shape.params, layers))
     }
 
@@ -84,13 +80,11 @@ impl VbFilter {
         &self,
         budget: &mut B,
     ) -> Result<VbFilter, LimitError> {
-        let allocation = self.allocated_bytes();
-        budget.charge(allocation, allocation)?;
-        let layers = self
-            .layers
-            .iter()
-            .map(VbLayer::try_clone)
-            .collect::<Result<Vec<_>, _>>()?;
+        let layers = admitted_parts(
+            budget,
+            self.allocated_bytes(),
+            self.layers.iter().map(VbLayer::try_clone),
+        )?;
         Ok(VbFilter::from_parts(self.params, layers))
     }
 
