@@ -13,7 +13,9 @@ scattered over pages that are mostly empty. Prints a markdown table: allocator_f
 allocator_frag_bytes (jemalloc's waste in its small-block pages), used_memory and RSS, before
 and after, and how many blocks the server moved (its active_defrag_hits) and the module's own
 counters where it has them (rustbloom's bf_defrag_hits / bf_defrag_misses)."""
-import os, shutil, socket, subprocess, sys, tempfile, time
+import os, shutil, subprocess, sys, tempfile, time
+
+from redis_wire import Conn, free_port, resp
 
 FILTERS = int(os.environ.get("FILTERS", "200000"))
 SECONDS = int(os.environ.get("SECONDS", "60"))
@@ -25,51 +27,6 @@ DEFRAG_CONFIG = [
     ("active-defrag-cycle-min", "25"),
     ("active-defrag-cycle-max", "75"),
 ]
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Conn:
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.f = self.s.makefile("rb")
-
-    def read(self):
-        line = self.f.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind in (b"+", b":"):
-            return rest
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self.f.read(n + 2)[:-2]
-        if kind == b"*":
-            return [self.read() for _ in range(int(rest))]
-        raise RuntimeError("unexpected reply %r" % line)
-
-    def pipeline(self, commands):
-        self.s.sendall(b"".join(commands))
-        return [self.read() for _ in commands]
-
-    def call(self, *args):
-        return self.pipeline([resp(*args)])[0]
-
-    def info(self, section):
-        text = self.call("INFO", section).decode()
-        return dict(l.split(":", 1) for l in text.splitlines() if ":" in l and not l.startswith("#"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def snapshot(c):

@@ -25,7 +25,9 @@ to run:
   PFADD's own cost, and the one figure that does not flatter the module.
 Batches still move by ~1-2% with jemalloc's state (when its thread cache refills or flushes), for
 PFADD as for BF.*."""
-import os, random, shutil, socket, subprocess, sys, tempfile, time
+import os, random, shutil, subprocess, sys, tempfile, time
+
+from redis_wire import Conn, free_port, resp
 
 QUICK = "--quick" in sys.argv
 ARGS = [a for a in sys.argv[1:] if a != "--quick"]
@@ -34,64 +36,6 @@ BATCHES = 20 if QUICK else 100
 PRELOAD = 100_000
 RATES = ["0.01", "0.0001", "0.0000001", "0.000000001"]
 SERVER = os.environ.get("REDIS_SERVER", shutil.which("redis-server") or "redis-server")
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Conn:
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.buf = b""
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            chunk = self.s.recv(1 << 20)
-            if not chunk:
-                raise EOFError
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _reply(self):
-        line = self._line()
-        kind = line[:1]
-        if kind == b"*":
-            return [self._reply() for _ in range(int(line[1:]))]
-        if kind == b"$":
-            n = int(line[1:])
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self.buf += self.s.recv(1 << 20)
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data
-        if kind == b"-":
-            raise RuntimeError(line.decode())
-        return line[1:]
-
-    def pipeline(self, commands):
-        """Sends commands (bytes each), in chunks, and reads every reply."""
-        pending = 0
-        for i in range(0, len(commands), 500):
-            chunk = commands[i:i + 500]
-            self.s.sendall(b"".join(chunk))
-            pending += len(chunk)
-            while pending > 200:
-                self._reply()
-                pending -= 1
-        last = None
-        for _ in range(pending):
-            last = self._reply()
-        return last
-
-    def call(self, *args):
-        return self.pipeline([resp(*args)])
 
 
 rng = random.Random(7)
@@ -188,12 +132,6 @@ def summary(path):
             if line.startswith("summary:") or line.startswith("totals:"):
                 return int(line.split()[1])
     raise RuntimeError(f"no summary in {path}")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def measure(module, plan):
