@@ -324,6 +324,7 @@ fn layers_from_info(bi: &KeyInfo, error: f64) -> Result<Vec<LayerView>> {
         error_rate: error,
         growth,
         seed: 0,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     };
     let mut left = bi.items;
     let mut out = Vec::new();

@@ -175,6 +175,7 @@ fn table(
             None => Growth::NonScaling,
         },
         seed: 0,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     };
     let l0 = params
         .layer_size(0)

@@ -327,6 +327,7 @@ fn print_alternatives(items: u64, error: f64, classic: f64) -> Result<()> {
             error_rate,
             growth: Growth::NonScaling,
             seed: 0,
+            tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
         }
         .layer_size(0)
         .map_err(|e| anyhow!("cannot size the plain filter: {e:?}"))

@@ -46,6 +46,7 @@ impl Subject {
             error_rate,
             growth: Growth::NonScaling,
             seed: 7,
+            tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
         };
         let mut filter = BloomFilter::new(params, &mut Unlimited).expect("filter");
         let members: Vec<[u8; 8]> = (0..capacity / 2).map(u64::to_le_bytes).collect();

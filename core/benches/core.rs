@@ -67,6 +67,7 @@ fn params(capacity: u64) -> FilterParams {
         error_rate: ERROR_RATE,
         growth: Growth::Scaling { expansion: 2 },
         seed: 0x5eed_1234_abcd_0001,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     }
 }
 

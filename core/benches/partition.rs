@@ -38,6 +38,7 @@ fn bench(c: &mut Criterion) {
             error_rate,
             growth: Growth::Scaling { expansion: 2 },
             seed: 1,
+            tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
         };
         let mut filter = BloomFilter::new(params, &mut Unlimited).expect("filter");
         let mut next = 0;

@@ -130,6 +130,7 @@ impl Subject {
             error_rate,
             growth: Growth::NonScaling,
             seed: 1,
+            tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
         };
         let mut plain_half = BloomFilter::new(plain_params, &mut Unlimited).unwrap();
         let insert_plain = |filter: &mut BloomFilter, range: std::ops::Range<u64>| {

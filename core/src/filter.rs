@@ -269,10 +269,12 @@ impl Filter {
     }
 
     /// How each new layer's error rate relates to the previous one's (valkey-bloom's BF.INFO
-    /// TIGHTENING): 0.5 for ours and RedisBloom's; None for a window, whose slots all have one.
+    /// TIGHTENING): ours as created (0.5 unless `TIGHTENING r`), RedisBloom's 0.5; None for a
+    /// window, whose slots all have one.
     pub fn tightening(&self) -> Option<f64> {
         match self {
-            Filter::Scalable(_) | Filter::RedisBloom(_) => Some(crate::scalable::TIGHTENING_RATIO),
+            Filter::Scalable(filter) => Some(filter.params().tightening),
+            Filter::RedisBloom(_) => Some(crate::scalable::TIGHTENING_RATIO),
             Filter::Window(_) => None,
             Filter::ValkeyBloom(filter) => Some(filter.params().tightening),
         }

@@ -32,6 +32,7 @@
 use crate::filter::{Filter, Outcome};
 use crate::scalable::{AddOutcome, FilterParams};
 use crate::sizing::LayerSize;
+use crate::valkeybloom::ObjectParams;
 use crate::window::WindowParams;
 
 /// One step a replica or an AOF replay applies.
@@ -73,14 +74,19 @@ pub enum Creation {
         error_rate: f64,
         expansion: Option<u32>,
     },
+    /// A valkey-bloom object (created by valkey-bloom's `BF.INSERT ... SEED <32 bytes>`, as its
+    /// primaries replicate every creation): its rule sizes the first layer from its capacity
+    /// and the object's parameters.
+    ValkeyBloom {
+        params: ObjectParams,
+        capacity: u64,
+    },
 }
 
 impl Creation {
-    /// How `filter` was created (its first layer, slots or link are never replaced); None for
-    /// a valkey-bloom object, which no command creates (it arrives whole, by RDB, RESTORE or
-    /// BF.LOAD, each replicated as itself).
-    pub fn of(filter: &Filter) -> Option<Creation> {
-        Some(match filter {
+    /// How `filter` was created (its first layer, slots or link are never replaced).
+    pub fn of(filter: &Filter) -> Creation {
+        match filter {
             Filter::Scalable(filter) => Creation::Scalable {
                 params: *filter.params(),
                 first_layer: filter.layers()[0].size(),
@@ -104,8 +110,11 @@ impl Creation {
                     expansion: scaling.then_some(filter.header().growth),
                 }
             }
-            Filter::ValkeyBloom(_) => return None,
-        })
+            Filter::ValkeyBloom(filter) => Creation::ValkeyBloom {
+                params: *filter.params(),
+                capacity: filter.layers()[0].shape().capacity,
+            },
+        }
     }
 }
 
@@ -118,8 +127,8 @@ pub fn add_effects(
     created: bool,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
-    if let Some(creation) = created.then(|| Creation::of(filter)).flatten() {
-        effects.push(Effect::Create(creation));
+    if created {
+        effects.push(Effect::Create(Creation::of(filter)));
     }
     // Items that were present change nothing, so a batch processed whole, with no layer of our
     // sizing pushed, replays as received.
@@ -263,6 +272,7 @@ mod tests {
             error_rate: 0.01,
             growth: Growth::Scaling { expansion: 2 },
             seed: 9,
+            tightening: crate::scalable::TIGHTENING_RATIO,
         };
         let mut primary = Filter::Scalable(BloomFilter::new(params, &mut Unlimited).unwrap());
         let mut budget = Budget::new(u64::MAX, u64::MAX);

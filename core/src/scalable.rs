@@ -8,8 +8,8 @@ mod params;
 
 pub use outcome::{AddOutcome, CreateError, GrownLayer, InsertError, PushError};
 pub use params::{
-    FilterParams, Growth, MAX_CAPACITY, MAX_EXPANSION, MAX_LAYERS, NON_SCALING_MARGIN,
-    TIGHTENING_RATIO,
+    is_tightening_ratio, FilterParams, Growth, MAX_CAPACITY, MAX_EXPANSION, MAX_LAYERS,
+    NON_SCALING_MARGIN, TIGHTENING_RATIO,
 };
 
 use super::bits::{self, AdoptableBlock};
@@ -71,7 +71,7 @@ impl PartialEq for NextShape {
 ///
 /// ```
 /// use rustbloom_core::{budget::Unlimited, BloomFilter, FilterParams, Growth};
-/// let params = FilterParams { capacity: 100, error_rate: 0.01, growth: Growth::Scaling { expansion: 2 }, seed: 42 };
+/// let params = FilterParams { capacity: 100, error_rate: 0.01, growth: Growth::Scaling { expansion: 2 }, seed: 42, tightening: 0.5 };
 /// let mut filter = BloomFilter::new(params, &mut Unlimited).unwrap();
 /// assert_eq!(filter.insert(b"alice", &mut Unlimited), Ok(true));
 /// assert_eq!(filter.insert(b"alice", &mut Unlimited), Ok(false));
@@ -80,8 +80,8 @@ impl PartialEq for NextShape {
 /// ```
 ///
 /// ```text
-///   BloomFilter (56 bytes, inline in the key's value):
-///     | params (32) | layers: pointer, length (16) | next shape: None or a pointer (8) |
+///   BloomFilter (64 bytes, inline in the key's value):
+///     | params (40) | layers: pointer, length (16) | next shape: None or a pointer (8) |
 ///   layers' block: | Layer 0 (56) | Layer 1 | ... |   exactly as many as the filter has
 /// ```
 #[derive(Debug, PartialEq)]
@@ -215,7 +215,7 @@ impl BloomFilter {
     ///
     /// ```
     /// use rustbloom_core::{budget::Unlimited, BloomFilter, FilterParams, Growth};
-    /// let params = FilterParams { capacity: 1, error_rate: 0.01, growth: Growth::Scaling { expansion: 2 }, seed: 1 };
+    /// let params = FilterParams { capacity: 1, error_rate: 0.01, growth: Growth::Scaling { expansion: 2 }, seed: 1, tightening: 0.5 };
     /// let mut filter = BloomFilter::new(params, &mut Unlimited).unwrap();
     /// assert_eq!(filter.insert_one(b"a", &mut Unlimited), Ok((true, None)));
     /// assert_eq!(filter.insert_one(b"a", &mut Unlimited), Ok((false, None)));
@@ -322,25 +322,12 @@ impl BloomFilter {
     /// The capacity of every layer this filter holds or could push by its growth rule before
     /// its bits would need more than `max_bytes` allocated (BF.INFO MAXSCALEDCAPACITY).
     pub fn max_scaled_capacity(&self, max_bytes: u64) -> u64 {
-        let mut capacity = self.capacity();
-        let mut bytes = self.allocated_bytes();
-        if self.params.growth == Growth::NonScaling {
-            return capacity;
-        }
-        for index in self.layers.len()..MAX_LAYERS {
-            let (Some(layer_capacity), Ok(size)) = (
-                self.params.layer_capacity(index),
-                self.params.layer_size(index),
-            ) else {
-                break;
-            };
-            bytes = bytes.saturating_add(crate::layer::layer_allocation_size(size.bytes()));
-            if bytes > max_bytes {
-                break;
-            }
-            capacity = capacity.saturating_add(layer_capacity);
-        }
-        capacity
+        self.params.scaled_capacity_from(
+            self.layers.len(),
+            self.capacity(),
+            self.allocated_bytes(),
+            max_bytes,
+        )
     }
 
     /// Pushes the next layer, sized by the growth rule; returns its index and shape.

@@ -30,6 +30,7 @@ fn filter(capacity: u64, error_rate: f64, growth: Growth) -> BloomFilter {
         error_rate,
         growth,
         seed: 0x5eed,
+        tightening: crate::scalable::TIGHTENING_RATIO,
     };
     BloomFilter::new(params, &mut Unlimited).unwrap()
 }
@@ -286,9 +287,11 @@ fn encode_whole(f: &BloomFilter) -> Vec<u8> {
 }
 
 fn decode_whole(bytes: &[u8]) -> Option<BloomFilter> {
-    // The header length follows from the layer count at offset 36.
+    // The header length follows from the layer count at offset 36, and the flags at offset 5
+    // (bit 1: an 8-byte tightening ratio after the fixed fields).
     let layers = u32::from_le_bytes(bytes.get(36..40)?.try_into().ok()?) as usize;
-    let header_len = 48 + 24 * layers.min(1000) + 8;
+    let tightening = if bytes.get(5)? & 2 != 0 { 8 } else { 0 };
+    let header_len = 48 + tightening + 24 * layers.min(1000) + 8;
     let Filter::Scalable(mut f) =
         ready_filter(decode_header(bytes.get(..header_len)?, &mut Unlimited).ok()?)?
     else {
@@ -312,6 +315,80 @@ fn encode_then_decode_is_the_identity() {
     );
     let nonscaling = filter(77, 0.001, Growth::NonScaling);
     assert_eq!(decode_whole(&encode_whole(&nonscaling)), Some(nonscaling));
+}
+
+/// A scaling filter of tightening ratio `r` grown past its first layers.
+fn tightened(r: f64, seed: u64) -> BloomFilter {
+    let params = FilterParams {
+        capacity: 1000,
+        error_rate: 0.01,
+        growth: Growth::Scaling { expansion: 2 },
+        seed,
+        tightening: r,
+    };
+    BloomFilter::new(params, &mut Unlimited).unwrap()
+}
+
+#[test]
+fn tightening_one_half_sizes_layers_as_redisbloom_bit_for_bit() {
+    for error_rate in [0.1, 0.01, 1e-3, 1e-9, 0.3333] {
+        let params = FilterParams {
+            capacity: 100,
+            error_rate,
+            growth: Growth::Scaling { expansion: 2 },
+            seed: 1,
+            tightening: crate::scalable::TIGHTENING_RATIO,
+        };
+        for index in 0..crate::scalable::MAX_LAYERS {
+            // RedisBloom's series: ε·½^(i+1).
+            let redisbloom = error_rate * crate::math::powi(0.5, index as u32 + 1);
+            assert_eq!(
+                params.layer_error_rate(index).to_bits(),
+                redisbloom.to_bits(),
+                "ε {error_rate}, layer {index}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_filter_of_another_tightening_meets_its_rate_and_keeps_its_ratio_through_the_encoding() {
+    for r in [0.2, 0.8, 0.95] {
+        let mut f = tightened(r, 77);
+        // 15 000 items: layers of 1 000, 2 000, 4 000, 8 000 → four layers.
+        let rate = fill_and_measure(&mut f, 15_000, 200_000, 5);
+        assert_eq!(f.layers().len(), 4, "r {r}");
+        // The layers' rates sum to ε·(1 − r⁴) < ε whatever r is.
+        assert!(rate < 0.01, "r {r}: measured {rate}");
+        let encoded = encode_whole(&f);
+        assert_eq!(encoded[4], 3, "r {r}: format version");
+        let decoded = decode_whole(&encoded).expect("decodes");
+        assert_eq!(decoded.params().tightening, r);
+        assert_eq!(decoded, f.try_clone(&mut Unlimited).unwrap());
+    }
+    // ½ stays at the version older releases read.
+    assert_eq!(encode_whole(&tightened(0.5, 1))[4], 1);
+}
+
+#[test]
+fn a_stored_tightening_ratio_must_be_one_the_encoder_writes() {
+    let header = encode_transfer_header(&tightened(0.8, 3));
+    let reseal = |patch: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = header.clone();
+        patch(&mut bytes);
+        let body = bytes.len() - 8;
+        let checksum = xxhash_rust::xxh3::xxh3_64(&bytes[..body]);
+        bytes[body..].copy_from_slice(&checksum.to_le_bytes());
+        decode_header(&bytes, &mut Unlimited)
+    };
+    assert!(reseal(&|_| {}).is_ok());
+    for ratio in [0.5, 0.0, 1.0, -0.5, f64::NAN, 2.0] {
+        let refused = reseal(&|bytes| bytes[48..56].copy_from_slice(&f64::to_le_bytes(ratio)));
+        assert!(refused.is_err(), "ratio {ratio}");
+    }
+    // Flag without version 3, version 3 without the flag.
+    assert!(reseal(&|bytes| bytes[4] = 2).is_err());
+    assert!(reseal(&|bytes| bytes[5] &= !2).is_err());
 }
 
 #[test]
@@ -561,12 +638,13 @@ fn scaling_filters_mix_layouts() {
 
 /// MEMORY USAGE counts a filter's bookkeeping (see `StoredValue::memory_usage`, allocation
 /// sizes): a key's value, a scalable filter's record inline, is one block of jemalloc's
-/// 64-byte class, each layer's record 56 bytes of the layers' block.
+/// 80-byte class (64 until filters kept their tightening ratio), each layer's record 56 bytes
+/// of the layers' block.
 #[test]
 fn bookkeeping_sizes_stay_as_released() {
     assert_eq!(std::mem::size_of::<Layer>(), 56);
-    assert_eq!(std::mem::size_of::<BloomFilter>(), 56);
-    assert_eq!(std::mem::size_of::<crate::stored::StoredValue>(), 64);
+    assert_eq!(std::mem::size_of::<BloomFilter>(), 64);
+    assert_eq!(std::mem::size_of::<crate::stored::StoredValue>(), 72);
     // A window filter's record, boxed: jemalloc's 160-byte class.
     assert_eq!(std::mem::size_of::<crate::window::WindowFilter>(), 160);
 }
@@ -653,6 +731,7 @@ fn batch_adds_set_the_reference_bits_in_every_layout() {
             error_rate: (0.5f64.powi(num_hashes as i32) / 0.9).min(0.5),
             growth: Growth::NonScaling,
             seed: rng.random(),
+            tightening: crate::scalable::TIGHTENING_RATIO,
         };
         let mut f = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
         let mut words = vec![0u64; (size.bits / 64) as usize];
@@ -755,6 +834,7 @@ fn single_adds_answer_and_set_as_test_then_set_in_every_layout() {
             error_rate: (0.5f64.powi(num_hashes as i32) / 0.9).min(0.5),
             growth: Growth::Scaling { expansion: 2 },
             seed: rng.random(),
+            tightening: crate::scalable::TIGHTENING_RATIO,
         };
         let context = format!("{layout:?} × {per_line}");
         let mut f = BloomFilter::with_first_layer(params, first, &mut Unlimited)

@@ -16,6 +16,7 @@ fn params(capacity: u64, expansion: u32) -> FilterParams {
         error_rate: 0.01,
         growth: Growth::Scaling { expansion },
         seed: 7,
+        tightening: crate::scalable::TIGHTENING_RATIO,
     }
 }
 

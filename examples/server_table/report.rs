@@ -95,6 +95,7 @@ fn layout(items: usize, rate: f64) -> String {
         error_rate: rate,
         growth: Growth::Scaling { expansion: 2 },
         seed: 0,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     };
     params
         .layer_size(0)
@@ -139,6 +140,7 @@ fn nonscaling_layer(items: usize, rate: f64, optimum: f64) -> String {
         error_rate: rate,
         growth: Growth::NonScaling,
         seed: 0,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     };
     params
         .layer_size(0)

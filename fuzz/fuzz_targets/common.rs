@@ -98,6 +98,7 @@ pub fn real_params(r: &mut Reader) -> FilterParams {
         error_rate,
         growth,
         seed,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     }
 }
 

@@ -120,6 +120,7 @@ fn shape(data: &[u8]) {
         error_rate: 1.0 / (2.0 + f64::from(num_hashes % 1000)),
         growth,
         seed: bits ^ u64::from(num_hashes),
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     };
     let form = size.check();
     let fits = params.check_layer(index, size);

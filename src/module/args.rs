@@ -2,7 +2,7 @@
 
 use rustbloom_core::partition::{Partition, MAX_PARTITIONS};
 use rustbloom_core::scalable::MAX_EXPANSION;
-use rustbloom_core::scalable::{MAX_CAPACITY, MAX_LAYERS};
+use rustbloom_core::scalable::{is_tightening_ratio, MAX_CAPACITY, MAX_LAYERS};
 use rustbloom_core::sizing::Layout;
 use rustbloom_core::window::{MAX_WINDOW_MS, MIN_WINDOW_MS};
 use rustbloom_core::{Growth, LayerSize};
@@ -10,10 +10,12 @@ use rustbloom_core::{Growth, LayerSize};
 use super::errors::{
     core_error, duplicate_option, CommandError, BAD_CAPACITY, BAD_ERROR_RATE, BAD_EXPANSION,
     BAD_INFO_FIELD, BAD_ITERATOR, BAD_LAYER_INDEX, BAD_PARTITION, BAD_SEED, BAD_SHAPE,
-    BAD_TIMESTAMP, BAD_WINDOW, CAPACITY_RANGE, ERROR_RATE_RANGE, EXPANSION_RANGE,
-    EXPANSION_TOO_SMALL, INSERT_BAD_ARGUMENT, INSERT_BAD_CAPACITY, INSERT_BAD_ERROR_RATE,
-    INSERT_BAD_EXPANSION, NONSCALING_EXPANSION, NO_EXPANSION, PARTITIONS_RANGE,
-    PARTITION_AND_PARTITIONS, UNKNOWN_ARGUMENT, WINDOW_EXPANSION, WINDOW_RANGE,
+    BAD_TIGHTENING, BAD_TIMESTAMP, BAD_WINDOW, CAPACITY_RANGE, ERROR_RATE_RANGE,
+    EXPANSION_RANGE, EXPANSION_TOO_SMALL, INSERT_BAD_ARGUMENT, INSERT_BAD_CAPACITY,
+    INSERT_BAD_ERROR_RATE, INSERT_BAD_EXPANSION, NONSCALING_EXPANSION,
+    NONSCALING_VALIDATE_SCALE_TO, NO_EXPANSION, PARTITIONS_RANGE, PARTITION_AND_PARTITIONS,
+    TIGHTENING_RANGE, UNKNOWN_ARGUMENT, VALKEY_SEED_OPTIONS, WINDOW_EXPANSION, WINDOW_RANGE,
+    WINDOW_TIGHTENING,
 };
 use super::ffi::Command;
 
@@ -29,6 +31,13 @@ pub struct CreateOptions {
     pub shape: Option<LayerSize>,
     /// A sliding window in milliseconds: a window filter instead of a scalable one.
     pub window_ms: Option<u64>,
+    /// `TIGHTENING r`: each new layer's error rate over the previous one's.
+    pub tightening: Option<f64>,
+    /// `SEED` of exactly 32 bytes, valkey-bloom's form: a valkey-bloom filter with that seed
+    /// (what a valkey-bloom primary replicates and writes to its AOF for every creation).
+    pub valkey_seed: Option<[u8; 32]>,
+    /// `VALIDATESCALETO n`: refuse to create a filter that could not reach n items.
+    pub scale_to: Option<u64>,
 }
 
 /// What BF.RESERVE creates besides a plain filter.
@@ -196,8 +205,26 @@ impl<'a> OptionReader<'a> {
             self.nonscaling_given = true;
             self.set_growth(Growth::NonScaling, insert)?;
         } else if is("SEED") {
-            once(self.options.seed.is_some(), "SEED")?;
-            self.options.seed = Some(parse_seed(self.value()?)?);
+            once(
+                self.options.seed.is_some() || self.options.valkey_seed.is_some(),
+                "SEED",
+            )?;
+            let seed = self.value()?;
+            match <[u8; 32]>::try_from(seed) {
+                Ok(valkey_seed) => self.options.valkey_seed = Some(valkey_seed),
+                Err(_) => self.options.seed = Some(parse_seed(seed)?),
+            }
+        } else if is("TIGHTENING") {
+            once(self.options.tightening.is_some(), "TIGHTENING")?;
+            self.options.tightening = Some(parse_tightening(self.value()?)?);
+        } else if is("VALIDATESCALETO") {
+            once(self.options.scale_to.is_some(), "VALIDATESCALETO")?;
+            let items = self.value()?;
+            self.options.scale_to = Some(if insert {
+                parse_insert_capacity(items)?
+            } else {
+                parse_capacity(items)?
+            });
         } else if is("WINDOW") {
             once(self.options.window_ms.is_some(), "WINDOW")?;
             self.options.window_ms = Some(parse_window(self.value()?)?);
@@ -235,10 +262,34 @@ pub fn parse_window(bytes: &[u8]) -> Result<u64, CommandError> {
         .ok_or(WINDOW_RANGE)
 }
 
-/// A window excludes growth options (its SHAPE is its slots' shape).
-fn check_window(options: &CreateOptions) -> Result<(), CommandError> {
-    if options.window_ms.is_some() && options.growth.is_some() {
-        return Err(WINDOW_EXPANSION);
+/// `TIGHTENING`'s value: a ratio strictly between 0 and 1, with valkey-bloom's replies.
+fn parse_tightening(bytes: &[u8]) -> Result<f64, CommandError> {
+    let ratio = parse_f64(bytes).ok_or(BAD_TIGHTENING)?;
+    if is_tightening_ratio(ratio) {
+        Ok(ratio)
+    } else {
+        Err(TIGHTENING_RANGE)
+    }
+}
+
+/// The options that exclude each other, whatever their order: a window has no growth options
+/// (its SHAPE is its slots' shape); a valkey-bloom SEED makes a filter of that module's kind,
+/// which has none of ours; VALIDATESCALETO needs a filter that scales.
+fn check_combinations(options: &CreateOptions) -> Result<(), CommandError> {
+    if options.window_ms.is_some() {
+        if options.growth.is_some() {
+            return Err(WINDOW_EXPANSION);
+        }
+        if options.tightening.is_some() || options.scale_to.is_some() {
+            return Err(WINDOW_TIGHTENING);
+        }
+    }
+    if options.valkey_seed.is_some() && (options.window_ms.is_some() || options.shape.is_some())
+    {
+        return Err(VALKEY_SEED_OPTIONS);
+    }
+    if options.scale_to.is_some() && options.growth == Some(Growth::NonScaling) {
+        return Err(NONSCALING_VALIDATE_SCALE_TO);
     }
     Ok(())
 }
@@ -280,7 +331,7 @@ fn parse_partitions(bytes: &[u8]) -> Result<u32, CommandError> {
         .ok_or(PARTITIONS_RANGE)
 }
 
-/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout] [PARTITION i P routing_seed | PARTITIONS P routing_seed]`
+/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [TIGHTENING r] [VALIDATESCALETO n] [SHAPE bits hashes layout] [PARTITION i P routing_seed | PARTITIONS P routing_seed]`
 /// (with WINDOW, SHAPE is the shape of every slot)
 ///
 /// With PARTITIONS the capacity is the whole's, N, bounded by what its partitions may hold.
@@ -336,7 +387,10 @@ pub fn parse_reserve(
             return Err(UNKNOWN_ARGUMENT);
         }
     }
-    check_window(&reader.options)?;
+    if reader.options.valkey_seed.is_some() && role.is_some() {
+        return Err(VALKEY_SEED_OPTIONS);
+    }
+    check_combinations(&reader.options)?;
     let options = CreateOptions {
         error_rate: Some(error_rate),
         capacity: Some(capacity),
@@ -345,11 +399,22 @@ pub fn parse_reserve(
     Ok((options, role))
 }
 
-/// `BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION n] [NOCREATE] [NONSCALING] [WINDOW ms] [SEED s] ITEMS item...`
+/// `BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION n] [NOCREATE] [NONSCALING] [WINDOW ms] [SEED s] [TIGHTENING r] [VALIDATESCALETO n] ITEMS item...`
+///
+/// valkey-bloom's form with a 32-byte SEED may leave ITEMS out: a valkey-bloom primary
+/// replicates each BF.RESERVE so, and its AOF holds it (the filter is created, nothing added).
 pub fn parse_insert(command: &Command) -> Result<InsertArgs, CommandError> {
     let mut reader = OptionReader::new(command, 2);
     let mut nocreate = false;
     loop {
+        if reader.at == command.argc() && reader.options.valkey_seed.is_some() && !nocreate {
+            check_combinations(&reader.options)?;
+            return Ok(InsertArgs {
+                create: reader.options,
+                nocreate,
+                first_item: reader.at,
+            });
+        }
         let name = reader.value()?;
         let is = |option: &str| name.eq_ignore_ascii_case(option.as_bytes());
         if is("ITEMS") {
@@ -370,7 +435,7 @@ pub fn parse_insert(command: &Command) -> Result<InsertArgs, CommandError> {
     if reader.at >= command.argc() {
         return Err(CommandError::WrongArity);
     }
-    check_window(&reader.options)?;
+    check_combinations(&reader.options)?;
     Ok(InsertArgs {
         create: reader.options,
         nocreate,

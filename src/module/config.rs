@@ -11,8 +11,7 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, raw, Context};
 
-use rustbloom_core::scalable::MAX_CAPACITY;
-use rustbloom_core::scalable::MAX_EXPANSION;
+use rustbloom_core::scalable::{is_tightening_ratio, MAX_CAPACITY, MAX_EXPANSION, TIGHTENING_RATIO};
 use rustbloom_core::Growth;
 
 use super::args;
@@ -27,6 +26,8 @@ pub const DEFAULT_EXPANSION: i64 = 2;
 /// `bf.max-filter-bytes`: the most bytes of bits one filter may hold: enough for ~900M items at
 /// 1%. Raise it for bigger filters (a billion items at 1e-9 need about 5.8 GB).
 pub const DEFAULT_MAX_FILTER_BYTES: i64 = 1 << 30;
+/// `bf.tightening-ratio`: tightening ratio of filters created without one (RedisBloom's ½).
+pub const DEFAULT_TIGHTENING: &CStr = c"0.5";
 /// The seed of every filter when `bf.seed-mode` is `fixed` and the command names none.
 pub const FIXED_SEED: u64 = 0;
 
@@ -59,6 +60,7 @@ enum_configuration! {
 }
 
 pub static ERROR_RATE: ErrorRateSetting = ErrorRateSetting(AtomicU64::new(0));
+pub static TIGHTENING: TighteningSetting = TighteningSetting(AtomicU64::new(0));
 pub static INITIAL_CAPACITY: AtomicI64 = AtomicI64::new(DEFAULT_CAPACITY);
 pub static EXPANSION: AtomicI64 = AtomicI64::new(DEFAULT_EXPANSION);
 pub static MAX_FILTER_BYTES: AtomicI64 = AtomicI64::new(DEFAULT_MAX_FILTER_BYTES);
@@ -87,6 +89,47 @@ impl ErrorRateSetting {
     }
 }
 
+/// The default tightening ratio, stored as the bits of an f64 (0 until the config is
+/// registered).
+pub struct TighteningSetting(AtomicU64);
+
+impl TighteningSetting {
+    pub fn get(&self) -> f64 {
+        match f64::from_bits(self.0.load(Ordering::Relaxed)) {
+            ratio if is_tightening_ratio(ratio) => ratio,
+            _ => TIGHTENING_RATIO,
+        }
+    }
+
+    /// Validates and stores a textual ratio; returns the reason on refusal.
+    pub fn set_text(&self, text: &[u8]) -> Result<(), &'static str> {
+        let ratio = args::parse_f64(text)
+            .filter(|&ratio| is_tightening_ratio(ratio))
+            .ok_or("tightening ratio must be a number in the range (0, 1), such as 0.5")?;
+        self.0.store(ratio.to_bits(), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The string `bf.tightening-ratio`'s getter handed out last (see [`ConfigReply`]).
+static TIGHTENING_REPLY: ConfigReply = ConfigReply::new();
+
+/// `bf.tightening-ratio`, registered by hand as `bf.error-rate` is.
+struct TighteningConfig;
+
+impl StringConfig for TighteningConfig {
+    const GET: &'static str = "CONFIG GET bf.tightening-ratio";
+    const SET: &'static str = "CONFIG SET bf.tightening-ratio";
+
+    fn get(_privdata: usize) -> *mut raw::RedisModuleString {
+        TIGHTENING_REPLY.hand_out(&TIGHTENING.get().to_string())
+    }
+
+    fn set(_privdata: usize, text: &[u8]) -> Result<(), String> {
+        TIGHTENING.set_text(text).map_err(String::from)
+    }
+}
+
 /// The string `bf.error-rate`'s getter handed out last (see [`ConfigReply`]).
 static ERROR_RATE_REPLY: ConfigReply = ConfigReply::new();
 
@@ -111,8 +154,9 @@ pub struct Defaults {
     pub error_rate: f64,
     pub capacity: u64,
     pub growth: Growth,
-    /// None: draw a random seed.
+    /// None: draw a random seed (Some in `bf.seed-mode fixed`).
     pub seed: Option<u64>,
+    pub tightening: f64,
 }
 
 pub fn defaults() -> Defaults {
@@ -133,6 +177,7 @@ pub fn defaults() -> Defaults {
             Ok(SeedMode::fixed) => Some(FIXED_SEED),
             _ => None,
         },
+        tightening: TIGHTENING.get(),
     }
 }
 
@@ -165,6 +210,13 @@ pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
         0,
     )
     .map_err(|()| "the server refused the config bf.error-rate".to_string())?;
+    load.register_string_config::<TighteningConfig>(
+        c"tightening-ratio",
+        DEFAULT_TIGHTENING,
+        ConfigurationFlags::DEFAULT.bits(),
+        0,
+    )
+    .map_err(|()| "the server refused the config bf.tightening-ratio".to_string())?;
     let scaling_again: OnChanged =
         Box::new(|_, _, _| NONSCALING_DEFAULT.store(false, Ordering::Relaxed));
     let integers: [IntegerConfig; 3] = [
@@ -240,6 +292,8 @@ enum Alias {
     BloomMemoryUsageLimit,
     /// valkey-bloom's `bf.bloom-use-random-seed` yes/no = `bf.seed-mode` random/fixed.
     BloomUseRandomSeed,
+    /// valkey-bloom's `bf.bloom-tightening-ratio` = `bf.tightening-ratio`.
+    BloomTighteningRatio,
 }
 
 const ALIASES: [(Alias, &CStr, &str); 3] = [
@@ -256,10 +310,10 @@ const ALIASES: [(Alias, &CStr, &str); 3] = [
     ),
 ];
 
-/// valkey-bloom's names (their meaning is the same as ours, within our ranges). Not aliased:
-/// `bf.bloom-tightening-ratio` (our filters tighten by 0.5, RedisBloom's rule) and
-/// `bf.bloom-defrag-enabled`.
-const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 5] = [
+/// valkey-bloom's names (their meaning is the same as ours, within our ranges; a tightening
+/// ratio r gives our filters' layers ε·(1 − r)·r^i, valkey-bloom's ε·r^i, see
+/// [`rustbloom_core::FilterParams::layer_error_rate`]).
+const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 6] = [
     (
         Alias::BloomCapacity,
         c"bloom-capacity",
@@ -276,6 +330,11 @@ const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 5] = [
         Alias::BloomUseRandomSeed,
         c"bloom-use-random-seed",
         "bf.seed-mode",
+    ),
+    (
+        Alias::BloomTighteningRatio,
+        c"bloom-tightening-ratio",
+        "bf.tightening-ratio",
     ),
 ];
 
@@ -308,6 +367,7 @@ impl Alias {
                 NONSCALING_DEFAULT.store(false, Ordering::Relaxed);
             }
             Alias::BloomFpRate => ERROR_RATE.set_text(text)?,
+            Alias::BloomTighteningRatio => TIGHTENING.set_text(text)?,
             Alias::BloomMemoryUsageLimit => {
                 let limit = integer_setting(text, "bloom memory usage limit", FILTER_BYTES_BOUNDS)?;
                 MAX_FILTER_BYTES.store(limit, Ordering::Relaxed);
@@ -355,6 +415,7 @@ impl Alias {
             }
             Alias::BloomCapacity => INITIAL_CAPACITY.load(Ordering::Relaxed).to_string(),
             Alias::BloomFpRate => ERROR_RATE.get().to_string(),
+            Alias::BloomTighteningRatio => TIGHTENING.get().to_string(),
             Alias::BloomMemoryUsageLimit => MAX_FILTER_BYTES.load(Ordering::Relaxed).to_string(),
             Alias::BloomUseRandomSeed => match SEED_MODE.lock().map(|mode| mode.clone()) {
                 Ok(SeedMode::fixed) => "no".to_string(),
@@ -373,7 +434,8 @@ impl Alias {
 }
 
 /// The strings the alias getters last handed to the server, one per alias (see [`ConfigReply`]).
-static ALIAS_REPLIES: [ConfigReply; 8] = [
+static ALIAS_REPLIES: [ConfigReply; 9] = [
+    ConfigReply::new(),
     ConfigReply::new(),
     ConfigReply::new(),
     ConfigReply::new(),
@@ -478,6 +540,10 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
             ERROR_RATE
                 .set_text(value)
                 .map_err(|reason| format!("{name}: {reason}"))?;
+        } else if is("tightening-ratio") {
+            TIGHTENING
+                .set_text(value)
+                .map_err(|reason| format!("{name}: {reason}"))?;
         } else if is("initial-capacity") || is("INITIAL_SIZE") {
             INITIAL_CAPACITY.store(integer(CAPACITY_BOUNDS)?, Ordering::Relaxed);
         } else if is("expansion") {
@@ -503,7 +569,8 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
         } else {
             return Err(format!(
                 "unknown module argument {name} (expected error-rate, initial-capacity, \
-                 expansion, max-filter-bytes, seed-mode, or RedisBloom's ERROR_RATE and INITIAL_SIZE)"
+                 expansion, max-filter-bytes, seed-mode, tightening-ratio, or RedisBloom's \
+                 ERROR_RATE and INITIAL_SIZE)"
             ));
         }
     }

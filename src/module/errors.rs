@@ -96,6 +96,29 @@ pub const PARTITIONS_RANGE: CommandError =
 pub const PARTITION_AND_PARTITIONS: CommandError =
     CommandError::Static("ERR PARTITION and PARTITIONS exclude each other");
 
+// valkey-bloom's replies to its options, word for word (a user of both modules sees one text).
+pub const BAD_TIGHTENING: CommandError = CommandError::Static("ERR bad tightening ratio");
+pub const TIGHTENING_RANGE: CommandError =
+    CommandError::Static("ERR (0 < tightening ratio range < 1)");
+pub const NONSCALING_VALIDATE_SCALE_TO: CommandError =
+    CommandError::Static("ERR cannot use NONSCALING and VALIDATESCALETO options together");
+/// VALIDATESCALETO n where the filter's bits would pass `bf.max-filter-bytes` before n.
+pub const SCALE_TO_MEMORY: CommandError = CommandError::Static(
+    "ERR provided VALIDATESCALETO causes bloom object to exceed memory limit",
+);
+/// VALIDATESCALETO n where the growth rule stops before n (error rates too small to size, or
+/// the layer cap).
+pub const SCALE_TO_RATE: CommandError = CommandError::Static(
+    "ERR provided VALIDATESCALETO causes false positive to degrade to 0",
+);
+pub const WINDOW_TIGHTENING: CommandError = CommandError::Static(
+    "ERR window filters do not scale: WINDOW excludes TIGHTENING and VALIDATESCALETO",
+);
+/// A 32-byte SEED (valkey-bloom's) with options only rustbloom's own filters have.
+pub const VALKEY_SEED_OPTIONS: CommandError = CommandError::Static(
+    "ERR a 32-byte SEED creates a valkey-bloom filter: WINDOW, SHAPE and PARTITION do not apply",
+);
+
 /// An option given twice (BF.RESERVE, BF.INSERT).
 pub fn duplicate_option(name: &str) -> CommandError {
     CommandError::Owned(format!("ERR duplicate option {name}"))
@@ -137,7 +160,8 @@ pub const SEED_REUSED: CommandError =
 pub const PARTITIONS_TOO_LARGE: CommandError =
     CommandError::Static("ERR capacity too large for this many partitions");
 pub const DESCRIPTOR_OPTIONS: CommandError = CommandError::Static(
-    "ERR PARTITIONS creates a descriptor: SEED and SHAPE apply to its partitions only",
+    "ERR PARTITIONS creates a descriptor: SEED, SHAPE, TIGHTENING and VALIDATESCALETO apply to \
+     its partitions only",
 );
 
 /// The refusal of items sent to a descriptor.

@@ -4,8 +4,9 @@
 //! growing and being saved as valkey-bloom would — in valkey-bloom's own encodings, so that
 //! valkey-bloom can take the data back ([`rustbloom_core::valkeybloom`]).
 //!
-//! Only valkey-bloom objects live under this type: its RDB load and BF.LOAD create them, COPY
-//! and RENAME keep them, and no command changes a key's kind. New filters get `MBbloom--`.
+//! Only valkey-bloom objects live under this type, and every one does: its RDB load, BF.LOAD and
+//! valkey-bloom's `BF.INSERT ... SEED <32 bytes>` create them, COPY and RENAME keep them, and no
+//! command changes a key's kind. Our own filters get `MBbloom--`.
 
 use std::ffi::c_int;
 use std::ptr::null_mut;
@@ -16,7 +17,7 @@ use rustbloom_core::redisbloom::{RdbError, RdbSink};
 use rustbloom_core::valkeybloom::{blob, rdb as vb_rdb, VbFilter};
 use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
-use super::datatype::{load_budget, refused_load, RdbFields, ShortRead};
+use super::datatype::{load_budget, refused_load, RdbFields, ShortRead, BLOOM_TYPE};
 use super::ffi::{log, Io, ValueType};
 
 pub static VALKEY_BLOOM_TYPE: ValueType<StoredValue> =
@@ -30,6 +31,14 @@ fn object(stored: &StoredValue) -> Option<&VbFilter> {
             _ => None,
         },
         StoredValue::Descriptor(_) => None,
+    }
+}
+
+/// The type a value is stored under: valkey-bloom's for its objects, else ours.
+pub fn type_of(stored: &StoredValue) -> &'static ValueType<StoredValue> {
+    match object(stored) {
+        Some(_) => &VALKEY_BLOOM_TYPE,
+        None => &BLOOM_TYPE,
     }
 }
 

@@ -112,6 +112,7 @@ fn filters_of_every_size_take_their_bits_and_a_sliver() {
                 error_rate: ERROR_RATE,
                 growth,
                 seed: 0,
+                tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
             };
             let classic = classic_size(capacity, params.layer_error_rate(0)).unwrap();
             check(

@@ -12,6 +12,7 @@ fn params(capacity: u64, error_rate: f64, seed: u64) -> FilterParams {
         error_rate,
         growth: Growth::Scaling { expansion: 2 },
         seed,
+        tightening: crate::scalable::TIGHTENING_RATIO,
     }
 }
 

@@ -106,6 +106,7 @@ fn scalable(growth: Growth, count: usize) -> Filter {
         error_rate: 0.01,
         growth,
         seed: 7,
+        tightening: crate::scalable::TIGHTENING_RATIO,
     };
     filled(
         Filter::Scalable(BloomFilter::new(params, &mut Unlimited).unwrap()),

@@ -8,8 +8,10 @@
 //! ```text
 //!  offset  size  field
 //!  0       4     magic "RBLM"
-//!  4       1     format version: 2 when a layer spreads items over 2 or more cache lines, else 1
-//!  5       1     flags: bit 0 = non-scaling; other bits zero
+//!  4       1     format version: 3 with a tightening ratio other than ½, else 2 when a layer
+//!                spreads items over 2 or more cache lines, else 1
+//!  5       1     flags: bit 0 = non-scaling, bit 1 = a tightening ratio follows (version 3
+//!                only); other bits zero
 //!  6       2     reserved, zero
 //!  8       8     seed of the item hash
 //!  16      8     requested error rate (IEEE-754 f64), in (0, 1)
@@ -18,18 +20,20 @@
 //!  36      4     layer count L, 1..=MAX_LAYERS (1 when non-scaling)
 //!  40      8     loaded bytes: how many bytes of bits are valid (less than the total only while a
 //!                BF.LOADCHUNK load is incomplete)
-//!  48      24·L  per layer: items u64, bits u64, hashes u32 (k), layout u32: the cache lines h an
+//!  48      8     version 3 only: tightening ratio r (IEEE-754 f64), in (0, 1), not ½, of a
+//!                scaling filter (BF.RESERVE/BF.INSERT ... TIGHTENING r); T = 8 then, else 0
+//!  48+T    24·L  per layer: items u64, bits u64, hashes u32 (k), layout u32: the cache lines h an
 //!                item's probes touch, 0 for classic (k lines anywhere), 1 for blocked, 2..=4 for
-//!                k/h probes in each of h lines (version 2 only)
-//!  48+24L  8     xxh3-64 of every byte before it
+//!                k/h probes in each of h lines (version 2 and 3 only)
+//!  48+T+24L 8    xxh3-64 of every byte before it
 //! ```
 //!
-//! Version 2 is version 1 plus layouts 2..=4: a header is written as version 1 whenever
-//! no layer needs them, so every filter an older release can read is still written so that it can
-//! read it (downgrades, older replicas loading an RDB), and a header is read only at the version
-//! it would be written at, so each filter has exactly one encoding. The layout code is the number
-//! of lines because the blocked layout of version 1 is, bit for bit, the one-line case (see
-//! [`crate::hash`]).
+//! Version 2 is version 1 plus layouts 2..=4, version 3 is version 2 plus the tightening ratio: a
+//! header is written at the lowest version that describes the filter, so every filter an older
+//! release can read is still written so that it can read it (downgrades, older replicas loading
+//! an RDB), and a header is read only at the version it would be written at, so each filter has
+//! exactly one encoding. The layout code is the number of lines because the blocked layout of
+//! version 1 is, bit for bit, the one-line case (see [`crate::hash`]).
 //!
 //! Layer capacities and error rates are not stored: they follow from the parameters by the growth
 //! rule. Bit counts and hash counts are stored, so a later change of the sizing formula cannot
@@ -43,7 +47,10 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::budget::MemoryBudget;
 use crate::encoding::{check, DecodeError, Fields};
 use crate::layer::{layer_allocation_size, Layer};
-use crate::scalable::{BloomFilter, FilterParams, Growth, MAX_CAPACITY, MAX_EXPANSION, MAX_LAYERS};
+use crate::scalable::{
+    is_tightening_ratio, BloomFilter, FilterParams, Growth, MAX_CAPACITY, MAX_EXPANSION,
+    MAX_LAYERS, TIGHTENING_RATIO,
+};
 use crate::sizing::{LayerSize, Layout};
 
 pub(crate) const MAGIC: &[u8; 4] = b"RBLM";
@@ -51,18 +58,30 @@ pub(crate) const MAGIC: &[u8; 4] = b"RBLM";
 const FORMAT_VERSION_1: u8 = 1;
 /// Adds layouts 2..=4: an item's probes in 2 to 4 cache lines.
 const FORMAT_VERSION_2: u8 = 2;
+/// Adds the tightening ratio of a scaling filter created with one other than ½.
+const FORMAT_VERSION_3: u8 = 3;
 const FLAG_NON_SCALING: u8 = 1;
+const FLAG_TIGHTENING: u8 = 2;
 const FIXED_HEADER_BYTES: usize = 48;
+const TIGHTENING_BYTES: usize = 8;
 const LAYER_BYTES: usize = 24;
 const CHECKSUM_BYTES: usize = 8;
 
-/// The lowest format version that can describe layers of these layouts.
-fn format_version(layouts: impl IntoIterator<Item = Layout>) -> u8 {
-    if layouts.into_iter().any(|layout| layout.lines() > 1) {
+/// The lowest format version that can describe a filter of these parameters and layouts.
+fn format_version(params: &FilterParams, layouts: impl IntoIterator<Item = Layout>) -> u8 {
+    if stores_tightening(params) {
+        FORMAT_VERSION_3
+    } else if layouts.into_iter().any(|layout| layout.lines() > 1) {
         FORMAT_VERSION_2
     } else {
         FORMAT_VERSION_1
     }
+}
+
+/// Whether the header carries the tightening ratio: only a scaling filter's other than ½ (a
+/// non-scaling filter's one layer does not depend on it).
+fn stores_tightening(params: &FilterParams) -> bool {
+    params.tightening != TIGHTENING_RATIO && matches!(params.growth, Growth::Scaling { .. })
 }
 
 /// The header with a given loaded-bytes field.
@@ -72,12 +91,16 @@ pub(crate) fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(FIXED_HEADER_BYTES + LAYER_BYTES * layers.len() + 8);
     out.extend_from_slice(MAGIC);
     out.push(format_version(
+        params,
         layers.iter().map(|layer| layer.size().layout),
     ));
-    let (flags, expansion) = match params.growth {
+    let (mut flags, expansion) = match params.growth {
         Growth::NonScaling => (FLAG_NON_SCALING, 0),
         Growth::Scaling { expansion } => (0, expansion),
     };
+    if stores_tightening(params) {
+        flags |= FLAG_TIGHTENING;
+    }
     out.push(flags);
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&params.seed.to_le_bytes());
@@ -86,6 +109,9 @@ pub(crate) fn encode_header_as(filter: &BloomFilter, loaded: u64) -> Vec<u8> {
     out.extend_from_slice(&expansion.to_le_bytes());
     out.extend_from_slice(&(layers.len() as u32).to_le_bytes());
     out.extend_from_slice(&loaded.to_le_bytes());
+    if stores_tightening(params) {
+        out.extend_from_slice(&params.tightening.to_le_bytes());
+    }
     for layer in layers {
         let size = layer.size();
         out.extend_from_slice(&layer.items().to_le_bytes());
@@ -168,10 +194,10 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     check(&fields.take::<4>() == MAGIC, "magic")?;
     let [version, flags] = fields.take::<2>();
     check(
-        version == FORMAT_VERSION_1 || version == FORMAT_VERSION_2,
+        (FORMAT_VERSION_1..=FORMAT_VERSION_3).contains(&version),
         "format version",
     )?;
-    check(flags & !FLAG_NON_SCALING == 0, "flags")?;
+    check(flags & !(FLAG_NON_SCALING | FLAG_TIGHTENING) == 0, "flags")?;
     check(fields.take::<2>() == [0, 0], "reserved")?;
     let seed = fields.u64();
     let error_rate = fields.f64();
@@ -193,17 +219,34 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
         MAX_LAYERS
     };
     check((1..=max_layers).contains(&layer_count), "layer count")?;
+    let tightening_bytes = if flags & FLAG_TIGHTENING != 0 {
+        TIGHTENING_BYTES
+    } else {
+        0
+    };
     check(
-        body_len == FIXED_HEADER_BYTES + LAYER_BYTES * layer_count,
+        body_len == FIXED_HEADER_BYTES + tightening_bytes + LAYER_BYTES * layer_count,
         "header length",
     )?;
     let loaded = fields.u64();
+    let tightening = if tightening_bytes > 0 {
+        fields.f64()
+    } else {
+        TIGHTENING_RATIO
+    };
+    check(is_tightening_ratio(tightening), "tightening ratio")?;
     let params = FilterParams {
         capacity,
         error_rate,
         growth,
         seed,
+        tightening,
     };
+    // A stored ratio must be one the encoder stores (scaling, not ½): one encoding per filter.
+    check(
+        (flags & FLAG_TIGHTENING != 0) == stores_tightening(&params),
+        "tightening ratio",
+    )?;
 
     let mut layers = Vec::with_capacity(layer_count);
     // Sums that must not overflow: BF.CARD and the INFO gauges add them up.
@@ -246,7 +289,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<FilterShape, DecodeError> {
     }
     check(loaded <= total_bytes, "loaded bytes")?;
     check(
-        version == format_version(layers.iter().map(|layer| layer.size.layout)),
+        version == format_version(&params, layers.iter().map(|layer| layer.size.layout)),
         "format version",
     )?;
     Ok(FilterShape {

@@ -15,6 +15,7 @@ fn filter_of(size: LayerSize) -> BloomFilter {
         error_rate: (0.5f64.powi(num_hashes) / 0.9).min(0.5),
         growth: Growth::NonScaling,
         seed: 77,
+        tightening: crate::scalable::TIGHTENING_RATIO,
     };
     BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap()
 }
@@ -57,6 +58,7 @@ fn a_batch_into_a_grown_filter_answers_as_testing_every_layer_before_setting() {
             error_rate,
             growth: Growth::Scaling { expansion: 3 },
             seed: 5,
+            tightening: crate::scalable::TIGHTENING_RATIO,
         };
         let shape = |index: usize| match lines {
             0 => params.layer_size(index).unwrap(),
@@ -239,6 +241,7 @@ fn a_one_layer_lookup_answers_as_whole_lookups_on_every_path_in_one_block_or_in_
                 error_rate: (0.5f64.powi(size.num_hashes as i32) / 0.9).min(0.5),
                 growth: Growth::NonScaling,
                 seed: 3,
+                tightening: crate::scalable::TIGHTENING_RATIO,
             };
             let mut filter = BloomFilter::with_first_layer(params, size, &mut Unlimited).unwrap();
             let members: Vec<[u8; 8]> = (0..capacity).map(item).collect();
@@ -312,6 +315,7 @@ fn a_batch_of_new_items_fills_a_layer_in_lines_exactly_to_its_capacity() {
         error_rate: 1e-9,
         growth: Growth::Scaling { expansion: 2 },
         seed: 11,
+        tightening: crate::scalable::TIGHTENING_RATIO,
     };
     let shape = crate::sizing::lines_size(50, params.layer_error_rate(0), 4).unwrap();
     let mut filter = BloomFilter::with_first_layer(params, shape, &mut Unlimited).unwrap();

@@ -20,7 +20,7 @@ use crate::budget::{admitted_parts, allocation_size, LimitError, MemoryBudget};
 use crate::encoding::{ChunkError, DecodeError};
 use crate::redisbloom::RbAddOutcome;
 use crate::relocate::Walk;
-use crate::scalable::InsertError;
+use crate::scalable::{CreateError, InsertError};
 
 /// A valkey-bloom object (see the module documentation). Not `Clone`: a copy allocates, after a
 /// budget admits it ([`try_clone`](Self::try_clone)).
@@ -73,6 +73,33 @@ impl VbFilter {
         )
         .map_err(DecodeError::Limit)?;
         Ok(VbFilter::from_parts(shape.params, layers))
+    }
+
+    /// A new, empty object as valkey-bloom's BF.RESERVE and BF.INSERT create one: `params`
+    /// and a first layer of `capacity` items at the base error rate, after `budget` admits its
+    /// bitmap (what a valkey-bloom primary's replicated `BF.INSERT ... TIGHTENING r SEED s`
+    /// creates, or a client's with a 32-byte SEED).
+    pub fn new<B: MemoryBudget + ?Sized>(
+        params: ObjectParams,
+        capacity: u64,
+        budget: &mut B,
+    ) -> Result<VbFilter, CreateError> {
+        let first = Some(capacity)
+            .filter(|capacity| (1..=MAX_CAPACITY).contains(capacity))
+            .and_then(|capacity| LayerShape::new(capacity, params.fp_rate))
+            .ok_or(CreateError::Shape("capacity"))?;
+        let shape = ObjectShape {
+            params,
+            layers: vec![first],
+        };
+        shape.validate().map_err(|error| match error {
+            DecodeError::Corrupt(why) => CreateError::Shape(why),
+            _ => CreateError::Shape("parameters"),
+        })?;
+        VbFilter::zeroed(&shape, budget).map_err(|error| match error {
+            DecodeError::Limit(limit) => CreateError::Limit(limit),
+            _ => CreateError::Shape("parameters"),
+        })
     }
 
     /// A copy whose bitmaps `budget` admits first (COPY).
@@ -252,26 +279,13 @@ impl VbFilter {
     /// capacity of every layer this object holds or could push, by its rule, before the bitmaps
     /// would need more than `max_bytes` (or it could not grow at all).
     pub fn max_scaled_capacity(&self, max_bytes: u64) -> u64 {
-        let mut capacity = self.capacity();
-        let mut bytes = self.allocated_bytes();
-        let mut shape = self.shape();
-        while self.is_scaling() && shape.layers.len() < MAX_LAYERS {
-            let index = shape.layers.len();
-            let last = shape.layers[index - 1].capacity;
-            let Some(next) = self.params.layer_error(index).and_then(|error| {
-                let capacity = last.checked_mul(u64::from(self.params.expansion))?;
-                (capacity <= MAX_CAPACITY).then(|| LayerShape::new(capacity, error))?
-            }) else {
-                break;
-            };
-            bytes = bytes.saturating_add(crate::bits::allocated_bytes(next.bytes));
-            if bytes > max_bytes {
-                break;
-            }
-            capacity = capacity.saturating_add(next.capacity);
-            shape.layers.push(next);
-        }
-        capacity
+        self.params.scaled_capacity_from(
+            self.layers.len(),
+            self.newest().shape().capacity,
+            self.capacity(),
+            self.allocated_bytes(),
+            max_bytes,
+        )
     }
 
     /// Pushes the next layer, if `budget` admits it and the system gives the memory.

@@ -77,6 +77,52 @@ impl ObjectParams {
     pub fn is_scaling(&self) -> bool {
         self.expansion != 0
     }
+
+    /// The capacity an object of these parameters reaches, from `capacity` items in `bytes` of
+    /// bitmaps over its first `layers` layers (the newest of `last_capacity`), by pushing layers
+    /// by valkey-bloom's rule until the next would take the bitmaps past `max_bytes` or could
+    /// not be made (valkey-bloom's MAXSCALEDCAPACITY and VALIDATESCALETO).
+    pub fn scaled_capacity_from(
+        &self,
+        mut layers: usize,
+        mut last_capacity: u64,
+        mut capacity: u64,
+        mut bytes: u64,
+        max_bytes: u64,
+    ) -> u64 {
+        while self.is_scaling() && layers < MAX_LAYERS {
+            let Some(next) = self.layer_error(layers).and_then(|error| {
+                let capacity = last_capacity.checked_mul(u64::from(self.expansion))?;
+                (capacity <= MAX_CAPACITY).then(|| LayerShape::new(capacity, error))?
+            }) else {
+                break;
+            };
+            bytes = bytes.saturating_add(crate::bits::allocated_bytes(next.bytes));
+            if bytes > max_bytes {
+                break;
+            }
+            capacity = capacity.saturating_add(next.capacity);
+            last_capacity = next.capacity;
+            layers += 1;
+        }
+        capacity
+    }
+
+    /// The capacity a new object of these parameters and a first layer of `capacity` items
+    /// could reach with at most `max_bytes` of bitmaps (0 when not even its first layer fits).
+    pub fn max_scaled_capacity(&self, capacity: u64, max_bytes: u64) -> u64 {
+        match LayerShape::new(capacity, self.fp_rate) {
+            Some(first) if crate::bits::allocated_bytes(first.bytes) <= max_bytes => self
+                .scaled_capacity_from(
+                    1,
+                    capacity,
+                    capacity,
+                    crate::bits::allocated_bytes(first.bytes),
+                    max_bytes,
+                ),
+            _ => 0,
+        }
+    }
 }
 
 /// One layer's stored fields, without its bits.

@@ -135,6 +135,7 @@ fn partitions(
                 error_rate,
                 growth,
                 seed: rng.random(),
+                tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
             };
             BloomFilter::new(params, &mut Unlimited).unwrap()
         })
@@ -207,6 +208,7 @@ fn scalable(seed: u64) -> Filter {
         error_rate: 1e-2,
         growth: Growth::Scaling { expansion: 2 },
         seed,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     };
     Filter::Scalable(BloomFilter::new(params, &mut Unlimited).unwrap())
 }

@@ -33,6 +33,7 @@ fn saved_params() -> FilterParams {
         error_rate: 1e-9,
         growth: Growth::NonScaling,
         seed: 5,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     }
 }
 
@@ -157,6 +158,7 @@ fn a_small_scalable_filter_at_1e_6_meets_its_rate() {
         error_rate: 1e-6,
         growth: Growth::Scaling { expansion: 2 },
         seed: 9,
+        tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
     };
     let mut filter = BloomFilter::new(params, &mut Unlimited).unwrap();
     for i in 0..3_100 {
@@ -178,6 +180,7 @@ fn small_filters_meet_their_rate_where_it_is_measurable() {
             error_rate,
             growth: Growth::NonScaling,
             seed: 11,
+            tightening: rustbloom_core::scalable::TIGHTENING_RATIO,
         };
         let mut filter = BloomFilter::new(params, &mut Unlimited).unwrap();
         for i in 0..capacity {

@@ -17,7 +17,7 @@ use crate::module::memory::CommandBudget;
 use crate::module::partition;
 use crate::module::stats::{self, BeforeAdd};
 
-use super::create::create;
+use super::create::{check_scale_to, create};
 use super::replication::replicate;
 use super::window::add_to_window;
 use super::{budget, ready, ready_mut, store, unrouted_ready_mut, AddReply};
@@ -274,6 +274,7 @@ pub fn madd(command: &Command) -> CommandResult {
 /// `BF.INSERT key [options] ITEMS item [item ...]`
 pub fn insert(command: &Command) -> CommandResult {
     let parsed = args::parse_insert(command)?;
+    check_scale_to(command, &parsed.create)?;
     let create = (!parsed.nocreate).then_some(parsed.create);
     add_items(command, parsed.first_item, move || create, AddReply::Array)
 }

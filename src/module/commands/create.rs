@@ -4,6 +4,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::Creation;
+use rustbloom_core::scalable::TIGHTENING_RATIO;
+use rustbloom_core::valkeybloom::{ObjectParams, VbFilter, FIXED_SEED as VALKEY_BLOOM_FIXED_SEED};
 use rustbloom_core::{
     BloomFilter, Filter, FilterParams, Growth, StoredFilter, StoredValue, WindowFilter,
     WindowParams,
@@ -12,8 +14,9 @@ use rustbloom_core::{
 use crate::module::args::{self, CreateOptions, PartitionRole};
 use crate::module::config;
 use crate::module::errors::{
-    self, limit_error, replay_mismatch, CommandError, CommandResult, ITEM_EXISTS, NOT_FOUND,
-    NOT_SCALABLE, SEED_REUSED,
+    self, limit_error, replay_mismatch, CommandError, CommandResult, ITEM_EXISTS,
+    NONSCALING_VALIDATE_SCALE_TO, NOT_FOUND, NOT_SCALABLE, SCALE_TO_MEMORY, SCALE_TO_RATE,
+    SEED_REUSED,
 };
 use crate::module::ffi::Command;
 use crate::module::memory::CommandBudget;
@@ -37,67 +40,159 @@ fn random_seed() -> u64 {
     hasher.finish()
 }
 
-/// Creates a filter from explicit options and the configured defaults: a window filter when
-/// the options give a window, else a scalable one.
+/// What a command creates, every parameter resolved against the configured defaults.
+enum Plan {
+    Window(WindowParams),
+    Scalable(FilterParams),
+    /// As RedisBloom creates one, by its own rule.
+    RedisBloom {
+        capacity: u64,
+        error_rate: f64,
+        expansion: Option<u32>,
+    },
+    /// As valkey-bloom creates one, by its own rule: a first layer of `capacity` items.
+    ValkeyBloom {
+        params: ObjectParams,
+        capacity: u64,
+    },
+}
+
+/// The filter `options` ask for: a window filter when they give a window, a valkey-bloom
+/// object when they give valkey-bloom's 32-byte seed, a RedisBloom filter when a replayed
+/// creation names no seed, else one of our scalable filters.
+fn plan(command: &Command, options: &CreateOptions) -> Plan {
+    let defaults = config::defaults();
+    let error_rate = options.error_rate.unwrap_or(defaults.error_rate);
+    let capacity = options.capacity.unwrap_or(defaults.capacity);
+    let tightening = options.tightening.unwrap_or(defaults.tightening);
+    let growth = options.growth.unwrap_or(defaults.growth);
+    if let Some(seed) = options.valkey_seed {
+        return Plan::ValkeyBloom {
+            params: ObjectParams {
+                expansion: match growth {
+                    Growth::Scaling { expansion } => expansion,
+                    Growth::NonScaling => 0,
+                },
+                fp_rate: error_rate,
+                tightening,
+                seed_random: seed != VALKEY_BLOOM_FIXED_SEED,
+                seed,
+            },
+            capacity,
+        };
+    }
+    let seed = options.seed.or(defaults.seed).unwrap_or_else(random_seed);
+    if let Some(window_ms) = options.window_ms {
+        return Plan::Window(WindowParams {
+            error_rate,
+            capacity,
+            window_ms,
+            seed,
+        });
+    }
+    if command.is_replayed() && options.seed.is_none() && options.shape.is_none() {
+        // Our primaries and AOF always name the seed and shape of what they create; a creation
+        // without them comes from a RedisBloom primary or a RedisBloom AOF, and is created as
+        // RedisBloom creates it, so that it holds RedisBloom's very bits.
+        return Plan::RedisBloom {
+            capacity,
+            error_rate,
+            expansion: match growth {
+                Growth::Scaling { expansion } => Some(expansion),
+                Growth::NonScaling => None,
+            },
+        };
+    }
+    Plan::Scalable(FilterParams {
+        capacity,
+        error_rate,
+        growth,
+        seed,
+        // A non-scaling filter's one layer does not depend on it: one value, one encoding.
+        tightening: match growth {
+            Growth::Scaling { .. } => tightening,
+            Growth::NonScaling => TIGHTENING_RATIO,
+        },
+    })
+}
+
+/// Creates a filter from explicit options and the configured defaults ([`plan`]).
 pub(super) fn create(
     command: &Command,
     options: CreateOptions,
     budget: &mut CommandBudget,
 ) -> Result<Filter, CommandError> {
-    let defaults = config::defaults();
-    let error_rate = options.error_rate.unwrap_or(defaults.error_rate);
-    let capacity = options.capacity.unwrap_or(defaults.capacity);
-    let seed = options.seed.or(defaults.seed).unwrap_or_else(random_seed);
-    if let Some(window_ms) = options.window_ms {
-        let params = WindowParams {
-            error_rate,
-            capacity,
-            window_ms,
-            seed,
-        };
+    match plan(command, &options) {
         // The ring starts before any generation: creation does not depend on the clock, so a
         // replica creating it later holds the same value.
-        let created = match options.shape {
+        Plan::Window(params) => match options.shape {
             Some(slot) => WindowFilter::with_slot_shape(params, slot, 0, budget),
             None => WindowFilter::new(params, 0, budget),
-        };
-        return created
-            .map(|window| Filter::Window(Box::new(window)))
-            .map_err(|error| errors::window_error(command, budget, error));
-    }
-    let growth = options.growth.unwrap_or(defaults.growth);
-    if command.is_replayed() && options.seed.is_none() && options.shape.is_none() {
-        // Our primaries and AOF always name the seed and shape of what they create; a creation
-        // without them comes from a RedisBloom primary or a RedisBloom AOF, and is created as
-        // RedisBloom creates it, so that it holds RedisBloom's very bits.
-        let expansion = match growth {
-            Growth::Scaling { expansion } => Some(expansion),
-            Growth::NonScaling => None,
-        };
-        return match RbFilter::new(capacity, error_rate, expansion, budget) {
+        }
+        .map(|window| Filter::Window(Box::new(window)))
+        .map_err(|error| errors::window_error(command, budget, error)),
+        Plan::RedisBloom {
+            capacity,
+            error_rate,
+            expansion,
+        } => match RbFilter::new(capacity, error_rate, expansion, budget) {
             Ok(Some(filter)) => Ok(Filter::RedisBloom(filter)),
             Ok(None) => replay_mismatch(command, "a RedisBloom filter it cannot size"),
             Err(limit) => Err(limit_error(command, budget, limit)),
-        };
-    }
-    let params = FilterParams {
-        capacity,
-        error_rate,
-        growth,
-        seed,
-    };
-    let created = match options.shape {
-        Some(shape) => BloomFilter::with_first_layer(params, shape, budget),
-        None => BloomFilter::new(params, budget),
-    };
-    created
+        },
+        Plan::ValkeyBloom { params, capacity } => VbFilter::new(params, capacity, budget)
+            .map(|filter| Filter::ValkeyBloom(Box::new(filter)))
+            .map_err(|error| errors::create_error(command, budget, error)),
+        Plan::Scalable(params) => match options.shape {
+            Some(shape) => BloomFilter::with_first_layer(params, shape, budget),
+            None => BloomFilter::new(params, budget),
+        }
         .map(Filter::Scalable)
-        .map_err(|error| errors::create_error(command, budget, error))
+        .map_err(|error| errors::create_error(command, budget, error)),
+    }
+}
+
+/// `VALIDATESCALETO n`: refuses, before anything is touched, a command whose filter could not
+/// grow to hold n items under `bf.max-filter-bytes` and its growth rule (valkey-bloom's check,
+/// made whether or not the key exists, as valkey-bloom makes it). A replayed command is never
+/// refused: its primary checked.
+pub(super) fn check_scale_to(command: &Command, options: &CreateOptions) -> CommandResult {
+    let Some(items) = options.scale_to else {
+        return Ok(());
+    };
+    if command.is_replayed() {
+        return Ok(());
+    }
+    // A window or a RedisBloom creation never gets here: the parser refuses WINDOW with
+    // VALIDATESCALETO, and only a replayed command creates RedisBloom's kind.
+    let planned = plan(command, options);
+    let (scaling, reach) = match &planned {
+        Plan::Scalable(params) => (
+            params.growth != Growth::NonScaling,
+            Box::new(|max_bytes| params.max_scaled_capacity(max_bytes)) as Box<dyn Fn(u64) -> u64>,
+        ),
+        Plan::ValkeyBloom { params, capacity } => (
+            params.is_scaling(),
+            Box::new(|max_bytes| params.max_scaled_capacity(*capacity, max_bytes)) as Box<_>,
+        ),
+        Plan::Window(_) | Plan::RedisBloom { .. } => return Ok(()),
+    };
+    if !scaling {
+        return Err(NONSCALING_VALIDATE_SCALE_TO);
+    }
+    if reach(config::filter_limit()) >= items {
+        Ok(())
+    } else if reach(u64::MAX) < items {
+        Err(SCALE_TO_RATE)
+    } else {
+        Err(SCALE_TO_MEMORY)
+    }
 }
 
 /// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`
 pub fn reserve(command: &Command) -> CommandResult {
     let (mut options, role) = args::parse_reserve(command)?;
+    check_scale_to(command, &options)?;
     let mut key = command.open_key(true);
     if key.value::<StoredValue>()?.is_some() {
         return Err(ITEM_EXISTS);
@@ -125,9 +220,7 @@ pub fn reserve(command: &Command) -> CommandResult {
     if let Some(partition) = partition {
         stored = stored.with_partition(partition).map_err(|_| SEED_REUSED)?;
     }
-    if let Some(creation) = Creation::of(stored.filter()) {
-        replicate_creation(command, &creation, stored.partition());
-    }
+    replicate_creation(command, &Creation::of(stored.filter()), stored.partition());
     store(&mut key, stored);
     command.notify(c"bf.reserve");
     command.reply_ok();

@@ -44,6 +44,7 @@ use super::errors::{CommandError, DESCRIPTOR, LOADING};
 use super::ffi::{Command, Key};
 use super::memory::CommandBudget;
 use super::stats;
+use super::valkey_type;
 
 /// How an add command answers.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -79,7 +80,8 @@ fn budget(command: &Command) -> CommandBudget {
 fn store(key: &mut Key, stored: StoredFilter) {
     let stored = StoredValue::Filter(stored);
     stats::filter_added(&stored);
-    key.set_value(Box::new(stored));
+    let value_type = valkey_type::type_of(&stored);
+    key.set_value_as(Box::new(stored), value_type);
     key.signal_modified();
 }
 

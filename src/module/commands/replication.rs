@@ -2,6 +2,8 @@
 
 use rustbloom_core::partition::Partition;
 use rustbloom_core::replication::{Creation, Effect};
+use rustbloom_core::scalable::TIGHTENING_RATIO;
+use rustbloom_core::valkeybloom::ObjectParams;
 use rustbloom_core::{Growth, LayerSize};
 
 use crate::module::ffi::Command;
@@ -50,6 +52,9 @@ pub(super) fn replicate_creation(
     creation: &Creation,
     partition: Option<&Partition>,
 ) {
+    if let Creation::ValkeyBloom { params, capacity } = creation {
+        return replicate_valkey_bloom_creation(command, params, *capacity);
+    }
     let (error_rate, capacity) = match creation {
         Creation::Scalable { params, .. } => (params.error_rate, params.capacity),
         Creation::Window { params, .. } => (params.error_rate, params.capacity),
@@ -58,6 +63,7 @@ pub(super) fn replicate_creation(
             error_rate,
             ..
         } => (*error_rate, *capacity),
+        Creation::ValkeyBloom { .. } => return,
     };
     let [error_rate, capacity] = [error_rate.to_string(), capacity.to_string()];
     let mut argv: Vec<String> = Vec::new();
@@ -74,6 +80,9 @@ pub(super) fn replicate_creation(
                 Growth::Scaling { expansion } => Some(expansion),
                 Growth::NonScaling => None,
             });
+            if params.tightening != TIGHTENING_RATIO {
+                argv.extend(["TIGHTENING".into(), params.tightening.to_string()]);
+            }
             Some((params.seed, *first_layer))
         }
         Creation::Window { params, slot } => {
@@ -84,6 +93,7 @@ pub(super) fn replicate_creation(
             growth(*expansion);
             None
         }
+        Creation::ValkeyBloom { .. } => return,
     };
     if let Some((seed, shape)) = explicit {
         argv.extend(["SEED".into(), seed.to_string(), "SHAPE".into()]);
@@ -97,4 +107,34 @@ pub(super) fn replicate_creation(
         "BF.RESERVE",
         head.into_iter().chain(argv.iter().map(String::as_bytes)),
     );
+}
+
+/// A valkey-bloom object's creation in valkey-bloom's own words, as its primaries replicate
+/// every creation: `BF.INSERT key CAPACITY c ERROR e TIGHTENING r SEED s (EXPANSION x |
+/// NONSCALING)` with no ITEMS. Its rule sizes the first layer from these alone, here as there,
+/// so a valkey-bloom replica could follow as well as ours.
+fn replicate_valkey_bloom_creation(command: &Command, params: &ObjectParams, capacity: u64) {
+    let [capacity, error_rate, tightening, expansion] = [
+        capacity.to_string(),
+        params.fp_rate.to_string(),
+        params.tightening.to_string(),
+        params.expansion.to_string(),
+    ];
+    let mut argv: Vec<&[u8]> = vec![
+        command.arg(1),
+        b"CAPACITY",
+        capacity.as_bytes(),
+        b"ERROR",
+        error_rate.as_bytes(),
+        b"TIGHTENING",
+        tightening.as_bytes(),
+        b"SEED",
+        &params.seed,
+    ];
+    if params.is_scaling() {
+        argv.extend([b"EXPANSION".as_slice(), expansion.as_bytes()]);
+    } else {
+        argv.push(b"NONSCALING");
+    }
+    command.replicate("BF.INSERT", argv);
 }
