@@ -510,3 +510,140 @@ fn scandump_and_loadchunk_move_a_valkey_bloom_object_between_rustbloom_servers()
     ));
     assert_answers_as(&mut tc, "moved", &object, &members);
 }
+
+/// One command as RESP, as an AOF holds it.
+fn resp(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend(format!("${}\r\n", arg.len()).into_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// valkey-bloom's replicated creation of `object`: BF.INSERT with every property, then `items`
+/// (none for a BF.RESERVE, which it replicates without ITEMS).
+fn creation(key: &str, object: &VbObject, items: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let (capacity, fp, tightening) = (
+        object.filters[0].2.to_string(),
+        object.fp_rate.to_string(),
+        object.tightening.to_string(),
+    );
+    let mut args: Vec<Vec<u8>> = [
+        b"BF.INSERT".as_slice(),
+        key.as_bytes(),
+        b"CAPACITY",
+        capacity.as_bytes(),
+        b"ERROR",
+        fp.as_bytes(),
+        b"TIGHTENING",
+        tightening.as_bytes(),
+        b"SEED",
+        &object.seed,
+    ]
+    .map(<[u8]>::to_vec)
+    .to_vec();
+    if object.expansion == 0 {
+        args.push(b"NONSCALING".to_vec());
+    } else {
+        args.extend([b"EXPANSION".to_vec(), object.expansion.to_string().into_bytes()]);
+    }
+    if !items.is_empty() {
+        args.push(b"ITEMS".to_vec());
+        args.extend(items.iter().cloned());
+    }
+    args
+}
+
+/// Objects created as valkey-bloom's commands create them, with the items it then added:
+/// (key, object before any add, items of the creating BF.INSERT, items added after).
+fn created_objects() -> Vec<(&'static str, VbObject, Vec<Vec<u8>>, Vec<Vec<u8>>)> {
+    vec![
+        // BF.RESERVE: no ITEMS.
+        (
+            "reserved",
+            VbObject::new(100, 0.01, 2, 0.5, Some([0x3c; 32])),
+            vec![],
+            items("reserved-", 900),
+        ),
+        // BF.INSERT of a non-scaling object with items, then BF.MADD up to its capacity.
+        (
+            "inserted",
+            VbObject::new(50, 0.001, 0, 0.9, Some([0x71; 32])),
+            items("inserted-first-", 3),
+            items("inserted-", 47),
+        ),
+        // BF.ADD on a missing key in fixed-seed mode, slow tightening, expansion 1.
+        (
+            "added",
+            VbObject::new(30, 0.05, 1, 0.6, None),
+            items("added-first-", 1),
+            items("added-", 300),
+        ),
+    ]
+}
+
+#[test]
+fn valkey_blooms_replicated_creations_replay_from_its_aof_as_it_made_them() {
+    let mut aof = Vec::new();
+    let mut expected = Vec::new();
+    for (key, mut object, first, later) in created_objects() {
+        let args = creation(key, &object, &first);
+        aof.extend(resp(&args.iter().map(Vec::as_slice).collect::<Vec<_>>()));
+        // An item the object already answers for (a false positive) changes nothing, there
+        // as here.
+        for item in first.iter().chain(&later) {
+            assert!(object.add(item).is_some(), "{key}: full");
+        }
+        for item in &later {
+            aof.extend(resp(&[b"BF.ADD", key.as_bytes(), item]));
+        }
+        let members: Vec<Vec<u8>> = first.into_iter().chain(later).collect();
+        expected.push((key, object, members));
+    }
+    // An AOF of the form valkey-bloom's server wrote before multi-part AOFs: the server takes it
+    // as the base of its own.
+    let s = Server::start_with_files(&["--appendonly", "yes"], &[("appendonly.aof", &aof)]);
+    let mut c = s.conn();
+    let version = rdb_version(&mut c);
+    raw_ok(&mut c, &["CONFIG", "SET", "rdbcompression", "no"]);
+    for (key, object, members) in &expected {
+        assert_eq!(key_type(&mut c, key), "bloomfltr", "{key}");
+        assert_answers_as(&mut c, key, object, members);
+        assert_eq!(
+            dump(&mut c, key),
+            object.restore_payload(version),
+            "{key}: DUMP"
+        );
+    }
+}
+
+#[test]
+fn a_valkey_bloom_creation_replicates_in_valkey_blooms_words_and_the_replica_holds_the_same() {
+    let primary = Server::start();
+    let replica = Server::start();
+    replicate_from(&primary, &replica);
+    let (mut pc, mut rc) = (primary.conn(), replica.conn());
+    let mut objects = Vec::new();
+    for (key, mut object, first, later) in created_objects() {
+        let args = creation(key, &object, &first);
+        let reply = rawb(&mut pc, &args.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+        assert_eq!(as_ints(reply), vec![1; first.len()], "{key}");
+        for item in &first {
+            object.add(item);
+        }
+        let mut members = first;
+        members.extend(add_to_both(&mut pc, key, &mut object, later));
+        objects.push((key, object, members));
+    }
+    wait_synced(&mut pc, &mut [&mut rc]);
+    for (key, object, members) in &objects {
+        assert_eq!(key_type(&mut rc, key), "bloomfltr", "{key}");
+        assert_answers_as(&mut rc, key, object, members);
+        assert_eq!(dump(&mut rc, key), dump(&mut pc, key), "{key}");
+    }
+    // Only the valkey-bloom form leaves ITEMS out; RedisBloom's BF.INSERT still needs it.
+    assert!(raw(&mut pc, &["BF.INSERT", "plain", "CAPACITY", "10"]).is_err());
+    assert_eq!(raw(&mut pc, &["EXISTS", "plain"]), Ok(redis::Value::Int(0)));
+}

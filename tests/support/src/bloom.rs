@@ -40,15 +40,18 @@ pub fn info(c: &mut Connection, key: impl AsRef<[u8]>) -> Info {
         .unwrap_or_else(|e| panic!("BF.INFO {}: {e}", String::from_utf8_lossy(key)));
     let pairs = info_pairs(v);
     let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "Capacity",
-            "Size",
-            "Number of filters",
-            "Number of items inserted",
-            "Expansion rate"
-        ]
+    // RedisBloom's five fields; a valkey-bloom object adds valkey-bloom's three after them.
+    let redisbloom = [
+        "Capacity",
+        "Size",
+        "Number of filters",
+        "Number of items inserted",
+        "Expansion rate",
+    ];
+    let valkey_bloom = ["Error rate", "Tightening ratio", "Max scaled capacity"];
+    assert!(
+        names == redisbloom || names == [redisbloom.as_slice(), &valkey_bloom].concat(),
+        "BF.INFO fields {names:?}"
     );
     let get = |i: usize| -> Option<i64> {
         match &pairs[i].1 {

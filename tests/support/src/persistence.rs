@@ -44,13 +44,18 @@ pub fn wait_rewrite_done(c: &mut Connection) {
 }
 
 /// The keys [`VariedFilters::create`] makes besides the binary one ([`VARIED_BINARY_KEY`]).
-pub const VARIED_KEYS: [&str; 6] = ["auto", "scaled", "ns", "ins", "empty", "deep"];
+pub const VARIED_KEYS: [&str; 8] = [
+    "auto", "scaled", "ns", "ins", "empty", "deep", "tight", "vbseed",
+];
+/// The 32-byte seed of [`VariedFilters`]' valkey-bloom object (`vbseed`).
+pub const VARIED_VALKEY_SEED: &[u8; 32] = b"a valkey-bloom seed of 32 bytes!";
 /// A key of [`VariedFilters`] with a NUL and a non-UTF-8 byte, holding [`VARIED_BINARY_ITEM`].
 pub const VARIED_BINARY_KEY: &[u8] = b"bin\0\xffkey";
 pub const VARIED_BINARY_ITEM: &[u8] = b"\0\xff";
 
 /// Filters of every shape (defaults, options, several layers, non-scaling and full, many layers
-/// grown one add at a time, empty, binary key) and the items each was given.
+/// grown one add at a time, empty, a tightening ratio other than ½, a valkey-bloom object made by
+/// valkey-bloom's 32-byte SEED form, binary key) and the items each was given.
 pub struct VariedFilters {
     pub members: Vec<(&'static str, Vec<String>)>,
 }
@@ -126,6 +131,38 @@ impl VariedFilters {
 
         raw_ok(c, &["BF.RESERVE", "empty", "0.05", "10"]);
         members.push(("empty", vec![]));
+
+        // Layers at ε·0.2·0.8^i: five layers of 50..800.
+        raw_ok(
+            c,
+            &["BF.RESERVE", "tight", "0.01", "50", "TIGHTENING", "0.8"],
+        );
+        let tight = items("tight", 1200);
+        madd_all(c, "tight", &tight);
+        members.push(("tight", tight));
+
+        // valkey-bloom's own creation (its replicated BF.INSERT): layers at 0.02·0.7^i.
+        rawb(
+            c,
+            &[
+                b"BF.INSERT",
+                b"vbseed",
+                b"CAPACITY",
+                b"60",
+                b"ERROR",
+                b"0.02",
+                b"TIGHTENING",
+                b"0.7",
+                b"SEED",
+                VARIED_VALKEY_SEED,
+                b"EXPANSION",
+                b"3",
+            ],
+        )
+        .expect("BF.INSERT of the valkey-bloom object");
+        let vb = items("vb", 700);
+        madd_all(c, "vbseed", &vb);
+        members.push(("vbseed", vb));
 
         rawb(c, &[b"BF.ADD", VARIED_BINARY_KEY, VARIED_BINARY_ITEM])
             .expect("BF.ADD of the binary key");
