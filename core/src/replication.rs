@@ -77,10 +77,7 @@ pub enum Creation {
     /// A valkey-bloom object (created by valkey-bloom's `BF.INSERT ... SEED <32 bytes>`, as its
     /// primaries replicate every creation): its rule sizes the first layer from its capacity
     /// and the object's parameters.
-    ValkeyBloom {
-        params: ObjectParams,
-        capacity: u64,
-    },
+    ValkeyBloom { params: ObjectParams, capacity: u64 },
 }
 
 impl Creation {

@@ -11,7 +11,9 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, raw, Context};
 
-use rustbloom_core::scalable::{is_tightening_ratio, MAX_CAPACITY, MAX_EXPANSION, TIGHTENING_RATIO};
+use rustbloom_core::scalable::{
+    is_tightening_ratio, MAX_CAPACITY, MAX_EXPANSION, TIGHTENING_RATIO,
+};
 use rustbloom_core::Growth;
 
 use super::args;

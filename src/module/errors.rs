@@ -103,14 +103,12 @@ pub const TIGHTENING_RANGE: CommandError =
 pub const NONSCALING_VALIDATE_SCALE_TO: CommandError =
     CommandError::Static("ERR cannot use NONSCALING and VALIDATESCALETO options together");
 /// VALIDATESCALETO n where the filter's bits would pass `bf.max-filter-bytes` before n.
-pub const SCALE_TO_MEMORY: CommandError = CommandError::Static(
-    "ERR provided VALIDATESCALETO causes bloom object to exceed memory limit",
-);
+pub const SCALE_TO_MEMORY: CommandError =
+    CommandError::Static("ERR provided VALIDATESCALETO causes bloom object to exceed memory limit");
 /// VALIDATESCALETO n where the growth rule stops before n (error rates too small to size, or
 /// the layer cap).
-pub const SCALE_TO_RATE: CommandError = CommandError::Static(
-    "ERR provided VALIDATESCALETO causes false positive to degrade to 0",
-);
+pub const SCALE_TO_RATE: CommandError =
+    CommandError::Static("ERR provided VALIDATESCALETO causes false positive to degrade to 0");
 pub const WINDOW_TIGHTENING: CommandError = CommandError::Static(
     "ERR window filters do not scale: WINDOW excludes TIGHTENING and VALIDATESCALETO",
 );

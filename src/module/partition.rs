@@ -148,7 +148,11 @@ pub fn reserve_descriptor(
     partitions: u32,
     routing_seed: u64,
 ) -> CommandResult {
-    if options.seed.is_some() || options.shape.is_some() {
+    if options.seed.is_some()
+        || options.shape.is_some()
+        || options.tightening.is_some()
+        || options.scale_to.is_some()
+    {
         return Err(DESCRIPTOR_OPTIONS);
     }
     // A limit on what BF.INFO lists, for clients only: a replayed descriptor (one renamed to a

@@ -122,7 +122,12 @@ struct CommandSpec {
 // The grammar each command's parser in args.rs accepts, as COMMAND DOCS shows it; the
 // integration test command_docs checks the two against each other and against the docs' tables.
 const KEY: Arg = arg(c"key", Kind::Key);
-const SEED: Arg = option(c"seed", Kind::Integer, c"SEED");
+/// Our seed, an integer; valkey-bloom's form, exactly 32 bytes, makes a valkey-bloom object.
+const SEED: Arg = option(c"seed", Kind::Text, c"SEED");
+/// valkey-bloom's options: each new layer's error rate over the previous one's, and the capacity
+/// the filter must be able to reach.
+const TIGHTENING: Arg = option(c"tightening", Kind::Double, c"TIGHTENING");
+const VALIDATESCALETO: Arg = option(c"validatescaleto", Kind::Integer, c"VALIDATESCALETO");
 const EXPANSION: Arg = keyword(c"expansion", Kind::Integer, c"EXPANSION");
 const NONSCALING: Arg = keyword(c"nonscaling", Kind::Token, c"NONSCALING");
 const WINDOW: Arg = keyword(c"window_ms", Kind::Integer, c"WINDOW");
@@ -149,6 +154,8 @@ static COMMANDS: [CommandSpec; 14] = [
             // RESERVE refuses EXPANSION with NONSCALING, and WINDOW with either.
             one_of(c"growth", &[EXPANSION, NONSCALING, WINDOW]),
             SEED,
+            TIGHTENING,
+            VALIDATESCALETO,
             optional_block(c"shape", c"SHAPE", &SHAPE),
             one_of(
                 c"partitioning",
@@ -221,7 +228,13 @@ static COMMANDS: [CommandSpec; 14] = [
                 ..WINDOW
             },
             SEED,
-            items(c"item", Some(c"ITEMS")),
+            TIGHTENING,
+            VALIDATESCALETO,
+            // Optional in valkey-bloom's form only (a 32-byte SEED): its replicated creation.
+            Arg {
+                optional: true,
+                ..items(c"item", Some(c"ITEMS"))
+            },
         ],
     },
     CommandSpec {

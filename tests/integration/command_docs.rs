@@ -168,7 +168,7 @@ fn match_sequence(args: &[&DocArg], words: &[String], at: usize) -> BTreeSet<usi
     }
     // Or one of those options comes now.
     for i in 0..free {
-        for end in match_once(args[i], words, at) {
+        for end in match_present(args[i], words, at) {
             let mut rest: Vec<&DocArg> = args.to_vec();
             rest.remove(i);
             ends.extend(match_sequence(&rest, words, end));
@@ -179,10 +179,16 @@ fn match_sequence(args: &[&DocArg], words: &[String], at: usize) -> BTreeSet<usi
 
 /// Where `arg` (optional, repeated, as its flags say) can end, starting at `at`.
 fn match_one(arg: &DocArg, words: &[String], at: usize) -> BTreeSet<usize> {
-    let mut ends = BTreeSet::new();
+    let mut ends = match_present(arg, words, at);
     if arg.optional {
         ends.insert(at);
     }
+    ends
+}
+
+/// Where `arg`, present (repeated if its flags say so), can end, starting at `at`.
+fn match_present(arg: &DocArg, words: &[String], at: usize) -> BTreeSet<usize> {
+    let mut ends = BTreeSet::new();
     let mut frontier = match_once(arg, words, at);
     while !frontier.is_empty() {
         let new: Vec<usize> = frontier.difference(&ends).copied().collect();
@@ -277,6 +283,7 @@ fn accepted_forms(c: &mut Connection) -> Vec<String> {
         "BF.RESERVE expanding 0.01 1000 EXPANSION 4".into(),
         "BF.RESERVE seeded 0.01 1000 SEED 7 expansion 4".into(),
         "BF.RESERVE fixed 0.01 1000 NONSCALING SEED 7".into(),
+        "BF.RESERVE tightened 0.01 1000 TIGHTENING 0.8 VALIDATESCALETO 100000".into(),
         "BF.RESERVE window 0.01 1000 WINDOW 60000 SEED 7".into(),
         format!("BF.RESERVE shaped 0.01 1000 SEED 1 SHAPE {bits} {hashes} 0"),
         "BF.RESERVE part 0.01 1000 PARTITION 0 4 99".into(),
@@ -288,6 +295,9 @@ fn accepted_forms(c: &mut Connection) -> Vec<String> {
         "BF.INSERT made CAPACITY 100 ERROR 0.01 EXPANSION 2 SEED 5 ITEMS a b".into(),
         "BF.INSERT made-fixed ERROR 0.01 EXPANSION 2 NONSCALING ITEMS a".into(),
         "BF.INSERT plain NOCREATE ITEMS a".into(),
+        "BF.INSERT made-tight TIGHTENING 0.25 VALIDATESCALETO 5000 ITEMS a".into(),
+        // valkey-bloom's replicated creation: a 32-byte seed, and no ITEMS.
+        "BF.INSERT made-vb CAPACITY 100 ERROR 0.01 TIGHTENING 0.5 SEED 0123456789abcdef0123456789abcdef EXPANSION 2".into(),
         "BF.INSERT made-window WINDOW 60000 ITEMS a b".into(),
         "BF.EXISTS plain a".into(),
         "BF.MEXISTS plain a b".into(),

@@ -33,7 +33,7 @@ mod redisbloom_encodings;
 mod replication_effects;
 mod scaling;
 mod scandump;
-mod tightening;
 mod soundness_redisbloom;
+mod tightening;
 mod valkeybloom_data;
 mod window;

@@ -31,11 +31,23 @@ fn a_tightening_ratio_sizes_every_new_layer_and_is_kept_through_saves_and_replic
     let replica = Server::start();
     replicate_from(&primary, &replica);
     let (mut pc, mut rc) = (primary.conn(), replica.conn());
-    raw_ok(&mut pc, &["BF.RESERVE", "slow", "0.01", "100", "TIGHTENING", "0.9"]);
+    raw_ok(
+        &mut pc,
+        &["BF.RESERVE", "slow", "0.01", "100", "TIGHTENING", "0.9"],
+    );
     raw_ok(&mut pc, &["BF.RESERVE", "usual", "0.01", "100"]);
     let fast = raw(
         &mut pc,
-        &["BF.INSERT", "fast", "TIGHTENING", "0.1", "CAPACITY", "100", "ITEMS", "x"],
+        &[
+            "BF.INSERT",
+            "fast",
+            "TIGHTENING",
+            "0.1",
+            "CAPACITY",
+            "100",
+            "ITEMS",
+            "x",
+        ],
     );
     assert_eq!(fast.map(as_ints), Ok(vec![1]));
     let members = items("m", 3000);
@@ -63,7 +75,10 @@ fn a_tightening_ratio_sizes_every_new_layer_and_is_kept_through_saves_and_replic
             info_number(&mut pc, key, "TIGHTENING")
         );
     }
-    let before: Vec<String> = ["slow", "fast"].iter().map(|k| digest(&mut pc, k)).collect();
+    let before: Vec<String> = ["slow", "fast"]
+        .iter()
+        .map(|k| digest(&mut pc, k))
+        .collect();
     drop(pc);
     primary.restart();
     let mut pc = primary.conn();
@@ -72,8 +87,14 @@ fn a_tightening_ratio_sizes_every_new_layer_and_is_kept_through_saves_and_replic
     wait_rewrite_done(&mut pc);
     primary.restart();
     let mut pc = primary.conn();
-    let after: Vec<String> = ["slow", "fast"].iter().map(|k| digest(&mut pc, k)).collect();
-    assert_eq!(before, after, "after the AOF, an RDB reload and an AOF rewrite");
+    let after: Vec<String> = ["slow", "fast"]
+        .iter()
+        .map(|k| digest(&mut pc, k))
+        .collect();
+    assert_eq!(
+        before, after,
+        "after the AOF, an RDB reload and an AOF rewrite"
+    );
     assert_eq!(info_number(&mut pc, "slow", "TIGHTENING"), 0.9);
     // Grows on by its own ratio after the restarts.
     madd_all(&mut pc, "slow", &items("more", 2000));
@@ -86,52 +107,118 @@ fn validatescaleto_refuses_a_filter_that_could_not_grow_that_far_and_changes_not
     let mut c = s.conn();
     let accepted = raw(
         &mut c,
-        &["BF.INSERT", "ok", "CAPACITY", "100", "VALIDATESCALETO", "100000", "ITEMS", "a"],
+        &[
+            "BF.INSERT",
+            "ok",
+            "CAPACITY",
+            "100",
+            "VALIDATESCALETO",
+            "100000",
+            "ITEMS",
+            "a",
+        ],
     );
     assert_eq!(accepted.map(as_ints), Ok(vec![1]));
     assert!(info_number(&mut c, "ok", "MAXSCALEDCAPACITY") >= 100_000.0);
     raw_ok(
         &mut c,
-        &["BF.RESERVE", "reserved", "0.01", "100", "VALIDATESCALETO", "5000"],
+        &[
+            "BF.RESERVE",
+            "reserved",
+            "0.01",
+            "100",
+            "VALIDATESCALETO",
+            "5000",
+        ],
     );
     // Past the memory limit of one filter.
     raw_ok(&mut c, &["CONFIG", "SET", "bf.max-filter-bytes", "65536"]);
     assert_err(
         &mut c,
-        &["BF.INSERT", "big", "CAPACITY", "100", "VALIDATESCALETO", "10000000", "ITEMS", "a"],
+        &[
+            "BF.INSERT",
+            "big",
+            "CAPACITY",
+            "100",
+            "VALIDATESCALETO",
+            "10000000",
+            "ITEMS",
+            "a",
+        ],
         "ERR provided VALIDATESCALETO causes bloom object to exceed memory limit",
     );
     // The growth rule stops first: one item per layer (expansion 1), at most 64 layers.
-    raw_ok(&mut c, &["CONFIG", "SET", "bf.max-filter-bytes", "1073741824"]);
+    raw_ok(
+        &mut c,
+        &["CONFIG", "SET", "bf.max-filter-bytes", "1073741824"],
+    );
     assert_err(
         &mut c,
         &[
-            "BF.INSERT", "rule", "CAPACITY", "1", "EXPANSION", "1", "TIGHTENING", "0.01",
-            "VALIDATESCALETO", "1000", "ITEMS", "a",
+            "BF.INSERT",
+            "rule",
+            "CAPACITY",
+            "1",
+            "EXPANSION",
+            "1",
+            "TIGHTENING",
+            "0.01",
+            "VALIDATESCALETO",
+            "1000",
+            "ITEMS",
+            "a",
         ],
         "ERR provided VALIDATESCALETO causes false positive to degrade to 0",
     );
     assert_err(
         &mut c,
-        &["BF.INSERT", "ns", "NONSCALING", "VALIDATESCALETO", "10", "ITEMS", "a"],
+        &[
+            "BF.INSERT",
+            "ns",
+            "NONSCALING",
+            "VALIDATESCALETO",
+            "10",
+            "ITEMS",
+            "a",
+        ],
         "ERR cannot use NONSCALING and VALIDATESCALETO options together",
     );
     // As valkey-bloom: checked before the key is looked at, so an existing filter takes nothing.
     raw_ok(&mut c, &["CONFIG", "SET", "bf.max-filter-bytes", "65536"]);
     assert_err(
         &mut c,
-        &["BF.INSERT", "ok", "VALIDATESCALETO", "100000000", "ITEMS", "b"],
+        &[
+            "BF.INSERT",
+            "ok",
+            "VALIDATESCALETO",
+            "100000000",
+            "ITEMS",
+            "b",
+        ],
         "ERR provided VALIDATESCALETO causes bloom object to exceed memory limit",
     );
     assert_eq!(as_int(&raw(&mut c, &["BF.CARD", "ok"]).unwrap()), 1);
     for key in ["big", "rule", "ns"] {
-        assert_eq!(raw(&mut c, &["EXISTS", key]), Ok(redis::Value::Int(0)), "{key}");
+        assert_eq!(
+            raw(&mut c, &["EXISTS", key]),
+            Ok(redis::Value::Int(0)),
+            "{key}"
+        );
     }
     for (args, error) in [
-        (vec!["TIGHTENING", "1"], "ERR (0 < tightening ratio range < 1)"),
-        (vec!["TIGHTENING", "0"], "ERR (0 < tightening ratio range < 1)"),
+        (
+            vec!["TIGHTENING", "1"],
+            "ERR (0 < tightening ratio range < 1)",
+        ),
+        (
+            vec!["TIGHTENING", "0"],
+            "ERR (0 < tightening ratio range < 1)",
+        ),
         (vec!["TIGHTENING", "x"], "ERR bad tightening ratio"),
-        (vec!["TIGHTENING", "0.5", "TIGHTENING", "0.5"], "ERR duplicate option TIGHTENING"),
+        (
+            vec!["TIGHTENING", "0.5", "TIGHTENING", "0.5"],
+            "ERR duplicate option TIGHTENING",
+        ),
         (
             vec!["WINDOW", "60000", "TIGHTENING", "0.5"],
             "ERR window filters do not scale: WINDOW excludes TIGHTENING and VALIDATESCALETO",
@@ -151,7 +238,10 @@ fn the_default_ratio_is_a_config_under_our_name_and_valkey_blooms() {
     let mut c = s.conn();
     raw_ok(&mut c, &["BF.ADD", "a", "x"]);
     assert_eq!(info_number(&mut c, "a", "TIGHTENING"), 0.75);
-    raw_ok(&mut c, &["CONFIG", "SET", "bf.bloom-tightening-ratio", "0.25"]);
+    raw_ok(
+        &mut c,
+        &["CONFIG", "SET", "bf.bloom-tightening-ratio", "0.25"],
+    );
     let got: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("bf.tightening-ratio")

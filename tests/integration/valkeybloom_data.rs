@@ -547,7 +547,10 @@ fn creation(key: &str, object: &VbObject, items: &[Vec<u8>]) -> Vec<Vec<u8>> {
     if object.expansion == 0 {
         args.push(b"NONSCALING".to_vec());
     } else {
-        args.extend([b"EXPANSION".to_vec(), object.expansion.to_string().into_bytes()]);
+        args.extend([
+            b"EXPANSION".to_vec(),
+            object.expansion.to_string().into_bytes(),
+        ]);
     }
     if !items.is_empty() {
         args.push(b"ITEMS".to_vec());

@@ -77,7 +77,9 @@ impl FilterParams {
         match self.growth {
             Growth::NonScaling => self.error_rate * NON_SCALING_MARGIN,
             Growth::Scaling { .. } => {
-                self.error_rate * (1.0 - self.tightening) * math::powi(self.tightening, index as u32)
+                self.error_rate
+                    * (1.0 - self.tightening)
+                    * math::powi(self.tightening, index as u32)
             }
         }
     }
