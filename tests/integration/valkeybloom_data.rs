@@ -559,9 +559,12 @@ fn creation(key: &str, object: &VbObject, items: &[Vec<u8>]) -> Vec<Vec<u8>> {
     args
 }
 
-/// Objects created as valkey-bloom's commands create them, with the items it then added:
-/// (key, object before any add, items of the creating BF.INSERT, items added after).
-fn created_objects() -> Vec<(&'static str, VbObject, Vec<Vec<u8>>, Vec<Vec<u8>>)> {
+/// An object created as valkey-bloom's commands create it: the object before any add, the
+/// items of the creating BF.INSERT, and the items added after.
+type Created = (&'static str, VbObject, Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+/// The objects under test, as valkey-bloom's BF.RESERVE, BF.INSERT and BF.ADD create them.
+fn created_objects() -> Vec<Created> {
     vec![
         // BF.RESERVE: no ITEMS.
         (
