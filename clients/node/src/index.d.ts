@@ -4,8 +4,8 @@ import type { RedisClientType, RedisClusterType } from 'redis';
 
 /** A connected node-redis client or cluster (createClient / createCluster), any modules or RESP. */
 export type Client = RedisClientType<any, any, any, any, any> | RedisClusterType<any, any, any, any, any>;
-/** An item: a string (sent as UTF-8), bytes, or an integer (sent as its decimal text). */
-export type Item = string | Buffer | Uint8Array | number | bigint;
+/** An item: bytes as they are, a string as UTF-8; nothing else (docs/partitions.md, "One contract"). */
+export type Item = string | Buffer | Uint8Array;
 
 /** What BF.INFO of the logical name says: all a client needs to route items. */
 export interface Layout {

@@ -45,7 +45,7 @@ class ReplyError {
  * one key, and the partitions sit on evenly spaced cluster slots so that a cluster's masters
  * share them. A batch's commands are all sent at once (node-redis pipelines them per node);
  * answers come back in the order of the items. Items are strings (sent as UTF-8), Buffers or
- * Uint8Arrays, or integers (sent as their decimal text), and are routed by those bytes.
+ * Uint8Arrays, and are routed by those bytes; anything else is a TypeError (never coerced).
  *
  * The layout (partition count, routing seed, keys) is read from `BF.INFO name` on first use and
  * kept; call refresh() after the filter is deleted and recreated under the same name.
@@ -363,12 +363,25 @@ export class PartitionedBloom {
   }
 }
 
-/** An item's bytes as sent: a string stays a string (node-redis and xxh3 take it as UTF-8). */
+/**
+ * An item's bytes as sent, by the clients' one rule (docs/partitions.md, "One contract"): bytes
+ * (a Buffer or Uint8Array) as they are, a string as UTF-8 (node-redis and xxh3 take it so),
+ * anything else refused, never coerced.
+ */
 function itemBytes(item) {
   if (typeof item === 'string' || Buffer.isBuffer(item)) return item;
   if (item instanceof Uint8Array) return Buffer.from(item.buffer, item.byteOffset, item.byteLength);
-  if (Number.isSafeInteger(item) || typeof item === 'bigint') return String(item);
-  throw new TypeError(`an item is a string, a Buffer, a Uint8Array or an integer, not ${typeof item}`);
+  throw new TypeError(`an item must be bytes or a string, not ${typeName(item)}`);
+}
+
+/** A value's type as the error names it: `null`, `float`, `int`, `bool`, or JavaScript's name. */
+function typeName(value) {
+  if (value === null) return 'null';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'int' : 'float';
+  if (typeof value === 'boolean') return 'bool';
+  if (typeof value === 'bigint') return 'int';
+  if (typeof value === 'object') return value.constructor?.name ?? 'object';
+  return typeof value;
 }
 
 function itemAnswer(answer, command, key) {

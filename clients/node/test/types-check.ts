@@ -8,7 +8,7 @@ export async function documentedUse(): Promise<void> {
   const cluster = await createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:7000' }] }).connect();
   const clicks = new PartitionedBloom(cluster, 'clicks', { retryForMs: 5000 });
   const layout: Layout = await clicks.reserve(1e-9, 1_000_000_000, 16, { nonscaling: true });
-  const added: boolean[] = await clicks.madd(['click-1', Buffer.from('click-2'), 3]);
+  const added: boolean[] = await clicks.madd(['click-1', Buffer.from('click-2'), new Uint8Array([3])]);
   const seen: boolean = await clicks.exists('click-1');
   await clicks.insert(['x'], { errorRate: 0.001, capacity: 1000, partitions: 16 });
   const single = await createClient({ url: 'redis://127.0.0.1:6379' }).connect();
@@ -20,6 +20,8 @@ export async function documentedUse(): Promise<void> {
   }
   // @ts-expect-error: an object is not an item
   await clicks.add({ not: 'an item' });
+  // @ts-expect-error: nor is a number (the clients' one contract: never coerced)
+  await clicks.add(1.5);
   // @ts-expect-error: the options are named
   await clicks.reserve(0.01, 100, 4, true);
 }

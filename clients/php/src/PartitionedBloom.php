@@ -19,8 +19,8 @@ use Rustbloom\Transport\Transport;
  * Each item goes to the one partition a seeded hash of it picks, so an add or a lookup touches
  * one key, and the partitions sit on evenly spaced cluster slots so that a cluster's masters share
  * them. Batches are grouped per partition and pipelined (per master on a cluster); answers come
- * back in the order of the items. Items are strings (an int is sent as its decimal text) and are
- * routed by their bytes.
+ * back in the order of the items. Items are strings (bytes), routed by their bytes; anything else
+ * is a TypeError (never coerced).
  *
  * The layout (partition count, routing seed, keys) is read from `BF.INFO name` on first use and
  * kept; call refresh() after the filter is deleted and recreated under the same name.
@@ -64,10 +64,10 @@ final class PartitionedBloom
     }
 
     /** The partition that holds $item. */
-    public function partitionOf(string|int $item): int
+    public function partitionOf(mixed $item): int
     {
         $layout = $this->layout();
-        return Routing::partitionOf((string) $item, $this->seedBits, $layout->partitions);
+        return Routing::partitionOf(self::itemBytes($item), $this->seedBits, $layout->partitions);
     }
 
     /** Reads the layout again from `BF.INFO name` (one round trip). */
@@ -169,7 +169,7 @@ final class PartitionedBloom
     }
 
     /** Adds one item; true when it was new (no false positive said it was there). */
-    public function add(string|int $item): bool
+    public function add(mixed $item): bool
     {
         return $this->madd([$item])[0];
     }
@@ -179,7 +179,7 @@ final class PartitionedBloom
      * `BF.INSERT key NOCREATE ITEMS ...`, so a partition that is gone throws
      * PartitionMissingException and is never recreated empty.
      *
-     * @param list<string|int> $items
+     * @param list<string> $items
      * @return list<bool>
      */
     public function madd(array $items): array
@@ -193,7 +193,7 @@ final class PartitionedBloom
      * a missing filter throws FilterNotFoundException. When another client creates the same name
      * at the same moment, this one uses its filter.
      *
-     * @param list<string|int> $items
+     * @param list<string> $items
      * @return list<bool>
      */
     public function insert(
@@ -230,7 +230,7 @@ final class PartitionedBloom
     }
 
     /** True when $item may have been added (false positives at the error rate). */
-    public function exists(string|int $item): bool
+    public function exists(mixed $item): bool
     {
         return $this->mexists([$item])[0];
     }
@@ -240,7 +240,7 @@ final class PartitionedBloom
      * `EXISTS key` in the same pipeline, so a deleted partition throws PartitionMissingException
      * instead of answering "absent".
      *
-     * @param list<string|int> $items
+     * @param list<string> $items
      * @return list<bool>
      */
     public function mexists(array $items): array
@@ -272,7 +272,7 @@ final class PartitionedBloom
      * Sends `command key flags... chunk` for each partition's items, all pipelined, and puts the
      * answers back in the items' order.
      *
-     * @param array<string|int> $items
+     * @param array<string> $items
      * @param list<string> $command the command and the flags before the items
      * @return array<bool> one answer per item, under the item's own index
      */
@@ -322,7 +322,7 @@ final class PartitionedBloom
      * Each item's partition: partition => [item positions, items as sent]. Routing::partitionOf
      * inlined, since this loop is the client's share of a bulk load.
      *
-     * @param array<string|int> $items
+     * @param array<string> $items
      * @return array<int, array{0: list<int|string>, 1: list<string>}>
      */
     private function route(Layout $layout, array $items): array
@@ -331,11 +331,7 @@ final class PartitionedBloom
         $hashOptions = ['seed' => $this->seedBits];
         $routed = [];
         foreach ($items as $position => $item) {
-            if (is_int($item)) {
-                $item = (string) $item;
-            } elseif (!is_string($item)) {
-                throw new \TypeError('an item is a string or an int, not ' . get_debug_type($item));
-            }
+            $item = self::itemBytes($item);
             $h = unpack('J', hash('xxh3', $item, true, $hashOptions))[1];
             $part = ((($h >> 32) & 0xFFFFFFFF) * $partitions + ((($h & 0xFFFFFFFF) * $partitions) >> 32)) >> 32;
             $routed[$part][0][] = $position;
@@ -439,6 +435,20 @@ final class PartitionedBloom
             return (int) $value;
         }
         throw new DescriptorException("BF.INFO field '{$name}' is not an integer: " . json_encode($value));
+    }
+
+    /**
+     * An item's bytes by the clients' one rule (docs/partitions.md, "One contract"): a PHP string
+     * is the item's bytes; anything else (int, float, bool, null, ...) is refused, never coerced.
+     * The parameters that take items are `mixed` so that a caller without strict_types gets this
+     * error rather than PHP's silent conversion (1.5 to "1.5", true to "1").
+     */
+    private static function itemBytes(mixed $item): string
+    {
+        if (!is_string($item)) {
+            throw new \TypeError('an item must be bytes or a string, not ' . get_debug_type($item));
+        }
+        return $item;
     }
 
     private static function quote(string $bytes): string

@@ -123,15 +123,26 @@ final class PartitionedBloomTest extends ServerTestCase
     {
         $bloom = new PartitionedBloom(self::client($target), self::freshName('order'));
         $bloom->reserve(0.001, 10_000, 8);
-        $this->assertSame([true, true, true, false, true, true], $bloom->madd(['a', 'b', 17, 'a', "\x00\xff", '']));
+        $this->assertSame([true, true, true, false, true, true], $bloom->madd(['a', 'b', '17', 'a', "\x00\xff", '']));
         $this->assertTrue($bloom->add('c'));
         $this->assertFalse($bloom->add('c'));
         $this->assertTrue($bloom->exists('17'));
         $this->assertSame([true, false, true, false, true, true, true],
             $bloom->mexists(["\x00\xff", 'absent-1', 'a', 'absent-2', 'b', 'c', '']));
         $this->assertSame([], $bloom->mexists([]));
-        $this->expectException(\TypeError::class);
-        $bloom->mexists([1.5]);
+        // The clients' one contract (docs/partitions.md): never coerced, not even by PHP's own
+        // scalar conversion (1.5 to "1.5", true to "1").
+        foreach ([[17, 'int'], [1.5, 'float'], [true, 'bool'], [null, 'null']] as [$bad, $type]) {
+            foreach ([fn () => $bloom->mexists([$bad]), fn () => $bloom->add($bad), fn () => $bloom->madd(['before', $bad])] as $call) {
+                try {
+                    $call();
+                    $this->fail('an item of type ' . $type . ' was taken');
+                } catch (\TypeError $e) {
+                    $this->assertSame('an item must be bytes or a string, not ' . $type, $e->getMessage());
+                }
+            }
+        }
+        $this->assertSame([false], $bloom->mexists(['before']));
     }
 
     /** @dataProvider targets */

@@ -132,17 +132,44 @@ def test_answers_keep_the_order_of_the_items(target):
     name = fresh_name("order")
     bloom = PartitionedBloom(target, name)
     bloom.reserve(0.001, 10_000, partitions=8)
-    assert bloom.madd([b"a", "b", 17, b"a", b"\x00\xff", ""]) == [
+    assert bloom.madd([b"a", "b", "17", b"a", b"\x00\xff", ""]) == [
         True, True, True, False, True, True,
     ]
     assert bloom.add(b"c") is True
     assert bloom.add(b"c") is False
-    assert bloom.exists("17") is True  # 17 is sent as its decimal text
+    assert bloom.exists(b"17") is True
     probes = [b"\x00\xff", b"absent-1", b"a", b"absent-2", "b", b"c", ""]
     assert bloom.mexists(probes) == [True, False, True, False, True, True, True]
     assert bloom.mexists([]) == []
     with pytest.raises(TypeError):
         bloom.mexists(b"not a list")
+
+
+@pytest.mark.parametrize("bad", [17, 1.5, True, None, ["x"]])
+def test_items_neither_bytes_nor_text_are_refused_before_anything_is_sent(target, bad):
+    # The clients' one contract (docs/partitions.md): never coerced, so 1.5 is not "1.5" here
+    # and "1" in another client.
+    bloom = PartitionedBloom(target, fresh_name("types"))
+    bloom.reserve(0.01, 1000, partitions=4)
+    with pytest.raises(TypeError, match="^an item must be bytes or a string, not "):
+        bloom.madd([b"before", bad])
+    with pytest.raises(TypeError, match="^an item must be bytes or a string, not "):
+        bloom.exists(bad)
+    assert bloom.mexists([b"before"]) == [False]
+
+
+def test_text_is_sent_as_utf8_whatever_the_clients_encoding(target, request):
+    servers = "single_server" if request.node.callspec.params["target"] == "single" else "cluster"
+    latin = request.getfixturevalue(servers).client(encoding="latin-1")
+    try:
+        name = fresh_name("utf8")
+        PartitionedBloom(latin, name).reserve(0.01, 1000, partitions=4)
+        assert PartitionedBloom(latin, name).add("ü") is True
+        # Found as the UTF-8 bytes every other client sends for "ü".
+        assert PartitionedBloom(target, name).mexists(["ü".encode("utf-8"), "ü"]) == [True, True]
+        assert PartitionedBloom(target, name).exists("ü".encode("latin-1")) is False
+    finally:
+        latin.close()
 
 
 def test_resp3_and_decoded_replies(target, request):

@@ -95,15 +95,14 @@ class PartitionedBloom:
     The layout (partition count, routing seed, keys) is read from ``BF.INFO name`` on first use
     and kept; call :meth:`refresh` after the filter is deleted and recreated under the same name.
 
-    Items are encoded as the client encodes arguments (str in its encoding, int and float as
-    their decimal text, bytes as they are), and routed by those bytes.
+    Items and the name are bytes, or text sent as UTF-8 whatever the client's ``encoding``;
+    anything else (numbers, booleans, None) raises TypeError before anything is sent.
     """
 
     def __init__(self, client: Any, name: Any):
         self._client = client
-        encoder = client.get_encoder() if hasattr(client, "get_encoder") else None
-        self._encode = encoder.encode if encoder is not None else _utf8
-        self.name: bytes = self._encode(name)
+        self._encode = _item_bytes
+        self.name: bytes = _item_bytes(name, "a name")
         self._layout: Optional[Layout] = None
 
     # ----- layout -----
@@ -398,15 +397,14 @@ class PartitionedBloom:
         return pipe.execute(raise_on_error=False)
 
 
-def _utf8(value: Any) -> bytes:
+def _item_bytes(value: Any, what: str = "an item") -> bytes:
+    """The bytes of an item (or a name) by the clients' one rule (docs/partitions.md, "One
+    contract"): bytes as they are, text as UTF-8, anything else refused, never coerced — so an
+    item added from any client is found from every other, whatever this client's encoding."""
     if isinstance(value, bytes):
         return value
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
-    if isinstance(value, bool):
-        raise TypeError("a bool is not an item: pass bytes, str or a number")
-    if isinstance(value, (int, float)):
-        return repr(value).encode()
     if isinstance(value, str):
         return value.encode("utf-8")
-    raise TypeError(f"cannot encode {type(value).__name__} as an item")
+    raise TypeError(f"{what} must be bytes or a string, not {type(value).__name__}")
