@@ -9,8 +9,11 @@ import redis
 from rustbloom import (
     DescriptorError,
     FilterNotFoundError,
+    NodeUnavailableError,
     PartitionedBloom,
+    PartitionedBloomError,
     PartitionMissingError,
+    ServerError,
     partition_capacity,
     partition_keys,
 )
@@ -87,7 +90,7 @@ def test_reserve_refuses_a_taken_name_and_leaves_nothing_behind(target):
     bloom = PartitionedBloom(target, name)
     bloom.reserve(0.01, 1000, partitions=4)
     bloom.madd([b"kept"])
-    with pytest.raises(redis.ResponseError, match="item exists"):
+    with pytest.raises(ServerError, match="^item exists$"):
         PartitionedBloom(target, name).reserve(0.01, 1000, partitions=4)
     assert bloom.exists(b"kept")
 
@@ -95,8 +98,9 @@ def test_reserve_refuses_a_taken_name_and_leaves_nothing_behind(target):
     other = fresh_name("blocked")
     keys = partition_keys(other, 4)
     target.set(keys[2], b"in the way")
-    with pytest.raises(redis.ResponseError):
+    with pytest.raises(ServerError) as refused:
         PartitionedBloom(target, other).reserve(0.01, 1000, partitions=4)
+    assert refused.value.key == keys[2]
     assert [target.exists(k) for k in keys] == [0, 0, 1, 0]
     assert target.exists(other) == 0
 
@@ -234,12 +238,42 @@ def test_a_deleted_partition_is_an_error_never_absent(target):
     with pytest.raises(PartitionMissingError) as missing:
         bloom.exists(in_gone[0])
     assert missing.value.index == gone
+    # Names as text, as every client shows them (never Python's b'...').
+    assert str(missing.value) == (
+        f'partition {gone} of "{name.decode()}" is missing (key '
+        f'"{bloom.partition_keys[gone].decode()}"): restore it or recreate the filter'
+    )
+    assert missing.value.acknowledged is None
     with pytest.raises(PartitionMissingError):
         bloom.mexists(items)
     with pytest.raises(PartitionMissingError):
         bloom.add(in_gone[0])
     # The partitions that are there still answer.
     assert all(bloom.mexists(elsewhere))
+
+
+def test_drop_deletes_the_descriptor_then_every_partition(target):
+    name = fresh_name("drop")
+    bloom = PartitionedBloom(target, name)
+    bloom.reserve(0.01, 1000, partitions=5)
+    bloom.madd([b"a", b"b"])
+    keys = bloom.partition_keys
+    assert bloom.drop() == 6
+    assert target.exists(name, *keys) == 0
+    with pytest.raises(FilterNotFoundError):
+        bloom.exists(b"a")
+
+
+def test_every_error_is_the_packages_own(target):
+    # The server's refusals are ServerErrors without Redis' ERR prefix, naming the key.
+    name = fresh_name("full")
+    bloom = PartitionedBloom(target, name)
+    bloom.reserve(0.01, 4, partitions=2, nonscaling=True)
+    with pytest.raises(ServerError, match="^non scaling filter is full$") as full:
+        bloom.madd([b"x:%d" % i for i in range(200)])
+    assert full.value.key in bloom.partition_keys
+    assert issubclass(ServerError, PartitionedBloomError)
+    assert issubclass(NodeUnavailableError, PartitionedBloomError)
 
 
 def test_missing_filter_and_insert(target):

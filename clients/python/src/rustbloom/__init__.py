@@ -6,8 +6,10 @@ See docs/partitions.md in the rustbloom repository for the rules this package fo
 from .errors import (
     DescriptorError,
     FilterNotFoundError,
+    NodeUnavailableError,
     PartitionedBloomError,
     PartitionMissingError,
+    ServerError,
 )
 from .partitioned import Layout, PartitionedBloom
 from .routing import (
@@ -26,9 +28,11 @@ __all__ = [
     "FilterNotFoundError",
     "Layout",
     "MAX_PARTITIONS",
+    "NodeUnavailableError",
     "PartitionMissingError",
     "PartitionedBloom",
     "PartitionedBloomError",
+    "ServerError",
     "key_slot",
     "partition_capacity",
     "partition_keys",

@@ -1,16 +1,22 @@
 """PartitionedBloom: one logical Bloom filter whose items are spread over P partition keys."""
 
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from redis.exceptions import ResponseError
+from redis.exceptions import ClusterDownError, RedisClusterException, ResponseError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import (
     DescriptorError,
     FilterNotFoundError,
+    NodeUnavailableError,
     PartitionedBloomError,
     PartitionMissingError,
+    ServerError,
+    quoted,
 )
 from .routing import (
     check_partitions,
@@ -22,6 +28,16 @@ from .routing import (
 
 #: Items per BF.INSERT / BF.MEXISTS command; a big batch becomes several commands, all pipelined.
 CHUNK_ITEMS = 1000
+#: How long a lookup or an add whose reply was lost (a node down, a failover) is sent again.
+DEFAULT_RETRY_FOR = 30.0
+#: The errors that mean a reply was lost or the cluster is still healing, not a refusal.
+LOST = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    RedisClusterException,
+    ClusterDownError,
+    TryAgainError,
+)
 #: BF.INSERT's defaults when it creates a filter, as in RedisBloom.
 DEFAULT_ERROR_RATE = 0.01
 DEFAULT_CAPACITY = 100
@@ -60,10 +76,16 @@ def _reply_int(field: str, value: Any, allow_nil: bool = False) -> Optional[int]
         raise DescriptorError(f"BF.INFO field {field!r} is not an integer: {value!r}") from None
 
 
-def _reply_truth(value: Any) -> bool:
+def _server_error(error: Exception, key: Optional[bytes]) -> ServerError:
+    """The server's refusal as this package's error, its text without Redis' ``ERR ``."""
+    text = str(error)
+    return ServerError(text[4:] if text.startswith("ERR ") else text, key)
+
+
+def _reply_truth(value: Any, key: bytes) -> bool:
     """An answer of BF.MEXISTS or BF.INSERT: 1/0 (RESP2) or a boolean (RESP3)."""
     if isinstance(value, Exception):
-        raise value
+        raise _server_error(value, key)
     if isinstance(value, (bool, int)):
         return bool(value)
     raise DescriptorError(f"unexpected answer from the server: {value!r}")
@@ -97,11 +119,18 @@ class PartitionedBloom:
 
     Items and the name are bytes, or text sent as UTF-8 whatever the client's ``encoding``;
     anything else (numbers, booleans, None) raises TypeError before anything is sent.
+
+    Every error is a :class:`PartitionedBloomError` (docs/partitions.md, "One contract"). A
+    lookup or an add whose reply was lost (a node down, a failover under way) is sent again for
+    up to ``retry_for`` seconds (harmless: re-adding an item leaves the filter as it was, though
+    the "new" answers of a resent add may undercount), then :class:`NodeUnavailableError`; a
+    reserve is never resent.
     """
 
-    def __init__(self, client: Any, name: Any):
+    def __init__(self, client: Any, name: Any, retry_for: float = DEFAULT_RETRY_FOR):
         self._client = client
         self._encode = _item_bytes
+        self._retry_for = retry_for
         self.name: bytes = _item_bytes(name, "a name")
         self._layout: Optional[Layout] = None
 
@@ -150,41 +179,42 @@ class PartitionedBloom:
 
     def _info_reply(self) -> Any:
         try:
-            return self._client.execute_command("BF.INFO", self.name)
-        except ResponseError as e:
-            if str(e) == "not found":
-                raise FilterNotFoundError(f"no filter named {self.name!r}") from None
-            raise
+            reply = self._pipeline([("BF.INFO", self.name)], resendable=True)[0]
         except KeyError as e:
             # redis-py's BF.INFO parser (installed by client.bf()) expects a plain filter.
             raise DescriptorError(
-                f"BF.INFO {self.name!r} was parsed by redis-py's BF.INFO parser ({e}): give "
+                f"BF.INFO {quoted(self.name)} was parsed by redis-py's BF.INFO parser ({e}): give "
                 "PartitionedBloom a client on which client.bf() was never called"
             ) from None
+        if isinstance(reply, ResponseError):
+            if str(reply) == "not found":
+                raise FilterNotFoundError(f"no filter named {quoted(self.name)}")
+            raise _server_error(reply, self.name)
+        return reply
 
     def _layout_from_info(self, fields: Dict[str, Any]) -> Layout:
         if "Partition keys" not in fields:
-            raise DescriptorError(f"{self.name!r} is not a partitioned filter")
+            raise DescriptorError(f"{quoted(self.name)} is not a partitioned filter")
         partitions = _reply_int("Partitions", fields.get("Partitions"))
         routing_seed = _reply_int("Routing seed", fields.get("Routing seed"))
         try:
             check_partitions(partitions)
             check_routing_seed(routing_seed)
         except ValueError as e:
-            raise DescriptorError(f"descriptor of {self.name!r}: {e}") from None
+            raise DescriptorError(f"descriptor of {quoted(self.name)}: {e}") from None
         keys = tuple(partition_keys(self.name, partitions))
         listed = fields["Partition keys"]
         if not isinstance(listed, (list, tuple)) or [self._encode(k) for k in listed] != list(
             keys
         ):
             raise DescriptorError(
-                f"the descriptor of {self.name!r} lists partition keys other than "
+                f"the descriptor of {quoted(self.name)} lists partition keys other than "
                 "docs/partitions.md gives"
             )
         try:
             error_rate = float(_text(fields.get("Error rate")))
         except ValueError:
-            raise DescriptorError(f"bad error rate in {self.name!r}") from None
+            raise DescriptorError(f"bad error rate in {quoted(self.name)}") from None
         return Layout(
             partitions=partitions,
             routing_seed=routing_seed,
@@ -233,10 +263,14 @@ class PartitionedBloom:
                 ("BF.RESERVE", key, error, per_partition, *options,
                  "PARTITION", i, partitions, routing_seed)
                 for i, key in enumerate(keys)
-            ]
+            ],
+            resendable=False,
         )
         created = [key for key, r in zip(keys, results) if not isinstance(r, Exception)]
-        failure = next((r for r in results if isinstance(r, Exception)), None)
+        failure = next(
+            (_server_error(r, key) for key, r in zip(keys, results) if isinstance(r, Exception)),
+            None,
+        )
         if failure is None:
             try:
                 self._client.execute_command(
@@ -244,9 +278,13 @@ class PartitionedBloom:
                     routing_seed, *options,
                 )
             except ResponseError as e:
-                failure = e
+                failure = _server_error(e, self.name)
+            except LOST as e:
+                failure = NodeUnavailableError(
+                    f"the reply to BF.RESERVE {quoted(self.name)} was lost and it is not resent: {e}"
+                )
         if failure is not None:
-            self._pipeline([("DEL", key) for key in created])
+            self._pipeline([("DEL", key) for key in created], resendable=True)
             raise failure
         # Read back what the server recorded (its default expansion, its rounding of ε).
         return self.refresh()
@@ -263,8 +301,8 @@ class PartitionedBloom:
         Every add is ``BF.INSERT key NOCREATE ITEMS …``: a partition that vanished (deleted,
         expired, lost in a restart or failover) is never recreated empty; it raises
         :class:`PartitionMissingError` with ``acknowledged``, the items of this call the other
-        partitions took. The server's other errors (e.g. ``non scaling filter is full``) are
-        raised as redis ResponseErrors.
+        partitions took. The server's other refusals (e.g. ``non scaling filter is full``) are
+        :class:`ServerError`.
         """
         return self._per_partition(items, "BF.INSERT", ("NOCREATE", "ITEMS"), check_exists=False)
 
@@ -292,7 +330,7 @@ class PartitionedBloom:
             except FilterNotFoundError:
                 if partitions is None:
                     raise ValueError(
-                        f"no filter named {self.name!r}: creating it needs partitions="
+                        f"no filter named {quoted(self.name)}: creating it needs partitions="
                     ) from None
                 try:
                     self.reserve(
@@ -303,7 +341,7 @@ class PartitionedBloom:
                         expansion=expansion,
                         window_ms=window_ms,
                     )
-                except ResponseError as e:
+                except ServerError as e:
                     if str(e) != "item exists":
                         raise
                     self.refresh()
@@ -351,7 +389,7 @@ class PartitionedBloom:
                 commands.append((command, key, *flags, *(encoded[p] for p in chunk)))
                 plan.append((part, chunk))
         answers: List[bool] = [False] * len(encoded)
-        results = list(zip(plan, self._pipeline(commands)))
+        results = list(zip(plan, self._pipeline(commands, resendable=True)))
         missing = next(
             (
                 part
@@ -373,28 +411,85 @@ class PartitionedBloom:
                 acknowledged if not check_exists else None,
             )
         for (part, positions), result in results:
+            key = layout.keys[part]
             if isinstance(result, Exception):
-                raise result
+                raise _server_error(result, key)
             if positions is None:
                 continue
+            if (
+                isinstance(result, (list, tuple))
+                and result
+                and len(result) <= len(positions)
+                and isinstance(result[-1], Exception)
+            ):
+                # The server stopped at an item it refused: `non scaling filter is full`.
+                raise _server_error(result[-1], key)
             if not isinstance(result, (list, tuple)) or len(result) != len(positions):
-                raise PartitionedBloomError(
-                    f"{command} on {layout.keys[part]!r} answered {len(positions)} items "
-                    f"with {result!r}"
+                raise ServerError(
+                    f"{command} on {quoted(key)} answered {len(positions)} items with {result!r}",
+                    key,
                 )
             for position, answer in zip(positions, result):
-                answers[position] = _reply_truth(answer)
+                answers[position] = _reply_truth(answer, key)
         return answers
 
-    def _pipeline(self, commands: List[Tuple[Any, ...]]) -> List[Any]:
+    def drop(self) -> int:
+        """Delete the filter: the descriptor first (a descriptor implies its partitions), then
+        every partition. Returns how many keys were deleted."""
+        keys = self.layout.keys
+        self._layout = None
+        deleted = 0
+        for batch in ([self.name], list(keys)):
+            for key, reply in zip(
+                batch, self._pipeline([("DEL", key) for key in batch], resendable=True)
+            ):
+                if isinstance(reply, Exception):
+                    raise _server_error(reply, key)
+                deleted += int(reply)
+        return deleted
+
+    def _pipeline(self, commands: List[Tuple[Any, ...]], resendable: bool) -> List[Any]:
         """Run commands in one pipeline (one per node on a cluster); errors come back as
-        values, in the commands' order."""
+        values, in the commands' order. A reply lost (a node down, a cluster healing) sends the
+        whole pipeline again until ``retry_for`` has passed when ``resendable``; otherwise, and
+        after that, :class:`NodeUnavailableError`."""
         if not commands:
             return []
-        pipe = self._client.pipeline(transaction=False)
-        for args in commands:
-            pipe.execute_command(*args)
-        return pipe.execute(raise_on_error=False)
+        deadline = time.monotonic() + self._retry_for
+        pause = 0.05
+        while True:
+            try:
+                pipe = self._client.pipeline(transaction=False)
+                for args in commands:
+                    pipe.execute_command(*args)
+                results = pipe.execute(raise_on_error=False)
+                lost = next((r for r in results if isinstance(r, LOST)), None)
+                if lost is None:
+                    return results
+            except LOST as e:
+                lost = e
+            if not resendable:
+                raise NodeUnavailableError(
+                    f"the reply to {commands[0][0]} was lost and it is not resent: {lost}"
+                ) from lost
+            if time.monotonic() >= deadline:
+                raise NodeUnavailableError(
+                    f"gave up resending {commands[0][0]} after {self._retry_for} s: {lost}"
+                ) from lost
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            self._refresh_topology()
+
+    def _refresh_topology(self) -> None:
+        """On a cluster, read the slot map again before a resend: redis-py's pipelines hand a
+        lost reply back without refreshing it, and would send to a dead master forever."""
+        nodes = getattr(self._client, "nodes_manager", None)
+        if nodes is None:
+            return
+        try:
+            nodes.initialize()
+        except LOST:
+            pass  # no node answered yet: the next attempt tries again
 
 
 def _item_bytes(value: Any, what: str = "an item") -> bytes:
