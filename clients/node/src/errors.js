@@ -19,14 +19,19 @@ export class DescriptorError extends PartitionedBloomError {}
 
 /**
  * A partition key the descriptor lists is gone: its items can be neither added nor looked up,
- * so the client refuses rather than answer "absent" (adds never recreate it).
+ * so the client refuses rather than answer "absent" (adds never recreate it). On an add,
+ * `acknowledged` is how many items of that call the other partitions took (undefined on a
+ * lookup).
  */
 export class PartitionMissingError extends PartitionedBloomError {
-  constructor(name, index, key) {
-    super(`partition ${index} of ${JSON.stringify(String(name))} is missing (key ${JSON.stringify(String(key))}): restore it or recreate the filter`);
+  constructor(name, index, key, acknowledged) {
+    let message = `partition ${index} of ${JSON.stringify(String(name))} is missing (key ${JSON.stringify(String(key))}): restore it or recreate the filter`;
+    if (acknowledged !== undefined) message += `; ${acknowledged} items of this call had been acknowledged`;
+    super(message);
     this.filter = name;
     this.index = index;
     this.key = key;
+    this.acknowledged = acknowledged;
   }
 }
 

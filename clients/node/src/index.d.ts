@@ -80,6 +80,8 @@ export declare class PartitionMissingError extends PartitionedBloomError {
   readonly filter: Buffer;
   readonly index: number;
   readonly key: Buffer;
+  /** On an add, the items of that call the other partitions took; undefined on a lookup. */
+  readonly acknowledged: number | undefined;
 }
 export declare class ServerError extends PartitionedBloomError {
   readonly key: Buffer;

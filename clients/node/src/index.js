@@ -273,20 +273,29 @@ export class PartitionedBloom {
     return this.#answers(sent, layout, command[0], items.length);
   }
 
-  /** The answers of a batch's commands, in the items' order; the first failure thrown. */
+  /**
+   * The answers of a batch's commands, in the items' order; the first failure thrown. A missing
+   * partition is thrown first, once every reply is in, with the count of items the other
+   * partitions of an add took (they were added: the caller may skip them on a retry).
+   */
   async #answers(sent, layout, command, count) {
+    const replies = [];
+    for (const [, , promise] of sent) replies.push(await promise);
+    const gone = sent.findIndex(([, positions], n) => (replies[n] instanceof ReplyError && replies[n].text === 'not found')
+      || (positions === null && Number(replies[n]) === 0));
+    if (gone >= 0) {
+      const isAdd = sent.every(([, positions]) => positions !== null);
+      const acknowledged = isAdd
+        ? sent.reduce((sum, [, positions], n) => sum + (Array.isArray(replies[n]) ? positions.length : 0), 0)
+        : undefined;
+      throw new PartitionMissingError(this.name, sent[gone][0], layout.keys[sent[gone][0]], acknowledged);
+    }
     const answers = new Array(count).fill(false);
-    for (const [part, positions, promise] of sent) {
-      const reply = await promise;
+    for (const [n, [part, positions]] of sent.entries()) {
+      const reply = replies[n];
       const key = layout.keys[part];
-      if (reply instanceof ReplyError) {
-        if (reply.text === 'not found') throw new PartitionMissingError(this.name, part, key);
-        throw new ServerError(reply.text, key);
-      }
-      if (positions === null) {
-        if (Number(reply) === 0) throw new PartitionMissingError(this.name, part, key);
-        continue;
-      }
+      if (reply instanceof ReplyError) throw new ServerError(reply.text, key);
+      if (positions === null) continue;
       if (Array.isArray(reply) && reply.length > 0 && reply.length <= positions.length && reply.at(-1) instanceof Error) {
         // The server stopped at an item it refused: `non scaling filter is full`.
         throw new ServerError(reply.at(-1).message.replace(/^ERR /, ''), key);

@@ -195,6 +195,14 @@ for (const target of ['single', 'cluster']) {
       await assert.rejects(bloom.add(inGone[0]), missing);
       assert.equal(await send(client, goneKey, ['EXISTS', goneKey]), 0);
       assert.ok((await bloom.mexists(elsewhere)).every(Boolean));
+      // An add names what the other partitions took (the clients' one contract); a lookup does not.
+      const later = range(200, (i) => `later:${i}`);
+      let laterElsewhere = 0;
+      for (const item of later) if ((await bloom.partitionOf(item)) !== gone) laterElsewhere += 1;
+      await assert.rejects(bloom.madd(later), (e) => missing(e) && e.acknowledged === laterElsewhere
+        && e.message.endsWith(`; ${laterElsewhere} items of this call had been acknowledged`));
+      await assert.rejects(bloom.mexists(later), (e) => missing(e) && e.acknowledged === undefined
+        && e.message === `partition ${gone} of ${JSON.stringify(bloom.name.toString())} is missing (key ${JSON.stringify(goneKey.toString())}): restore it or recreate the filter`);
     });
 
     test('a missing filter, a plain filter, and insert', async () => {

@@ -284,19 +284,15 @@ final class PartitionedBloom
         $layout = $this->layout();
         [$commands, $plan] = $this->commandsFor($layout, $this->route($layout, $items), $command, $checkExists);
         $answers = array_fill_keys(array_keys($items), false);
-        foreach ($this->transport->pipeline($commands, true) as $n => $reply) {
+        $replies = $this->transport->pipeline($commands, true);
+        $this->throwIfAPartitionIsMissing($layout, $plan, $replies, $checkExists);
+        foreach ($replies as $n => $reply) {
             [$part, $answered] = $plan[$n];
             $key = $layout->keys[$part];
             if ($reply instanceof ReplyError) {
-                if ($reply->message() === 'not found') {
-                    throw new PartitionMissingException($this->name, $part, $key);
-                }
                 throw new ServerException($reply->message(), $key);
             }
             if ($answered === null) {
-                if ($reply === 0) {
-                    throw new PartitionMissingException($this->name, $part, $key);
-                }
                 continue;
             }
             if (is_array($reply) && $reply !== [] && count($reply) <= count($answered) && end($reply) instanceof ReplyError) {
@@ -316,6 +312,36 @@ final class PartitionedBloom
             }
         }
         return $answers;
+    }
+
+    /**
+     * A partition that is gone (an add's `not found`, a lookup's `EXISTS` 0) throws, with the
+     * count of items the other partitions of an add took (they were added: the caller may skip
+     * them on a retry).
+     *
+     * @param list<array{0: int, 1: ?list<int|string>}> $plan
+     * @param array<int, mixed> $replies
+     */
+    private function throwIfAPartitionIsMissing(Layout $layout, array $plan, array $replies, bool $checkExists): void
+    {
+        foreach ($replies as $n => $reply) {
+            [$part, $answered] = $plan[$n];
+            $gone = ($reply instanceof ReplyError && $reply->message() === 'not found')
+                || ($answered === null && $reply === 0);
+            if (!$gone) {
+                continue;
+            }
+            $acknowledged = null;
+            if (!$checkExists) {
+                $acknowledged = 0;
+                foreach ($replies as $m => $other) {
+                    if ($plan[$m][1] !== null && is_array($other)) {
+                        $acknowledged += count($plan[$m][1]);
+                    }
+                }
+            }
+            throw new PartitionMissingException($this->name, $part, $layout->keys[$part], $acknowledged);
+        }
     }
 
     /**

@@ -202,6 +202,25 @@ final class PartitionedBloomTest extends ServerTestCase
         // The add did not recreate it, and the partitions that are there still answer.
         $this->assertSame(0, (int) $client->exists($bloom->partitionKeys()[$gone]));
         $this->assertNotContains(false, $bloom->mexists($elsewhere));
+
+        // An add names what the other partitions took (the clients' one contract); a lookup does not.
+        $later = array_map(fn ($i) => "later:{$i}", range(0, 199));
+        $laterElsewhere = array_filter($later, fn ($i) => $bloom->partitionOf($i) !== $gone);
+        try {
+            $bloom->madd($later);
+            $this->fail('an add to a missing partition answered');
+        } catch (PartitionMissingException $e) {
+            $this->assertSame(count($laterElsewhere), $e->acknowledged);
+            $this->assertStringEndsWith(sprintf('; %d items of this call had been acknowledged', count($laterElsewhere)), $e->getMessage());
+        }
+        try {
+            $bloom->mexists($later);
+            $this->fail('a lookup on a missing partition answered');
+        } catch (PartitionMissingException $e) {
+            $this->assertNull($e->acknowledged);
+            $this->assertSame(sprintf('partition %d of "%s" is missing (key "%s"): restore it or recreate the filter',
+                $gone, $bloom->name, $bloom->partitionKeys()[$gone]), $e->getMessage());
+        }
     }
 
     /** @dataProvider targets */
