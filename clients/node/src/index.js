@@ -23,6 +23,12 @@ export const DEFAULT_ERROR_RATE = 0.01;
 export const DEFAULT_CAPACITY = 100;
 
 const RESEND_PAUSE_MS = 100;
+/**
+ * The longest one attempt waits for its reply before it counts as lost: node-redis 5 keeps a
+ * command for a master that died queued, unanswered, until that node comes back (minutes), so
+ * without this a load would hang through a failover instead of resending to the new master.
+ */
+const ATTEMPT_MS = 5_000;
 // How many full commands a batch's routing sends before it lets node-redis write them.
 const YIELD_EVERY_COMMANDS = 4;
 // Error replies a cluster answers while it heals; the command did nothing, so it is sent again.
@@ -323,9 +329,10 @@ export class PartitionedBloom {
     for (;;) {
       let failure;
       try {
-        return this.#cluster
-          ? await this.#client.sendCommand(key, false, args, options)
-          : await this.#client.sendCommand(args, options);
+        const sending = this.#cluster
+          ? this.#client.sendCommand(key, false, args, options)
+          : this.#client.sendCommand(args, options);
+        return await settledBy(sending, Math.min(deadline, Date.now() + ATTEMPT_MS));
       } catch (e) {
         if (e instanceof ErrorReply && !TRANSIENT_REPLY.test(e.message)) return new ReplyError(e.message);
         failure = e;
@@ -369,6 +376,26 @@ export class PartitionedBloom {
       windowMs: intField(fields, 'Window (ms)', true),
       keys: Object.freeze(keys),
     });
+  }
+}
+
+/** Thrown by settledBy when the time is up: the reply counts as lost. */
+class NoReplyInTime extends Error {}
+
+/**
+ * `promise`'s outcome, or a NoReplyInTime rejection at `until` (ms since the epoch) if it has not
+ * settled by then; a late outcome is ignored (an add sent again is harmless).
+ */
+async function settledBy(promise, until) {
+  let timer;
+  promise.catch(() => {});
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new NoReplyInTime('no reply in time')), Math.max(0, until - Date.now()));
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

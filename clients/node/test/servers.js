@@ -130,7 +130,8 @@ export async function clusterNodes() {
   return cluster;
 }
 
-async function startCluster() {
+/** A 3+3 cluster of its own (for a test that kills nodes); the caller stops its nodes. */
+export async function startCluster() {
   const nodes = await Promise.all(Array.from({ length: 6 }, () => Node.start(true)));
   const created = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
     '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8', timeout: CLUSTER_DEADLINE_MS });
@@ -151,6 +152,27 @@ async function startCluster() {
       return nodes;
     }
     if (Date.now() > deadline) throw new Error(`the cluster did not reach cluster_state:ok: ${infos[0]}`);
+    await sleep(100);
+  }
+}
+
+/** Until every replica's link to its master is up (a replica that never synced does not take over). */
+export async function waitReplicasSynced(nodes) {
+  const deadline = Date.now() + CLUSTER_DEADLINE_MS;
+  for (;;) {
+    const infos = await Promise.all(nodes.map(async (n) => {
+      const c = createClient({ url: n.url(), socket: { reconnectStrategy: false } });
+      c.on('error', () => {});
+      await c.connect();
+      try {
+        return await c.sendCommand(['INFO', 'replication']);
+      } finally {
+        c.destroy();
+      }
+    }));
+    const replicas = infos.filter((i) => i.includes('role:slave'));
+    if (replicas.length === nodes.length / 2 && replicas.every((i) => i.includes('master_link_status:up'))) return;
+    if (Date.now() > deadline) throw new Error('the replicas did not sync');
     await sleep(100);
   }
 }

@@ -3,7 +3,6 @@ master dies goes on once its replica took over, and where no node can serve a pa
 more the call fails with NodeUnavailableError by its deadline, never hangs. Each test has a
 cluster of its own, since it kills nodes."""
 
-import threading
 import time
 
 import pytest
@@ -48,13 +47,11 @@ def test_a_load_goes_on_through_a_masters_failover():
         wait_replicas_synced(cluster)
         victim = node_on(cluster, master_ports(client, cluster)[0])
         items = [b"f:%d" % i for i in range(60_000)]
-        killer = threading.Timer(0.2, victim._kill)
-        killer.start()
         started = time.monotonic()
         for start in range(0, len(items), 1000):
+            if start == 6000:
+                victim._kill()  # a tenth of the way in; the load goes on through the failover
             bloom.madd(items[start : start + 1000])
-        killer.join()
-        assert victim.proc is None, "the master was not killed during the load"
         # Within the documented deadline, and the items added after the replica took over are
         # all there (those acknowledged just before the kill may not have reached the replica:
         # replication is asynchronous).

@@ -1,0 +1,103 @@
+// The clients' bounded wait (docs/partitions.md, "One contract"): a load in progress when a
+// master dies goes on once its replica took over, and where no node serves a partition any more
+// the call fails with NodeUnavailableError by its deadline; never a hang (node-redis 5 keeps a
+// command for a dead master queued until that node returns). Each test has a cluster of its own.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createClient, createCluster } from 'redis';
+import { NodeUnavailableError, PartitionedBloom } from '../src/index.js';
+import { startCluster, waitReplicasSynced } from './servers.js';
+
+const range = (n, f) => Array.from({ length: n }, (_, i) => f(i));
+
+/** A cluster client that starts from every node, as users configure one. */
+async function clientOf(nodes) {
+  const client = createCluster({ rootNodes: nodes.map((n) => ({ url: n.url() })) });
+  client.on('error', () => {});
+  return client.connect();
+}
+
+/** INFO replication of a node, on a connection of its own. */
+async function replicationOf(node) {
+  const c = createClient({ url: node.url(), socket: { reconnectStrategy: false } });
+  c.on('error', () => {});
+  await c.connect();
+  try {
+    return await c.sendCommand(['INFO', 'replication']);
+  } finally {
+    c.destroy();
+  }
+}
+
+/** A master (not the first node) and its replica. */
+async function masterAndReplica(client, nodes) {
+  const master = nodes.find((n) => n.port === client.masters.find((m) => m.port !== nodes[0].port).port);
+  for (const n of nodes) {
+    const info = await replicationOf(n);
+    if (info.includes('role:slave') && info.includes(`master_port:${master.port}`)) return [master, n];
+  }
+  return [master, null];
+}
+
+const NODE_REDIS_MAJOR = Number(JSON.parse(readFileSync(new URL('../node_modules/redis/package.json', import.meta.url))).version.split('.')[0]);
+
+test('a load through a master\'s failover goes on, or fails by its deadline: never hangs', { timeout: 120_000 }, async () => {
+  const nodes = await startCluster();
+  const client = await clientOf(nodes);
+  try {
+    const retryForMs = 10_000;
+    const bloom = new PartitionedBloom(client, 'failover', { retryForMs });
+    await bloom.reserve(0.001, 200_000, 6);
+    await waitReplicasSynced(nodes);
+    const [victim] = await masterAndReplica(client, nodes);
+    const items = range(60_000, (i) => `f:${i}`);
+    let failedAt = null;
+    let failure = null;
+    for (let start = 0; start < items.length && failure === null; start += 1000) {
+      // The master dies a tenth of the way in.
+      if (start === 6000) victim.kill();
+      const started = Date.now();
+      try {
+        await bloom.madd(items.slice(start, start + 1000));
+      } catch (e) {
+        [failedAt, failure] = [Date.now() - started, e];
+      }
+    }
+    if (NODE_REDIS_MAJOR >= 6) {
+      // node-redis 6 follows the failover: the load completes, the items after it all there.
+      assert.equal(failure, null);
+      assert.ok((await bloom.mexists(items.slice(-5000))).every(Boolean));
+    } else {
+      // node-redis 5 keeps the dead master's commands queued until it returns: the client gives
+      // up at its deadline with NodeUnavailableError (it used to wait for minutes).
+      assert.ok(failure instanceof NodeUnavailableError, String(failure));
+      assert.ok(failedAt >= retryForMs && failedAt < retryForMs + 10_000, `${failedAt} ms`);
+    }
+  } finally {
+    client.destroy();
+    for (const n of nodes) n.stop();
+  }
+});
+
+test('a partition no node serves fails by the deadline, never hangs', { timeout: 120_000 }, async () => {
+  const nodes = await startCluster();
+  const client = await clientOf(nodes);
+  try {
+    const bloom = new PartitionedBloom(client, 'orphaned', { retryForMs: 3000 });
+    await bloom.reserve(0.01, 10_000, 6);
+    await waitReplicasSynced(nodes);
+    const [master, replica] = await masterAndReplica(client, nodes);
+    assert.ok(replica, 'no replica found for the master');
+    replica.kill();
+    master.kill();
+    const started = Date.now();
+    await assert.rejects(bloom.madd(range(2000, (i) => `after:${i}`)), NodeUnavailableError);
+    const took = Date.now() - started;
+    assert.ok(took >= 3000 && took < 30_000, `${took} ms`);
+  } finally {
+    client.destroy();
+    for (const n of nodes) n.stop();
+  }
+});
