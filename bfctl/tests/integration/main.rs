@@ -6,6 +6,7 @@ mod common;
 mod connect;
 mod long_line;
 mod migrate;
+mod migrate_valkey;
 mod readme;
 mod timestamped;
 mod url_node_failover;
