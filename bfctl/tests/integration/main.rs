@@ -1,5 +1,6 @@
 //! bfctl's integration tests, one binary: each file is a module (one link for all of them).
 
+mod build;
 mod cli;
 mod cluster;
 mod common;
