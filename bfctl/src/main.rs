@@ -23,6 +23,7 @@ mod info;
 mod input;
 mod load;
 mod migrate;
+mod offline;
 mod plan;
 mod report;
 mod reserve;
