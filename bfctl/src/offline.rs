@@ -40,6 +40,7 @@ pub fn run(url: &str, args: &LoadArgs) -> Result<()> {
     let file = args.file.as_deref().unwrap_or(Path::new("-"));
     let name = args.key.as_str();
     let mut conn = Client::open(url)?.connect()?;
+    require_merge(&mut conn)?;
     let Some(live) = args.reserve.open(&mut conn, name)? else {
         return Err(crate::load::needs_capacity(name));
     };
@@ -85,6 +86,23 @@ pub fn run(url: &str, args: &LoadArgs) -> Result<()> {
         started.elapsed().as_secs_f64(),
         rate(lines, started.elapsed())
     );
+    Ok(())
+}
+
+/// Refuses a server whose module has no BF.MERGE before anything is built or reserved.
+fn require_merge(conn: &mut Connection) -> Result<()> {
+    let reply = conn.query(redis::cmd("COMMAND").arg("INFO").arg("BF.MERGE"));
+    // A server that refuses COMMAND INFO (an ACL) is asked nothing more: BF.MERGE itself then
+    // fails with its own error, after which the temporary key is deleted.
+    if let Ok(redis::Value::Array(a)) = reply {
+        if a.first().is_none_or(|v| *v == redis::Value::Nil) {
+            bail!(
+                "--offline needs BF.MERGE, which this server does not know (no rustbloom module, \
+                 or one older than BF.MERGE): load without --offline, or `bfctl build` and \
+                 `bfctl restore` into a new filter"
+            );
+        }
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@ mod connect;
 mod long_line;
 mod migrate;
 mod migrate_valkey;
+mod offline;
 mod readme;
 mod timestamped;
 mod url_node_failover;
