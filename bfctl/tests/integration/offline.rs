@@ -1,0 +1,176 @@
+//! `bfctl load --offline`: the items built on the client and merged into the live filter with
+//! BF.MERGE through a temporary key. Nothing the filter held is lost, every item is present when
+//! it returns, no temporary key stays, and the result answers every probe as the filter the
+//! server fills itself with the same items (a union sets the same bits).
+
+use std::path::Path;
+
+use redis::Connection;
+use rustbloom_testkit::*;
+
+use crate::common::{bfctl_at, ok};
+
+fn url(s: &Server) -> String {
+    format!("redis+unix://{}", s.socket().display())
+}
+
+fn lines(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+fn write(dir: &Path, name: &str, items: &[String]) -> String {
+    let path = dir.join(name);
+    let mut text = items.join("\n");
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn mexists(c: &mut Connection, key: &str, items: &[String]) -> Vec<i64> {
+    items
+        .chunks(1000)
+        .flat_map(|batch| {
+            let mut args = vec!["BF.MEXISTS", key];
+            args.extend(batch.iter().map(String::as_str));
+            as_ints(raw_ok(c, &args))
+        })
+        .collect()
+}
+
+fn keys(c: &mut Connection) -> Vec<String> {
+    let mut k: Vec<String> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+    k.sort();
+    k
+}
+
+#[test]
+fn merges_into_a_live_filter_as_if_the_server_had_added_the_items() {
+    let s = Server::start();
+    raw_ok(&mut s.conn(), &["CONFIG", "SET", "bf.seed-mode", "fixed"]);
+    let u = url(&s);
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (lines("old-", 5000), lines("new-", 12000));
+    let (old_file, new_file) = (
+        write(dir.path(), "old", &old),
+        write(dir.path(), "new", &new),
+    );
+    let mut c = s.conn();
+    for key in ["live", "reference"] {
+        let args = [
+            "load",
+            key,
+            &old_file,
+            "--capacity",
+            "30000",
+            "--error",
+            "0.001",
+        ];
+        ok(&bfctl_at(&u, &args, b""));
+    }
+    ok(&bfctl_at(&u, &["load", "reference", &new_file], b""));
+    let said = ok(&bfctl_at(
+        &u,
+        &["load", "live", &new_file, "--offline"],
+        b"",
+    ));
+    assert!(said.contains("12000 items merged offline"), "{said}");
+    assert_eq!(keys(&mut c), ["live", "reference"], "no temporary key left");
+    // Nothing lost, everything present, and the same bits as the server's own filling.
+    assert!(mexists(&mut c, "live", &old).iter().all(|&x| x == 1));
+    assert!(mexists(&mut c, "live", &new).iter().all(|&x| x == 1));
+    let probes = lines("probe-", 30000);
+    assert_eq!(
+        mexists(&mut c, "live", &probes),
+        mexists(&mut c, "reference", &probes)
+    );
+    // The count after a union is estimated from the bits: close to the 17000 items.
+    let card = as_int(&raw_ok(&mut c, &["BF.CARD", "live"]));
+    assert!((16490..=17510).contains(&card), "BF.CARD {card}");
+
+    // A missing filter is reserved from the options first, then merged into.
+    let said = ok(&bfctl_at(
+        &u,
+        &[
+            "load",
+            "fresh",
+            &new_file,
+            "--offline",
+            "--capacity",
+            "12000",
+        ],
+        b"",
+    ));
+    assert!(said.contains("BF.CARD 0 -> "), "{said}");
+    assert!(mexists(&mut c, "fresh", &new).iter().all(|&x| x == 1));
+}
+
+#[test]
+fn a_partitioned_filter_is_merged_one_partition_at_a_time() {
+    let s = Server::start();
+    let u = url(&s);
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (lines("old-", 4000), lines("new-", 9000));
+    let (old_file, new_file) = (
+        write(dir.path(), "old", &old),
+        write(dir.path(), "new", &new),
+    );
+    let mut c = s.conn();
+    ok(&bfctl_at(
+        &u,
+        &["reserve", "parts", "0.01", "20000", "--partitions", "3"],
+        b"",
+    ));
+    ok(&bfctl_at(&u, &["load", "parts", &old_file], b""));
+    let before = keys(&mut c);
+    let said = ok(&bfctl_at(
+        &u,
+        &["load", "parts", &new_file, "--offline", "--jobs", "2"],
+        b"",
+    ));
+    assert!(said.contains("into 3 partitions one at a time"), "{said}");
+    assert_eq!(keys(&mut c), before, "no temporary key left");
+    let exists = |items: &[String]| {
+        let out = bfctl_at(
+            &u,
+            &["exists", "parts"],
+            (items.join("\n") + "\n").as_bytes(),
+        );
+        ok(&out).lines().all(|l| l == "1")
+    };
+    assert!(exists(&old) && exists(&new));
+
+    // Stdin cannot be read once per partition.
+    let out = bfctl_at(&u, &["load", "parts", "-", "--offline"], b"x\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("needs a FILE"), "{err}");
+}
+
+#[test]
+fn filters_that_do_not_merge_are_refused_and_left_alone() {
+    let s = Server::start();
+    let u = url(&s);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "items", &lines("x", 100));
+    let mut c = s.conn();
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "recent", "0.01", "1000", "WINDOW", "60000"],
+    );
+    raw_ok(&mut c, &["BF.ADD", "recent", "kept"]);
+    let out = bfctl_at(&u, &["load", "recent", &file, "--offline"], b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("only rustbloom's own scalable filters merge"),
+        "{err}"
+    );
+    assert_eq!(keys(&mut c), ["recent"]);
+    assert_eq!(as_int(&raw_ok(&mut c, &["BF.EXISTS", "recent", "kept"])), 1);
+
+    let out = bfctl_at(&u, &["load", "missing", &file, "--offline"], b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("give --capacity"), "{err}");
+    assert_eq!(keys(&mut c), ["recent"]);
+}
