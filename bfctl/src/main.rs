@@ -27,6 +27,7 @@ mod offline;
 mod plan;
 mod report;
 mod reserve;
+mod spill;
 mod window;
 
 #[derive(Parser)]

@@ -12,7 +12,8 @@
 //!
 //! Nothing already in the filter is lost (a union only sets bits), every item is present once
 //! the command returns, and neither the client nor a node ever holds more than one partition's
-//! extra copy: a partitioned filter's input is read once per partition.
+//! extra copy: a partitioned filter's input is first split by partition into temporary files
+//! ([`crate::spill`]), and each partition is built from its own.
 
 use std::path::Path;
 use std::time::Instant;
@@ -28,6 +29,7 @@ use crate::build::jobs;
 use crate::fill::{fill, Routing, Target};
 use crate::load::LoadArgs;
 use crate::rate;
+use crate::spill::Spill;
 
 /// What one key's merge did.
 struct Merged {
@@ -55,18 +57,18 @@ pub fn run(url: &str, args: &LoadArgs) -> Result<()> {
         ),
         None => (vec![live.name().to_vec()], None),
     };
-    if routing.is_some() && file == Path::new("-") {
-        bail!(
-            "{name} is partitioned: --offline reads the input once per partition, so it needs a \
-             FILE, not stdin"
-        );
-    }
     let before = card(&mut conn, &live)?;
+    // A partitioned filter's input, split by partition first (one read of it, stdin included).
+    let spill = routing.map(|r| Spill::split(file, r)).transpose()?;
     let (mut lines, mut items, mut bytes) = (0, 0, 0);
-    for key in &keys {
-        let merged = merge_key(&mut conn, key, file, routing, args.jobs)
+    for (index, key) in (0u32..).zip(&keys) {
+        let input = spill.as_ref().map_or(file.to_path_buf(), |s| s.path(index));
+        let merged = merge_key(&mut conn, key, &input, routing, args.jobs)
             .with_context(|| format!("{}", String::from_utf8_lossy(key)))?;
-        lines = merged.lines;
+        if let Some(s) = &spill {
+            s.done(index);
+        }
+        lines += merged.lines;
         items += merged.items;
         bytes += merged.bytes;
     }
