@@ -201,9 +201,71 @@ fn filters_that_do_not_merge_are_refused_and_left_alone() {
     assert_eq!(keys(&mut c), ["recent"]);
     assert_eq!(as_int(&raw_ok(&mut c, &["BF.EXISTS", "recent", "kept"])), 1);
 
+    // A server without BF.MERGE is refused before anything is built or reserved.
+    let plain = Server::start_without_module(&[]);
+    let args = ["load", "f", &file, "--offline", "--capacity", "100"];
+    let out = bfctl_at(&url(&plain), &args, b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--offline needs BF.MERGE"), "{err}");
+    assert!(keys(&mut plain.conn()).is_empty());
+
     let out = bfctl_at(&u, &["load", "missing", &file, "--offline"], b"");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("give --capacity"), "{err}");
     assert_eq!(keys(&mut c), ["recent"]);
+}
+
+/// On a 3+3 cluster: each partition's temporary key lands on its partition's master (same
+/// slot), the merge succeeds there, and a filter built offline restores across the masters.
+#[test]
+fn offline_loads_and_builds_work_on_a_cluster() {
+    let cl = rustbloom_testkit::cluster::Cluster::start(3, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (lines("old-", 3000), lines("new-", 6000));
+    let (old_file, new_file) = (
+        write(dir.path(), "old", &old),
+        write(dir.path(), "new", &new),
+    );
+    let (u0, u1) = (cl.url(0), cl.url(1));
+    ok(&bfctl_at(
+        &u0,
+        &["reserve", "clicks", "0.001", "20000", "--partitions", "6"],
+        b"",
+    ));
+    ok(&bfctl_at(&u0, &["load", "clicks", &old_file], b""));
+    let said = ok(&bfctl_at(
+        &u1,
+        &["load", "clicks", &new_file, "--offline"],
+        b"",
+    ));
+    assert!(said.contains("into 6 partitions one at a time"), "{said}");
+    let answers = |name: &str, items: &[String]| {
+        let out = bfctl_at(&u0, &["exists", name], (items.join("\n") + "\n").as_bytes());
+        ok(&out).lines().filter(|l| *l == "1").count()
+    };
+    assert_eq!(answers("clicks", &old), old.len());
+    assert_eq!(answers("clicks", &new), new.len());
+    assert!(answers("clicks", &lines("never-", 5000)) < 50);
+
+    let out = dir.path().join("built.bfd").display().to_string();
+    let args = [
+        "build",
+        &new_file,
+        &out,
+        "--capacity",
+        "20000",
+        "--partitions",
+        "6",
+    ];
+    ok(&bfctl_at(&u0, &args, b""));
+    ok(&bfctl_at(&u1, &["restore", "built", &out], b""));
+    assert_eq!(answers("built", &new), new.len());
+    // No temporary key on any master.
+    for (i, node) in cl.nodes.iter().enumerate() {
+        let mut c = node.conn();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*tmp*").query(&mut c).unwrap();
+        assert!(keys.is_empty(), "node {i}: {keys:?}");
+    }
 }
