@@ -1,10 +1,11 @@
 //! `bfctl migrate`: a live copy of Bloom filters from one server or cluster to another over
-//! BF.SCANDUMP / BF.LOADCHUNK, checked afterwards.
+//! BF.SCANDUMP / BF.LOADCHUNK (valkey-bloom's objects: DUMP / RESTORE), checked afterwards.
 //!
 //! The steps, key by key:
 //!
 //! 1. Before anything is copied: the keys are listed (explicit names checked with TYPE, patterns
-//!    through `SCAN MATCH … TYPE MBbloom--` on every master of a cluster; a partitioned filter's
+//!    through `SCAN MATCH … TYPE MBbloom--` and `TYPE bloomfltr` on every master of a cluster; a
+//!    partitioned filter's
 //!    name brings its partitions), and the run is refused when a destination key
 //!    already exists (unless `--replace`) or when source and destination are the same database.
 //! 2. The filter is streamed chunk by chunk into a temporary key beside the destination key (one
