@@ -5,9 +5,9 @@
 //!
 //! 1. Before anything is copied: the keys are listed (explicit names checked with TYPE, patterns
 //!    through `SCAN MATCH … TYPE MBbloom--` and `TYPE bloomfltr` on every master of a cluster; a
-//!    partitioned filter's
-//!    name brings its partitions), and the run is refused when a destination key
-//!    already exists (unless `--replace`) or when source and destination are the same database.
+//!    partitioned filter's name brings its partitions), and the run is refused when a destination
+//!    key already exists (unless `--replace`) or when source and destination are the same
+//!    database.
 //! 2. The filter is streamed chunk by chunk into a temporary key beside the destination key (one
 //!    chunk in memory at a time, whatever the filter's size), between two BF.INFO snapshots of
 //!    the source: a filter that changed meanwhile (its item count or layers moved) is copied
