@@ -285,6 +285,9 @@ fn accepted_forms(c: &mut Connection) -> Vec<String> {
         "BF.RESERVE whole-fixed 0.01 4000 NONSCALING PARTITIONS 4 99".into(),
         "BF.ADD plain a".into(),
         "BF.MADD plain a b c".into(),
+        // A copy of `plain`, then the union of the copy with it again.
+        "BF.MERGE merged plain".into(),
+        "BF.MERGE merged plain merged plain".into(),
         "BF.INSERT made CAPACITY 100 ERROR 0.01 EXPANSION 2 SEED 5 ITEMS a b".into(),
         "BF.INSERT made-fixed ERROR 0.01 EXPANSION 2 NONSCALING ITEMS a".into(),
         "BF.INSERT plain NOCREATE ITEMS a".into(),
@@ -357,6 +360,7 @@ const REFUSED_FORMS: &[&str] = &[
     "BF.INFO k NONSCALING",
     "BF.GROW k 1 64 7",
     "BF.ADDAT k 1000",
+    "BF.MERGE k",
 ];
 
 #[test]
