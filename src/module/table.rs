@@ -136,46 +136,64 @@ const SHAPE: [Arg; 3] = [
     arg(c"layout", Kind::Integer),
 ];
 
+/// BF.RESERVE's parameters, the form without LIKE.
+const RESERVE_PARAMETERS: [Arg; 6] = [
+    arg(c"error_rate", Kind::Double),
+    arg(c"capacity", Kind::Integer),
+    // RESERVE refuses EXPANSION with NONSCALING, and WINDOW with either.
+    one_of(c"growth", &[EXPANSION, NONSCALING, WINDOW]),
+    SEED,
+    optional_block(c"shape", c"SHAPE", &SHAPE),
+    one_of(
+        c"partitioning",
+        &[
+            block(
+                c"partition",
+                c"PARTITION",
+                &[
+                    arg(c"index", Kind::Integer),
+                    arg(c"partitions", Kind::Integer),
+                    arg(c"routing_seed", Kind::Integer),
+                ],
+            ),
+            block(
+                c"partitions",
+                c"PARTITIONS",
+                &[
+                    arg(c"partitions", Kind::Integer),
+                    arg(c"routing_seed", Kind::Integer),
+                ],
+            ),
+        ],
+    ),
+];
+
 static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.reserve",
         entry: bf_reserve,
         flags: c"write deny-oom",
-        summary: c"Creates an empty Bloom filter sized for a capacity at an error rate",
+        summary: c"Creates an empty Bloom filter sized for a capacity at an error rate, or made as another filter was (LIKE)",
         complexity: c"O(1)",
         arity: -4,
         writes: true,
-        other_keys: OtherKeys::None,
+        other_keys: OtherKeys::After(c"LIKE"),
         args: &[
             KEY,
-            arg(c"error_rate", Kind::Double),
-            arg(c"capacity", Kind::Integer),
-            // RESERVE refuses EXPANSION with NONSCALING, and WINDOW with either.
-            one_of(c"growth", &[EXPANSION, NONSCALING, WINDOW]),
-            SEED,
-            optional_block(c"shape", c"SHAPE", &SHAPE),
-            one_of(
-                c"partitioning",
-                &[
-                    block(
-                        c"partition",
-                        c"PARTITION",
-                        &[
-                            arg(c"index", Kind::Integer),
-                            arg(c"partitions", Kind::Integer),
-                            arg(c"routing_seed", Kind::Integer),
-                        ],
-                    ),
-                    block(
-                        c"partitions",
-                        c"PARTITIONS",
-                        &[
-                            arg(c"partitions", Kind::Integer),
-                            arg(c"routing_seed", Kind::Integer),
-                        ],
-                    ),
-                ],
-            ),
+            // Either the parameters, or LIKE another filter.
+            Arg {
+                optional: false,
+                ..one_of(
+                    c"form",
+                    &[
+                        Arg {
+                            parts: &RESERVE_PARAMETERS,
+                            ..arg(c"parameters", Kind::Block)
+                        },
+                        keyword(c"like", Kind::Key, c"LIKE"),
+                    ],
+                )
+            },
         ],
     },
     CommandSpec {
@@ -396,7 +414,8 @@ pub fn register_acl_category(load: &LoadCtx) -> Result<(), String> {
 pub fn register(load: &LoadCtx) -> Result<(), String> {
     for spec in &COMMANDS {
         let last_key = match spec.other_keys {
-            OtherKeys::None => 1,
+            // Servers with key specs (7.0+) find LIKE's key by its keyword.
+            OtherKeys::None | OtherKeys::After(_) => 1,
             OtherKeys::Rest => -1,
         };
         load.create_command(spec.name, spec.entry, spec.flags, last_key)

@@ -197,6 +197,11 @@ fn merges(c: &mut Connection) {
     assert_eq!(merge(c, &["m1", "m2"]), Ok(Value::Okay));
     assert_eq!(merge(c, &["m1", "m3"]), Ok(Value::Okay));
     assert_eq!(merge(c, &["made", "m2", "m3"]), Ok(Value::Okay));
+    // A filter made like one with a random seed, merged into it.
+    raw_ok(c, &["BF.RESERVE", "random", "0.01", "300"]);
+    raw_ok(c, &["BF.RESERVE", "like", "LIKE", "random"]);
+    madd_all(c, "like", &items("like-", 100));
+    assert_eq!(merge(c, &["random", "like"]), Ok(Value::Okay));
     // Written to after the merge: adds count on from the estimate.
     madd_all(c, "m1", &items("after-", 300));
 }
@@ -210,7 +215,7 @@ fn a_merge_reaches_replicas_and_aof_replays_bit_for_bit() {
     let mut rc = replica.conn();
     merges(&mut pc);
     wait_synced(&mut pc, &mut [&mut rc]);
-    let keys = ["m1", "made"];
+    let keys = ["m1", "made", "like", "random"];
     let digests: Vec<String> = keys.iter().map(|key| digest(&mut pc, key)).collect();
     for key in keys {
         assert_same_digest(&mut pc, key, &mut rc, key);
@@ -347,4 +352,83 @@ fn memory_limits_apply_to_a_created_or_grown_destination() {
     config_set(&mut c, "maxmemory", "0");
     assert_eq!(merge(&mut c, &["big-copy", "big"]), Ok(Value::Okay));
     assert_eq!(digest(&mut c, "big-copy"), digest(&mut c, "big"));
+}
+
+#[test]
+fn a_filter_made_like_another_merges_with_it() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // Random seeds: two filters reserved alike still differ.
+    reserve(&mut c, "today", &["0.01", "1000", "EXPANSION", "4"]);
+    reserve(&mut c, "stranger", &["0.01", "1000", "EXPANSION", "4"]);
+    assert_eq!(
+        merge(&mut c, &["today", "stranger"]),
+        Err("ERR filters differ: seed".to_string())
+    );
+    let (old, new) = (items("old-", 800), items("new-", 800));
+    madd_all(&mut c, "today", &old);
+    raw_ok(&mut c, &["BF.RESERVE", "tomorrow", "like", "today"]);
+    let made = info(&mut c, "tomorrow");
+    assert_eq!((made.items, made.filters), (0, 1), "empty");
+    assert_eq!(made.capacity, 1000);
+    madd_all(&mut c, "tomorrow", &new);
+    assert_eq!(merge(&mut c, &["today", "tomorrow"]), Ok(Value::Okay));
+    for batch in [&old, &new] {
+        assert!(answers(&mut c, "today", batch).iter().all(|&x| x == 1));
+    }
+    // A window filter's twin and a partition's (its identity too).
+    reserve(&mut c, "win", &["0.01", "1000", "WINDOW", "60000"]);
+    raw_ok(&mut c, &["BF.RESERVE", "win-twin", "LIKE", "win"]);
+    assert_eq!(
+        raw_ok(&mut c, &["BF.INFO", "win-twin"]),
+        raw_ok(&mut c, &["BF.INFO", "win"])
+    );
+    reserve(
+        &mut c,
+        "{p}part",
+        &["0.01", "1000", "PARTITION", "1", "4", "99"],
+    );
+    // The items that route to partition 1, added to each.
+    let routed = |c: &mut Connection, key: &str, prefix: &str| -> Vec<String> {
+        (0..64)
+            .map(|i| format!("{prefix}{i}"))
+            .filter(|item| raw(c, &["BF.ADD", key, item]).is_ok())
+            .collect()
+    };
+    let in_part = routed(&mut c, "{p}part", "x");
+    raw_ok(&mut c, &["BF.RESERVE", "{p}twin", "LIKE", "{p}part"]);
+    let in_twin = routed(&mut c, "{p}twin", "y");
+    assert!(!in_part.is_empty() && !in_twin.is_empty());
+    assert_eq!(merge(&mut c, &["{p}part", "{p}twin"]), Ok(Value::Okay));
+    for batch in [&in_part, &in_twin] {
+        assert!(answers(&mut c, "{p}part", batch).iter().all(|&x| x == 1));
+    }
+    // Refusals, nothing created.
+    reserve(&mut c, "desc", &["0.01", "1000", "PARTITIONS", "4", "99"]);
+    raw_ok(&mut c, &["SET", "text", "v"]);
+    for (model, error) in [
+        ("missing", "ERR not found"),
+        ("twin", "ERR not found"),
+        ("text", "WRONGTYPE"),
+        ("desc", "ERR key is a partitioned filter"),
+    ] {
+        let refused = raw(&mut c, &["BF.RESERVE", "twin", "LIKE", model]).unwrap_err();
+        assert!(refused.starts_with(error), "{model}: {refused}");
+        assert_no_key(&mut c, "twin");
+    }
+    let refused = raw(&mut c, &["BF.RESERVE", "today", "LIKE", "tomorrow"]).unwrap_err();
+    assert_eq!(refused, "ERR item exists");
+    // The model is a key of the command: COMMAND GETKEYS names it.
+    for (args, want) in [
+        (&["new", "LIKE", "old"][..], &["new", "old"][..]),
+        (&["new", "0.01", "100", "SEED", "1"], &["new"]),
+    ] {
+        let mut all = vec!["COMMAND", "GETKEYS", "BF.RESERVE"];
+        all.extend_from_slice(args);
+        let keys: Vec<String> = as_array(raw_ok(&mut c, &all))
+            .iter()
+            .map(value_to_string)
+            .collect();
+        assert_eq!(keys, want);
+    }
 }

@@ -12,8 +12,8 @@ use rustbloom_core::{
 use crate::module::args::{self, CreateOptions, PartitionRole};
 use crate::module::config;
 use crate::module::errors::{
-    self, limit_error, replay_mismatch, CommandError, CommandResult, ITEM_EXISTS, NOT_FOUND,
-    NOT_SCALABLE, SEED_REUSED,
+    self, limit_error, replay_mismatch, CommandError, CommandResult, ITEM_EXISTS, LOADING,
+    NOT_FOUND, NOT_SCALABLE, SEED_REUSED,
 };
 use crate::module::ffi::Command;
 use crate::module::memory::CommandBudget;
@@ -21,7 +21,13 @@ use crate::module::partition;
 use crate::module::stats::{self, Footprint};
 
 use super::replication::replicate_creation;
-use super::{budget, ready_mut, store};
+use super::{budget, ready_mut, store, stored};
+
+/// LIKE names a filter taken over in RedisBloom's or valkey-bloom's format, which no command
+/// creates here.
+const LIKE_FOREIGN: CommandError = CommandError::Static(
+    "ERR LIKE takes a filter made here, not one kept in RedisBloom's or valkey-bloom's format",
+);
 
 /// A seed nobody can predict: a fresh std hasher is keyed from the OS's randomness once per
 /// process and then per instance; mixing in a counter and the clock keeps seeds distinct.
@@ -95,8 +101,12 @@ pub(super) fn create(
         .map_err(|error| errors::create_error(command, budget, error))
 }
 
-/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`
+/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`,
+/// or `BF.RESERVE key LIKE other` ([`reserve_like`]).
 pub fn reserve(command: &Command) -> CommandResult {
+    if command.argc() == 4 && command.arg(2).eq_ignore_ascii_case(b"LIKE") {
+        return reserve_like(command);
+    }
     let (mut options, role) = args::parse_reserve(command)?;
     let mut key = command.open_key(true);
     if key.value::<StoredValue>()?.is_some() {
@@ -124,6 +134,57 @@ pub fn reserve(command: &Command) -> CommandResult {
     let mut stored = StoredFilter::ready_filter(create(command, options, &mut budget(command))?);
     if let Some(partition) = partition {
         stored = stored.with_partition(partition).map_err(|_| SEED_REUSED)?;
+    }
+    if let Some(creation) = Creation::of(stored.filter()) {
+        replicate_creation(command, &creation, stored.partition());
+    }
+    store(&mut key, stored);
+    command.notify(c"bf.reserve");
+    command.reply_ok();
+    Ok(())
+}
+
+/// `BF.RESERVE key LIKE other`: an empty filter made as `other` was (kind, error rate, capacity,
+/// expansion or window, seed, first layer's or slots' shape, partition identity), so that
+/// BF.MERGE takes the two: the way to a filter alike to one made with a random seed. Replicated
+/// as any creation, every parameter explicit (replicas never read `other`).
+fn reserve_like(command: &Command) -> CommandResult {
+    let mut key = command.open_key(true);
+    if key.value::<StoredValue>()?.is_some() {
+        return Err(ITEM_EXISTS);
+    }
+    if command.arg(3) == command.arg(1) {
+        // The key itself, missing.
+        return Err(NOT_FOUND);
+    }
+    let model_key = command.open_source_key(3);
+    let model = stored(&model_key)?.ok_or(NOT_FOUND)?;
+    let options = match model.ready().map(Creation::of) {
+        None => return Err(LOADING),
+        Some(Some(Creation::Scalable {
+            params,
+            first_layer,
+        })) => CreateOptions {
+            error_rate: Some(params.error_rate),
+            capacity: Some(params.capacity),
+            growth: Some(params.growth),
+            seed: Some(params.seed),
+            shape: Some(first_layer),
+            window_ms: None,
+        },
+        Some(Some(Creation::Window { params, slot })) => CreateOptions {
+            error_rate: Some(params.error_rate),
+            capacity: Some(params.capacity),
+            growth: None,
+            seed: Some(params.seed),
+            shape: Some(slot),
+            window_ms: Some(params.window_ms),
+        },
+        Some(Some(Creation::RedisBloom { .. }) | None) => return Err(LIKE_FOREIGN),
+    };
+    let mut stored = StoredFilter::ready_filter(create(command, options, &mut budget(command))?);
+    if let Some(partition) = model.partition() {
+        stored = stored.with_partition(*partition).map_err(|_| SEED_REUSED)?;
     }
     if let Some(creation) = Creation::of(stored.filter()) {
         replicate_creation(command, &creation, stored.partition());

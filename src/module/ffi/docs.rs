@@ -46,6 +46,8 @@ pub enum OtherKeys {
     None,
     /// Every argument from 2 on (BF.MERGE's sources).
     Rest,
+    /// The one argument after this keyword, when it is given (BF.RESERVE's LIKE).
+    After(&'static CStr),
 }
 
 /// The docs of a command whose key is argument 1, and whose [`OtherKeys`] are read.
@@ -86,18 +88,29 @@ impl LoadCtx<'_> {
         key_specs[0].fk.range.lastkey = 0;
         key_specs[0].fk.range.keystep = 1;
         key_specs[0].fk.range.limit = 0;
-        if doc.other_keys == OtherKeys::Rest {
-            key_specs[1].flags =
-                u64::from(raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS);
-            key_specs[1].begin_search_type =
-                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-            key_specs[1].bs.index.pos = 2;
-            key_specs[1].find_keys_type =
-                raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-            // -1: up to the last argument.
-            key_specs[1].fk.range.lastkey = -1;
-            key_specs[1].fk.range.keystep = 1;
-            key_specs[1].fk.range.limit = 0;
+        let others = &mut key_specs[1];
+        match doc.other_keys {
+            OtherKeys::None => {}
+            OtherKeys::Rest => {
+                others.begin_search_type =
+                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+                others.bs.index.pos = 2;
+                // -1: up to the last argument.
+                others.fk.range.lastkey = -1;
+            }
+            OtherKeys::After(keyword) => {
+                others.begin_search_type =
+                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+                others.bs.keyword.keyword = ptr(keyword);
+                others.bs.keyword.startfrom = 2;
+                others.fk.range.lastkey = 0;
+            }
+        }
+        if doc.other_keys != OtherKeys::None {
+            others.flags = u64::from(raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS);
+            others.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            others.fk.range.keystep = 1;
+            others.fk.range.limit = 0;
         }
 
         // The parts' arrays, kept until the call returns: a Vec's heap buffer stays where it is
