@@ -71,6 +71,14 @@ pub struct LoadArgs {
     /// Lines are `unix_ms<TAB>item`, added at that time to a window filter (see above).
     #[arg(long)]
     pub timestamped: bool,
+    /// Build the items into a filter alike on this machine and merge it into the live one
+    /// (BF.LOADCHUNK into a temporary key in the same slot, BF.MERGE, DEL), one partition at a
+    /// time; see docs/bfctl.md.
+    #[arg(long, conflicts_with_all = ["timestamped", "wait"])]
+    pub offline: bool,
+    /// With --offline: threads building (default: this machine's cores).
+    #[arg(long, requires = "offline")]
+    pub jobs: Option<usize>,
     #[command(flatten)]
     pub reserve: ReserveIfMissing,
 }
@@ -339,6 +347,9 @@ fn send_run(
 }
 
 pub fn run(url: &str, args: &LoadArgs, show: bool) -> Result<()> {
+    if args.offline {
+        return crate::offline::run(url, args);
+    }
     let mut conn = Client::open(url)?.connect()?;
     let mut filter = args.reserve.open(&mut conn, &args.key)?;
     let mut clock = match (&filter, args.timestamped) {

@@ -1,7 +1,7 @@
-//! `bfctl`: bulk work on rustbloom filters (reserve, load, exists, dedup, dump, restore, info,
-//! plan, migrate, drop), each subcommand in its own file over the rustbloom-client library.
+//! `bfctl`: bulk work on rustbloom filters (reserve, load, exists, dedup, dump, restore, build,
+//! info, plan, migrate, drop), each subcommand in its own file over the rustbloom-client library.
 //!
-//! Every subcommand but `plan` and `migrate` talks to the server or cluster given by `--url`
+//! Every subcommand but `plan`, `build` and `migrate` talks to the server or cluster given by `--url`
 //! (default `redis://127.0.0.1:6379`; `redis+unix:///path/to/sock` works too; any node of a
 //! cluster); `migrate` talks to the two given by `--from` and `--to`.
 
@@ -12,18 +12,22 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+mod build;
 mod dedup;
 mod drop;
 mod dump;
 mod dumpfile;
 mod exists;
+mod fill;
 mod info;
 mod input;
 mod load;
 mod migrate;
+mod offline;
 mod plan;
 mod report;
 mod reserve;
+mod spill;
 mod window;
 
 #[derive(Parser)]
@@ -59,6 +63,7 @@ enum Command {
     Dedup(dedup::DedupArgs),
     Dump(dump::DumpArgs),
     Restore(dump::RestoreArgs),
+    Build(build::BuildArgs),
     Info(info::InfoArgs),
     /// Bytes, hashes and the false-positive rate table of a filter before you reserve it.
     Plan(plan::PlanArgs),
@@ -105,6 +110,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Dedup(args) => dedup::run(url, args),
         Command::Dump(args) => dump::dump(url, args, progress),
         Command::Restore(args) => dump::restore(url, args, progress),
+        Command::Build(args) => build::run(args),
         Command::Info(args) => info::run(url, args, progress),
         Command::Plan(args) => plan::run(args),
         Command::Migrate(args) => migrate::run(args, progress),

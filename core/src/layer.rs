@@ -293,6 +293,9 @@ impl Layer {
     /// count to what the union's bits imply ([`estimated_items`](Self::estimated_items)), held
     /// between the largest count of the inputs (a union holds each) and their sum (it holds no
     /// more); a merge's counts are estimates, as items present in several inputs count once.
+    /// A union past the layer's capacity counts as full, at its capacity: a layer never counts
+    /// more than it was sized for (what its encoding checks, and what tells a scalable filter to
+    /// grow), so the next add goes to a new layer and the count under-states such a union.
     pub(crate) fn union_with(&mut self, sources: &[&Layer]) {
         debug_assert!(sources.iter().all(|source| source.size() == self.size()));
         let stores: Vec<&BitStore> = sources.iter().map(|source| &source.bits).collect();
@@ -300,7 +303,11 @@ impl Layer {
         let inputs = sources.iter().map(|source| source.items);
         let most = inputs.clone().fold(self.items, u64::max);
         let sum = inputs.fold(self.items, u64::saturating_add);
-        self.items = self.estimated_items(ones).clamp(most, sum);
+        // Every input counts at most its capacity, so `most` stays under the cap.
+        self.items = self
+            .estimated_items(ones)
+            .clamp(most, sum)
+            .min(self.capacity.max(most));
     }
 
     /// Items that leave `ones` of this layer's bits set, in expectation: for a classic layer,

@@ -39,6 +39,8 @@ pub enum Difference {
     ErrorRate,
     Capacity,
     Expansion,
+    /// Each new layer's error rate over the previous one's (`TIGHTENING`).
+    Tightening,
     Seed,
     /// The shape (bits, hashes, layout) of a layer both have.
     Layout,
@@ -54,6 +56,7 @@ impl Difference {
             Difference::ErrorRate => "error rate",
             Difference::Capacity => "capacity",
             Difference::Expansion => "expansion",
+            Difference::Tightening => "tightening ratio",
             Difference::Seed => "seed",
             Difference::Layout => "layout",
             Difference::Partition => "partition",

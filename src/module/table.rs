@@ -8,7 +8,7 @@ use std::ffi::{c_int, CStr};
 use redis_module::raw;
 
 use super::commands;
-use super::ffi::{run_command, ArgDoc as Arg, ArgKind as Kind, CommandDoc, LoadCtx};
+use super::ffi::{run_command, ArgDoc as Arg, ArgKind as Kind, CommandDoc, LoadCtx, OtherKeys};
 
 /// Declares the C entry point of a command handler.
 macro_rules! entry_point {
@@ -37,6 +37,7 @@ entry_point!(bf_loadchunk, commands::loadchunk);
 entry_point!(bf_load, commands::load);
 entry_point!(bf_grow, commands::grow);
 entry_point!(bf_addat, commands::addat);
+entry_point!(bf_merge, commands::merge);
 
 type EntryPoint =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
@@ -106,7 +107,8 @@ const fn optional_block(name: &'static CStr, token: &'static CStr, values: &'sta
     }
 }
 
-/// One command: what registers it and what documents it. Each takes one key, at argument 1.
+/// One command: what registers it and what documents it. Each takes its key at argument 1;
+/// BF.MERGE takes more, its sources, after it ([`OtherKeys`]).
 struct CommandSpec {
     name: &'static CStr,
     entry: EntryPoint,
@@ -116,6 +118,7 @@ struct CommandSpec {
     complexity: &'static CStr,
     arity: c_int,
     writes: bool,
+    other_keys: OtherKeys,
     args: &'static [Arg],
 }
 
@@ -138,47 +141,66 @@ const SHAPE: [Arg; 3] = [
     arg(c"layout", Kind::Integer),
 ];
 
-static COMMANDS: [CommandSpec; 14] = [
+/// BF.RESERVE's parameters, the form without LIKE.
+const RESERVE_PARAMETERS: [Arg; 8] = [
+    arg(c"error_rate", Kind::Double),
+    arg(c"capacity", Kind::Integer),
+    // RESERVE refuses EXPANSION with NONSCALING, and WINDOW with either.
+    one_of(c"growth", &[EXPANSION, NONSCALING, WINDOW]),
+    SEED,
+    TIGHTENING,
+    VALIDATESCALETO,
+    optional_block(c"shape", c"SHAPE", &SHAPE),
+    one_of(
+        c"partitioning",
+        &[
+            block(
+                c"partition",
+                c"PARTITION",
+                &[
+                    arg(c"index", Kind::Integer),
+                    arg(c"partitions", Kind::Integer),
+                    arg(c"routing_seed", Kind::Integer),
+                ],
+            ),
+            block(
+                c"partitions",
+                c"PARTITIONS",
+                &[
+                    arg(c"partitions", Kind::Integer),
+                    arg(c"routing_seed", Kind::Integer),
+                ],
+            ),
+        ],
+    ),
+];
+
+static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.reserve",
         entry: bf_reserve,
         flags: c"write deny-oom",
-        summary: c"Creates an empty Bloom filter sized for a capacity at an error rate",
+        summary: c"Creates an empty Bloom filter sized for a capacity at an error rate, or made as another filter was (LIKE)",
         complexity: c"O(1)",
         arity: -4,
         writes: true,
+        other_keys: OtherKeys::After(c"LIKE"),
         args: &[
             KEY,
-            arg(c"error_rate", Kind::Double),
-            arg(c"capacity", Kind::Integer),
-            // RESERVE refuses EXPANSION with NONSCALING, and WINDOW with either.
-            one_of(c"growth", &[EXPANSION, NONSCALING, WINDOW]),
-            SEED,
-            TIGHTENING,
-            VALIDATESCALETO,
-            optional_block(c"shape", c"SHAPE", &SHAPE),
-            one_of(
-                c"partitioning",
-                &[
-                    block(
-                        c"partition",
-                        c"PARTITION",
-                        &[
-                            arg(c"index", Kind::Integer),
-                            arg(c"partitions", Kind::Integer),
-                            arg(c"routing_seed", Kind::Integer),
-                        ],
-                    ),
-                    block(
-                        c"partitions",
-                        c"PARTITIONS",
-                        &[
-                            arg(c"partitions", Kind::Integer),
-                            arg(c"routing_seed", Kind::Integer),
-                        ],
-                    ),
-                ],
-            ),
+            // Either the parameters, or LIKE another filter.
+            Arg {
+                optional: false,
+                ..one_of(
+                    c"form",
+                    &[
+                        Arg {
+                            parts: &RESERVE_PARAMETERS,
+                            ..arg(c"parameters", Kind::Block)
+                        },
+                        keyword(c"like", Kind::Key, c"LIKE"),
+                    ],
+                )
+            },
         ],
     },
     CommandSpec {
@@ -189,6 +211,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(k + layers)",
         arity: 3,
         writes: true,
+        other_keys: OtherKeys::None,
         args: &[KEY, arg(c"item", Kind::Text)],
     },
     CommandSpec {
@@ -199,6 +222,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(n * (k + layers))",
         arity: -3,
         writes: true,
+        other_keys: OtherKeys::None,
         args: &[KEY, items(c"item", None)],
     },
     CommandSpec {
@@ -209,6 +233,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(n * (k + layers))",
         arity: -4,
         writes: true,
+        other_keys: OtherKeys::None,
         args: &[
             KEY,
             // INSERT takes EXPANSION with NONSCALING (a non-scaling filter), WINDOW with neither.
@@ -245,6 +270,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(k * layers)",
         arity: 3,
         writes: false,
+        other_keys: OtherKeys::None,
         args: &[KEY, arg(c"item", Kind::Text)],
     },
     CommandSpec {
@@ -255,6 +281,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(n * k * layers)",
         arity: -3,
         writes: false,
+        other_keys: OtherKeys::None,
         args: &[KEY, items(c"item", None)],
     },
     CommandSpec {
@@ -265,6 +292,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(1)",
         arity: -2,
         writes: false,
+        other_keys: OtherKeys::None,
         args: &[
             KEY,
             one_of(
@@ -290,6 +318,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(1)",
         arity: 2,
         writes: false,
+        other_keys: OtherKeys::None,
         args: &[KEY],
     },
     CommandSpec {
@@ -300,6 +329,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(layers)",
         arity: 2,
         writes: false,
+        other_keys: OtherKeys::None,
         args: &[KEY],
     },
     CommandSpec {
@@ -310,6 +340,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(chunk size)",
         arity: 3,
         writes: false,
+        other_keys: OtherKeys::None,
         args: &[KEY, arg(c"iterator", Kind::Integer)],
     },
     CommandSpec {
@@ -320,6 +351,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(chunk size)",
         arity: 4,
         writes: true,
+        other_keys: OtherKeys::None,
         args: &[
             KEY,
             arg(c"iterator", Kind::Integer),
@@ -334,6 +366,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(n), n the blob's size",
         arity: 3,
         writes: true,
+        other_keys: OtherKeys::None,
         args: &[KEY, arg(c"data", Kind::Text)],
     },
     CommandSpec {
@@ -344,6 +377,7 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(1)",
         arity: 6,
         writes: true,
+        other_keys: OtherKeys::None,
         args: &[
             KEY,
             arg(c"index", Kind::Integer),
@@ -360,7 +394,25 @@ static COMMANDS: [CommandSpec; 14] = [
         complexity: c"O(k * n), n the number of items",
         arity: -4,
         writes: true,
+        other_keys: OtherKeys::None,
         args: &[KEY, arg(c"timestamp_ms", Kind::Integer), items(c"item", None)],
+    },
+    CommandSpec {
+        name: c"bf.merge",
+        entry: bf_merge,
+        flags: c"write deny-oom",
+        summary: c"Makes the first filter the union of itself and the others, alike filters; creates it as a copy of the first other when missing",
+        complexity: c"O(bits of the filters)",
+        arity: -3,
+        writes: true,
+        other_keys: OtherKeys::Rest,
+        args: &[
+            arg(c"destkey", Kind::Key),
+            Arg {
+                multiple: true,
+                ..arg(c"sourcekey", Kind::Key)
+            },
+        ],
     },
 ];
 
@@ -374,13 +426,19 @@ pub fn register_acl_category(load: &LoadCtx) -> Result<(), String> {
 /// Registers every command and sets its docs.
 pub fn register(load: &LoadCtx) -> Result<(), String> {
     for spec in &COMMANDS {
-        load.create_command(spec.name, spec.entry, spec.flags)
+        let last_key = match spec.other_keys {
+            // Servers with key specs (7.0+) find LIKE's key by its keyword.
+            OtherKeys::None | OtherKeys::After(_) => 1,
+            OtherKeys::Rest => -1,
+        };
+        load.create_command(spec.name, spec.entry, spec.flags, last_key)
             .map_err(|()| format!("cannot register {}", spec.name.to_string_lossy()))?;
         let doc = CommandDoc {
             summary: spec.summary,
             complexity: spec.complexity,
             arity: spec.arity,
             writes: spec.writes,
+            other_keys: spec.other_keys,
             args: spec.args,
         };
         load.set_command_docs(spec.name, &doc)

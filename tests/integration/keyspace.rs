@@ -46,6 +46,7 @@ fn keyspace_events_for_bf_commands() {
     raw_ok(&mut c, &["BF.INSERT", "i", "ITEMS", "x"]);
     let chunks = scandump(&mut c, "a");
     loadchunks(&mut c, "l", &chunks);
+    raw_ok(&mut c, &["BF.MERGE", "merged", "a"]);
 
     let want = [
         ("__keyevent@0__:bf.reserve", "r"),
@@ -56,6 +57,8 @@ fn keyspace_events_for_bf_commands() {
         ("__keyevent@0__:bf.add", "i"),
         ("__keyevent@0__:bf.loadchunk", "l"),
         ("__keyspace@0__:l", "bf.loadchunk"),
+        ("__keyevent@0__:bf.merge", "merged"),
+        ("__keyspace@0__:merged", "bf.merge"),
     ];
     let seen = collect_events(&mut ps, &want, Duration::from_secs(10));
     for (ch, p) in want {

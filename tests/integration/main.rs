@@ -26,6 +26,7 @@ mod keyspace;
 mod limits_paths;
 mod maxmemory_policy;
 mod memory_slack;
+mod merge;
 mod partitions;
 mod readme;
 mod redisbloom_compat;

@@ -18,6 +18,8 @@ use crate::dump::descriptor_args;
 pub(super) struct Copied {
     chunks: u64,
     bytes: u64,
+    /// Copied whole with DUMP / RESTORE rather than streamed chunk by chunk.
+    whole: bool,
 }
 
 /// A copy that answers like its source.
@@ -43,19 +45,24 @@ pub(super) struct Migrator<'a> {
 }
 
 impl Migrator<'_> {
-    /// Streams the filter into `tmp` on the destination; returns the source's BF.INFO from before
-    /// the copy when it was unchanged after it.
+    /// Streams the filter (a valkey-bloom object: copies it whole) into `tmp` on the
+    /// destination; returns the source's BF.INFO from before the copy when it was unchanged
+    /// after it.
     fn copy(
         &mut self,
         key: &[u8],
         tmp: &[u8],
+        kind: Kind,
     ) -> Result<(Copied, std::result::Result<KeyInfo, Mismatch>)> {
         let before = bf_shape(self.src, key).context("BF.INFO on the source")?;
         // A leftover temporary key of an earlier, interrupted run: ours to remove.
         self.dst
             .query(redis::cmd("DEL").arg(tmp))
             .context("DEL of the temporary key")?;
-        let copied = self.stream(key, tmp)?;
+        let copied = match kind {
+            Kind::ValkeyBloom => self.dump_restore(key, tmp)?,
+            Kind::Filter | Kind::Descriptor => self.stream(key, tmp)?,
+        };
         let after = bf_shape(self.src, key).context("BF.INFO on the source after the copy")?;
         if !same_filter(&after, &before) {
             return Ok((
@@ -77,6 +84,7 @@ impl Migrator<'_> {
         let mut copied = Copied {
             chunks: 0,
             bytes: 0,
+            whole: false,
         };
         let mut last_report = Instant::now();
         loop {
@@ -104,6 +112,36 @@ impl Migrator<'_> {
             it = next;
         }
         Ok(copied)
+    }
+
+    /// DUMP of `key` on the source, RESTORE into `tmp` on the destination: valkey-bloom has no
+    /// BF.SCANDUMP, and its DUMP payload is its own encoding of the object (the `bloomfltr` RDB
+    /// value), which rustbloom restores as the very same object — same seed, bits and layers,
+    /// so every item answers as before. The payload is held whole (valkey-bloom caps an object
+    /// at bf.bloom-memory-usage-limit, 128 MiB by default).
+    fn dump_restore(&mut self, key: &[u8], tmp: &[u8]) -> Result<Copied> {
+        let payload = match self
+            .src
+            .query(redis::cmd("DUMP").arg(key))
+            .context("DUMP on the source")?
+        {
+            Value::BulkString(bytes) => bytes,
+            Value::Nil => bail!("the key is gone from the source"),
+            other => bail!("unexpected DUMP reply {other:?}"),
+        };
+        self.dst
+            .query(redis::cmd("RESTORE").arg(tmp).arg(0).arg(&payload[..]))
+            .context(
+                "RESTORE of the source's DUMP on the destination (it must be a rustbloom that \
+                 reads valkey-bloom's values, on a server that reads the source's RDB version: \
+                 the same server family, as new as the source)",
+            )?;
+        self.pb.set_position(self.done_bytes + payload.len() as u64);
+        Ok(Copied {
+            chunks: 1,
+            bytes: payload.len() as u64,
+            whole: true,
+        })
     }
 
     /// BF.LOADCHUNK of the chunk `data` at iterator `next` into `tmp`, after `loaded` chunks.
@@ -172,7 +210,7 @@ impl Migrator<'_> {
         for (i, (key, kind)) in keys.iter().enumerate() {
             self.pb.set_message(format!("{}/{n} {}", i + 1, show(key)));
             let outcome = match kind {
-                Kind::Filter => self.migrate_key(key),
+                Kind::Filter | Kind::ValkeyBloom => self.migrate_key(key, *kind),
                 Kind::Descriptor => self.migrate_descriptor(key, &failed),
             };
             match outcome {
@@ -192,14 +230,14 @@ impl Migrator<'_> {
 
     /// Copies one key; Ok(summary line) or the reason it was not copied. The destination key is
     /// written only by the final rename.
-    fn migrate_key(&mut self, key: &[u8]) -> Result<String> {
+    fn migrate_key(&mut self, key: &[u8], kind: Kind) -> Result<String> {
         let start = Instant::now();
         // The hash tag of the key's own slot keeps the temporary key on the key's node, where
         // RENAME can move it (a cluster refuses a RENAME across slots).
         let tag = slot_tag(key_slot(key)).unwrap_or_default();
         let mut tmp = format!("{{{tag}}}bfctl-migrate-tmp-{}:", std::process::id()).into_bytes();
         tmp.extend_from_slice(key);
-        let result = self.migrate_via(key, &tmp, start);
+        let result = self.migrate_via(key, &tmp, kind, start);
         if result.is_err() {
             // A reply the client could not read leaves its connection out of step with the
             // server: fresh connections, so that the next key fails (or not) for its own reason.
@@ -213,8 +251,14 @@ impl Migrator<'_> {
 
     /// The checked copy of `key` in `tmp` renamed onto `key`, with the source's TTL: its
     /// summary line.
-    fn migrate_via(&mut self, key: &[u8], tmp: &[u8], start: Instant) -> Result<String> {
-        let checked = self.checked_copy(key, tmp)?;
+    fn migrate_via(
+        &mut self,
+        key: &[u8],
+        tmp: &[u8],
+        kind: Kind,
+        start: Instant,
+    ) -> Result<String> {
+        let checked = self.checked_copy(key, tmp, kind)?;
         // The source's TTL, taken after the copy: the key must not outlive it.
         let pttl = match self.src.query(redis::cmd("PTTL").arg(key))? {
             Value::Int(ms) => ms,
@@ -232,11 +276,11 @@ impl Migrator<'_> {
 
     /// Copies `key` into `tmp` until a copy is taken from a source that did not change during
     /// it (at most 1 + --retries times), and checks it.
-    fn checked_copy(&mut self, key: &[u8], tmp: &[u8]) -> Result<Checked> {
+    fn checked_copy(&mut self, key: &[u8], tmp: &[u8], kind: Kind) -> Result<Checked> {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let (copied, outcome) = self.copy(key, tmp)?;
+            let (copied, outcome) = self.copy(key, tmp, kind)?;
             let outcome = match outcome {
                 Ok(snapshot) => match self.check(key, tmp, &snapshot)? {
                     Ok(positives) => Ok((snapshot, positives)),
@@ -300,9 +344,13 @@ impl Migrator<'_> {
             attempts,
         } = checked;
         format!(
-            "{} bytes in {} chunks; {}; {} random probes answered alike ({} of them present){}{} ({:.2} s)",
+            "{} bytes {}; {}; {} random probes answered alike ({} of them present){}{} ({:.2} s)",
             copied.bytes,
-            copied.chunks,
+            if copied.whole {
+                "by DUMP/RESTORE (a valkey-bloom object)".to_string()
+            } else {
+                format!("in {} chunks", copied.chunks)
+            },
             describe(snapshot),
             self.opts.sample,
             positives,

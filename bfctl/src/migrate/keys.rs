@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use redis::Value;
 use rustbloom_client::{Connection, Filter};
 
-use super::{bulk_bytes, text, BLOOM_TYPE, SCAN_COUNT};
+use super::{bulk_bytes, text, BLOOM_TYPE, SCAN_COUNT, VALKEY_BLOOM_TYPE};
 
 /// Items per kind of Bloom key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +15,18 @@ pub(super) enum Kind {
     Filter,
     /// A partitioned filter's descriptor (docs/partitions.md).
     Descriptor,
+    /// A valkey-bloom object (type `bloomfltr`): valkey-bloom has no BF.SCANDUMP, so it is
+    /// copied whole with DUMP / RESTORE.
+    ValkeyBloom,
+}
+
+/// The kind of key of type `t`, when it is one of the Bloom types.
+fn kind_of_type(t: &str) -> Option<Kind> {
+    match t {
+        BLOOM_TYPE => Some(Kind::Filter),
+        VALKEY_BLOOM_TYPE => Some(Kind::ValkeyBloom),
+        _ => None,
+    }
 }
 
 pub(super) fn is_pattern(arg: &str) -> bool {
@@ -31,10 +43,12 @@ pub(super) fn list_keys(c: &mut Connection, args: &[String]) -> Result<Vec<(Vec<
     let mut problems = Vec::new();
     for arg in args {
         if is_pattern(arg) {
-            scan_pattern(c, arg, &mut found)?;
+            for t in [BLOOM_TYPE, VALKEY_BLOOM_TYPE] {
+                scan_pattern(c, arg, t, &mut found)?;
+            }
         } else {
             match named_key(c, arg)? {
-                Ok(key) => found.add(key),
+                Ok((key, kind)) => found.add(key, kind),
                 Err(problem) => problems.push(problem),
             }
         }
@@ -45,31 +59,37 @@ pub(super) fn list_keys(c: &mut Connection, args: &[String]) -> Result<Vec<(Vec<
     partitions_first(c, found.keys)
 }
 
-/// Keys in the order found, each once.
+/// Keys in the order found, each once, with their kind (Filter or ValkeyBloom).
 #[derive(Default)]
 struct Found {
     seen: HashSet<Vec<u8>>,
-    keys: Vec<Vec<u8>>,
+    keys: Vec<(Vec<u8>, Kind)>,
 }
 
 impl Found {
-    fn add(&mut self, key: Vec<u8>) {
+    fn add(&mut self, key: Vec<u8>, kind: Kind) {
         if self.seen.insert(key.clone()) {
-            self.keys.push(key);
+            self.keys.push((key, kind));
         }
     }
 }
 
-/// The Bloom keys matching `pattern` on every master of the source.
-fn scan_pattern(c: &mut Connection, pattern: &str, found: &mut Found) -> Result<()> {
+/// The keys of type `bloom_type` matching `pattern` on every master of the source.
+fn scan_pattern(
+    c: &mut Connection,
+    pattern: &str,
+    bloom_type: &str,
+    found: &mut Found,
+) -> Result<()> {
+    let kind = kind_of_type(bloom_type).ok_or_else(|| anyhow!("{bloom_type}: not a Bloom type"))?;
     for master in c.masters()? {
         let slot = master.ranges.first().map_or(0, |r| r.0);
         let mut cursor: u64 = 0;
         loop {
-            let (next, keys) = scan_step(c, pattern, cursor, (slot, &master.addr))?;
+            let (next, keys) = scan_step(c, pattern, bloom_type, cursor, (slot, &master.addr))?;
             for k in keys {
                 let k = bulk_bytes(&k).ok_or_else(|| anyhow!("bad SCAN key {k:?}"))?;
-                found.add(k);
+                found.add(k, kind);
             }
             cursor = next;
             if cursor == 0 {
@@ -80,11 +100,12 @@ fn scan_pattern(c: &mut Connection, pattern: &str, found: &mut Found) -> Result<
     Ok(())
 }
 
-/// One SCAN step on the master serving `slot` (at `addr`): the next cursor and the keys it
-/// returned.
+/// One SCAN step for keys of `bloom_type` on the master serving `slot` (at `addr`): the next
+/// cursor and the keys it returned.
 fn scan_step(
     c: &mut Connection,
     pattern: &str,
+    bloom_type: &str,
     cursor: u64,
     (slot, addr): (u16, &str),
 ) -> Result<(u64, Vec<Value>)> {
@@ -97,7 +118,7 @@ fn scan_step(
                 .arg("COUNT")
                 .arg(SCAN_COUNT)
                 .arg("TYPE")
-                .arg(BLOOM_TYPE),
+                .arg(bloom_type),
             slot,
         )
         .map_err(|e| anyhow!("{e}"))
@@ -119,27 +140,38 @@ fn scan_step(
     }
 }
 
-/// A key named on the command line: Ok(Ok(key)) when it is a Bloom filter on the source, else
-/// Ok(Err(why not)).
-fn named_key(c: &mut Connection, arg: &str) -> Result<std::result::Result<Vec<u8>, String>> {
+/// A key named on the command line: Ok(Ok((key, kind))) when it is a Bloom filter on the
+/// source, else Ok(Err(why not)).
+fn named_key(
+    c: &mut Connection,
+    arg: &str,
+) -> Result<std::result::Result<(Vec<u8>, Kind), String>> {
     let key = arg.as_bytes().to_vec();
     let t = text(&c.query(redis::cmd("TYPE").arg(&key[..]))?);
-    Ok(if t == "none" {
-        Err(format!("{arg}: no such key on the source"))
-    } else if t != BLOOM_TYPE {
-        Err(format!("{arg}: a {t} on the source, not a Bloom filter"))
-    } else {
-        Ok(key)
+    Ok(match kind_of_type(&t) {
+        Some(kind) => Ok((key, kind)),
+        None if t == "none" => Err(format!("{arg}: no such key on the source")),
+        None => Err(format!("{arg}: a {t} on the source, not a Bloom filter")),
     })
 }
 
 /// `keys` in order, each once, with a partitioned filter's partitions in place of its
 /// descriptor and the descriptors last (they are created once their partitions are copied).
-fn partitions_first(c: &mut Connection, keys: Vec<Vec<u8>>) -> Result<Vec<(Vec<u8>, Kind)>> {
+/// valkey-bloom objects are never partitioned.
+fn partitions_first(
+    c: &mut Connection,
+    keys: Vec<(Vec<u8>, Kind)>,
+) -> Result<Vec<(Vec<u8>, Kind)>> {
     let mut ordered: Vec<(Vec<u8>, Kind)> = Vec::with_capacity(keys.len());
     let mut descriptors = Vec::new();
     let mut placed: HashSet<Vec<u8>> = HashSet::new();
-    for key in keys {
+    for (key, kind) in keys {
+        if kind == Kind::ValkeyBloom {
+            if placed.insert(key.clone()) {
+                ordered.push((key, kind));
+            }
+            continue;
+        }
         match Filter::discover(c, &key)?.and_then(|f| f.partitioning().map(|p| p.keys.clone())) {
             Some(parts) => {
                 for part in parts {

@@ -1,12 +1,13 @@
 //! `bfctl migrate`: a live copy of Bloom filters from one server or cluster to another over
-//! BF.SCANDUMP / BF.LOADCHUNK, checked afterwards.
+//! BF.SCANDUMP / BF.LOADCHUNK (valkey-bloom's objects: DUMP / RESTORE), checked afterwards.
 //!
 //! The steps, key by key:
 //!
 //! 1. Before anything is copied: the keys are listed (explicit names checked with TYPE, patterns
-//!    through `SCAN MATCH … TYPE MBbloom--` on every master of a cluster; a partitioned filter's
-//!    name brings its partitions), and the run is refused when a destination key
-//!    already exists (unless `--replace`) or when source and destination are the same database.
+//!    through `SCAN MATCH … TYPE MBbloom--` and `TYPE bloomfltr` on every master of a cluster; a
+//!    partitioned filter's name brings its partitions), and the run is refused when a destination
+//!    key already exists (unless `--replace`) or when source and destination are the same
+//!    database.
 //! 2. The filter is streamed chunk by chunk into a temporary key beside the destination key (one
 //!    chunk in memory at a time, whatever the filter's size), between two BF.INFO snapshots of
 //!    the source: a filter that changed meanwhile (its item count or layers moved) is copied
@@ -17,7 +18,9 @@
 //!    `--replace`), so readers of the destination never see a half-loaded filter and a failure
 //!    leaves the destination as it was. A TTL on the source key is carried over. On a cluster the
 //!    temporary key carries the hash tag of the destination key's slot, so both are on one node.
-//! 5. A partitioned filter's descriptor is not a dump (BF.SCANDUMP refuses it): once all its
+//! 5. A valkey-bloom object (type `bloomfltr`) is copied whole instead of streamed: valkey-bloom
+//!    has no BF.SCANDUMP, and DUMP / RESTORE moves its own encoding of the object as it is.
+//! 6. A partitioned filter's descriptor is not a dump (BF.SCANDUMP refuses it): once all its
 //!    partitions are copied it is created again on the destination from its BF.INFO
 //!    (`BF.RESERVE NAME ε N PARTITIONS P seed …`), so a descriptor always has its partitions.
 
@@ -42,6 +45,8 @@ use probes::Probes;
 
 /// The module type both RedisBloom and rustbloom register.
 const BLOOM_TYPE: &str = "MBbloom--";
+/// valkey-bloom's module type (rustbloom registers it too, for the objects it took over).
+const VALKEY_BLOOM_TYPE: &str = "bloomfltr";
 /// Probes per BF.MEXISTS while checking.
 const PROBE_BATCH: usize = 1000;
 /// Keys per SCAN step.
@@ -49,7 +54,8 @@ const SCAN_COUNT: u64 = 1000;
 /// Without a progress bar, a line about a long copy at most this often.
 const QUIET_REPORT: Duration = Duration::from_secs(10);
 
-/// Copy Bloom filters from a live RedisBloom or rustbloom server or cluster to a rustbloom one.
+/// Copy Bloom filters from a live RedisBloom, valkey-bloom or rustbloom server or cluster to a
+/// rustbloom one.
 ///
 /// Each filter is streamed with BF.SCANDUMP / BF.LOADCHUNK (one chunk in memory at a time,
 /// any size) into a temporary key beside its destination key, checked against the source
@@ -58,7 +64,9 @@ const QUIET_REPORT: Duration = Duration::from_secs(10);
 /// source's TTL. A source that changes during its copy is copied again (--retries). Nothing
 /// is copied when a destination key already exists, unless --replace. A filter that fails
 /// is reported and left out (its destination key unchanged); the others are still copied,
-/// and the exit code is 1. Either side may be a cluster, given by any node's URL: patterns
+/// and the exit code is 1. valkey-bloom's objects (type bloomfltr) are copied whole with
+/// DUMP / RESTORE (the destination must read the source's RDB version) and checked alike.
+/// Either side may be a cluster, given by any node's URL: patterns
 /// are matched on every master, and a partitioned filter's name copies its partitions and
 /// then creates its descriptor. `--url` is not used: give both servers.
 #[derive(Args, Debug)]
@@ -71,7 +79,8 @@ pub struct Options {
     #[arg(long)]
     pub to: String,
     /// Keys to copy; an argument with a glob character (* ? [ \) is a pattern matched with
-    /// SCAN MATCH … TYPE MBbloom--. None: every Bloom filter of the source database.
+    /// SCAN MATCH … TYPE MBbloom-- and TYPE bloomfltr. None: every Bloom filter of the source
+    /// database.
     #[arg(value_name = "KEY|PATTERN")]
     pub keys: Vec<String>,
     /// Overwrite destination keys that already exist (each is replaced only once its copy is
@@ -244,7 +253,7 @@ fn refuse_existing(dst: &mut Connection, keys: &[(Vec<u8>, Kind)]) -> Result<()>
 /// stream carries).
 fn source_bytes(src: &mut Connection, keys: &[(Vec<u8>, Kind)]) -> u64 {
     keys.iter()
-        .filter(|(_, kind)| *kind == Kind::Filter)
+        .filter(|(_, kind)| *kind != Kind::Descriptor)
         .filter_map(|(k, _)| bf_shape(src, k).ok())
         .map(|s| s.size)
         .sum()

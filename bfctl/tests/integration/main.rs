@@ -1,11 +1,14 @@
 //! bfctl's integration tests, one binary: each file is a module (one link for all of them).
 
+mod build;
 mod cli;
 mod cluster;
 mod common;
 mod connect;
 mod long_line;
 mod migrate;
+mod migrate_valkey;
+mod offline;
 mod readme;
 mod timestamped;
 mod url_node_failover;

@@ -102,6 +102,13 @@ fn unlike_filters_are_refused_by_their_first_difference_and_nothing_changes() {
         (params(2000, 0.01, 5), Difference::Capacity),
         (nonscaling, Difference::Expansion),
         (params(1000, 0.01, 6), Difference::Seed),
+        (
+            FilterParams {
+                tightening: 0.8,
+                ..base
+            },
+            Difference::Tightening,
+        ),
     ];
     for (other, difference) in cases {
         let source = filled(other, 0..10);
@@ -181,4 +188,22 @@ fn a_refused_growth_leaves_the_destination_unchanged() {
         Err(MergeError::Limit(_))
     ));
     assert_eq!(dest, before);
+}
+
+#[test]
+fn a_union_past_a_layers_capacity_counts_it_full_and_stays_a_valid_value() {
+    let mut dest = filled(params(1000, 0.01, 9), 0..1000);
+    let source = filled(params(1000, 0.01, 9), 1000..2000);
+    let layers = |stored: &StoredFilter| scalable(stored).layers().len();
+    assert_eq!((layers(&dest), layers(&source)), (1, 1));
+    merge_into(&mut dest, &[&source], &mut Unlimited).unwrap();
+    assert_eq!(scalable(&dest).layers()[0].items(), 1000);
+    // Saved and loaded as any filter: a layer never counts past its capacity.
+    assert!(crate::stored::decode_header(&dest.encode_header(), &mut Unlimited).is_ok());
+    // The next add goes to a new layer, sized for the target rate.
+    let Filter::Scalable(filter) = &mut dest.filter else {
+        unreachable!("scalable");
+    };
+    filter.insert(b"after the union", &mut Unlimited).unwrap();
+    assert_eq!(filter.layers().len(), 2);
 }

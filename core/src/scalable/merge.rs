@@ -18,6 +18,8 @@ impl BloomFilter {
             Some(Difference::Capacity)
         } else if ours.growth != theirs.growth {
             Some(Difference::Expansion)
+        } else if ours.tightening.to_bits() != theirs.tightening.to_bits() {
+            Some(Difference::Tightening)
         } else if ours.seed != theirs.seed {
             Some(Difference::Seed)
         } else {

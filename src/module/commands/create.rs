@@ -14,7 +14,7 @@ use rustbloom_core::{
 use crate::module::args::{self, CreateOptions, PartitionRole};
 use crate::module::config;
 use crate::module::errors::{
-    self, limit_error, replay_mismatch, CommandError, CommandResult, ITEM_EXISTS,
+    self, limit_error, replay_mismatch, CommandError, CommandResult, ITEM_EXISTS, LOADING,
     NONSCALING_VALIDATE_SCALE_TO, NOT_FOUND, NOT_SCALABLE, SCALE_TO_MEMORY, SCALE_TO_RATE,
     SEED_REUSED,
 };
@@ -24,7 +24,13 @@ use crate::module::partition;
 use crate::module::stats::{self, Footprint};
 
 use super::replication::replicate_creation;
-use super::{budget, ready_mut, store};
+use super::{budget, ready_mut, store, stored};
+
+/// LIKE names a filter taken over in RedisBloom's or valkey-bloom's format, which no command
+/// creates here.
+const LIKE_FOREIGN: CommandError = CommandError::Static(
+    "ERR LIKE takes a filter made here, not one kept in RedisBloom's or valkey-bloom's format",
+);
 
 /// A seed nobody can predict: a fresh std hasher is keyed from the OS's randomness once per
 /// process and then per instance; mixing in a counter and the clock keeps seeds distinct.
@@ -189,8 +195,12 @@ pub(super) fn check_scale_to(command: &Command, options: &CreateOptions) -> Comm
     }
 }
 
-/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`
+/// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`,
+/// or `BF.RESERVE key LIKE other` ([`reserve_like`]).
 pub fn reserve(command: &Command) -> CommandResult {
+    if command.argc() == 4 && command.arg(2).eq_ignore_ascii_case(b"LIKE") {
+        return reserve_like(command);
+    }
     let (mut options, role) = args::parse_reserve(command)?;
     check_scale_to(command, &options)?;
     let mut key = command.open_key(true);
@@ -219,6 +229,58 @@ pub fn reserve(command: &Command) -> CommandResult {
     let mut stored = StoredFilter::ready_filter(create(command, options, &mut budget(command))?);
     if let Some(partition) = partition {
         stored = stored.with_partition(partition).map_err(|_| SEED_REUSED)?;
+    }
+    replicate_creation(command, &Creation::of(stored.filter()), stored.partition());
+    store(&mut key, stored);
+    command.notify(c"bf.reserve");
+    command.reply_ok();
+    Ok(())
+}
+
+/// `BF.RESERVE key LIKE other`: an empty filter made as `other` was (kind, error rate, capacity,
+/// expansion or window, seed, first layer's or slots' shape, partition identity), so that
+/// BF.MERGE takes the two: the way to a filter alike to one made with a random seed. Replicated
+/// as any creation, every parameter explicit (replicas never read `other`).
+fn reserve_like(command: &Command) -> CommandResult {
+    let mut key = command.open_key(true);
+    if key.value::<StoredValue>()?.is_some() {
+        return Err(ITEM_EXISTS);
+    }
+    if command.arg(3) == command.arg(1) {
+        // The key itself, missing.
+        return Err(NOT_FOUND);
+    }
+    let model_key = command.open_source_key(3);
+    let model = stored(&model_key)?.ok_or(NOT_FOUND)?;
+    let options = match model.ready().map(Creation::of) {
+        None => return Err(LOADING),
+        Some(Creation::Scalable {
+            params,
+            first_layer,
+        }) => CreateOptions {
+            error_rate: Some(params.error_rate),
+            capacity: Some(params.capacity),
+            growth: Some(params.growth),
+            seed: Some(params.seed),
+            shape: Some(first_layer),
+            tightening: Some(params.tightening),
+            ..CreateOptions::default()
+        },
+        Some(Creation::Window { params, slot }) => CreateOptions {
+            error_rate: Some(params.error_rate),
+            capacity: Some(params.capacity),
+            seed: Some(params.seed),
+            shape: Some(slot),
+            window_ms: Some(params.window_ms),
+            ..CreateOptions::default()
+        },
+        Some(Creation::RedisBloom { .. } | Creation::ValkeyBloom { .. }) => {
+            return Err(LIKE_FOREIGN)
+        }
+    };
+    let mut stored = StoredFilter::ready_filter(create(command, options, &mut budget(command))?);
+    if let Some(partition) = model.partition() {
+        stored = stored.with_partition(*partition).map_err(|_| SEED_REUSED)?;
     }
     replicate_creation(command, &Creation::of(stored.filter()), stored.partition());
     store(&mut key, stored);

@@ -20,7 +20,7 @@
 //!
 //! One file per concern: `create.rs` (BF.RESERVE, the creation behind a first add, BF.GROW),
 //! `add.rs` (the adds and the single-item fast path), `lookup.rs`, `info.rs` (BF.INFO,
-//! BF.DEBUG), `chunks.rs` (BF.SCANDUMP, BF.LOADCHUNK), `replication.rs` (the commands that
+//! BF.DEBUG), `chunks.rs` (BF.SCANDUMP, BF.LOADCHUNK), `merge.rs` (BF.MERGE), `replication.rs` (the commands that
 //! carry a write's effects) and `window.rs` (adds to an existing window filter); here, what they
 //! share.
 
@@ -29,6 +29,7 @@ mod chunks;
 mod create;
 mod info;
 mod lookup;
+mod merge;
 mod replication;
 mod window;
 
@@ -37,6 +38,7 @@ pub use chunks::{load, loadchunk, scandump};
 pub use create::{grow, reserve};
 pub use info::{debug, info};
 pub use lookup::{card, exists, mexists};
+pub use merge::merge;
 
 use rustbloom_core::{Filter, StoredFilter, StoredValue};
 

@@ -107,6 +107,31 @@ impl Command {
         Key {
             key: key.cast(),
             command: self,
+            guarded: true,
+        }
+    }
+
+    /// Opens the key at argument `index` (2 or more) to read, beside the key of argument 1
+    /// (BF.MERGE's sources). Panics when it names the key of argument 1: that value may be
+    /// borrowed mutably through its own handle. Two read handles of one key share only reads.
+    pub fn open_source_key(&self, index: usize) -> Key<'_> {
+        assert!(index >= 2, "argument {index} is not a source key");
+        assert!(
+            self.arg(index) != self.arg(1),
+            "a source key that is the destination"
+        );
+        // SAFETY: a live context and argument; as in `open_key`, a handle or null (an empty key).
+        let key = unsafe {
+            hot_api!(RedisModule_OpenKey)(
+                self.ctx,
+                self.raw_arg(index),
+                raw::REDISMODULE_READ as c_int,
+            )
+        };
+        Key {
+            key: key.cast(),
+            command: self,
+            guarded: false,
         }
     }
 }

@@ -38,13 +38,26 @@ pub struct ArgDoc {
     pub parts: &'static [ArgDoc],
 }
 
-/// The docs of a command that takes one key, at argument 1.
+/// The keys a command reads besides its key at argument 1: the second key spec, so that a
+/// cluster refuses keys of different slots (CROSSSLOT), ACLs check each key and COMMAND GETKEYS
+/// names them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum OtherKeys {
+    None,
+    /// Every argument from 2 on (BF.MERGE's sources).
+    Rest,
+    /// The one argument after this keyword, when it is given (BF.RESERVE's LIKE).
+    After(&'static CStr),
+}
+
+/// The docs of a command whose key is argument 1, and whose [`OtherKeys`] are read.
 pub struct CommandDoc {
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
     pub arity: c_int,
-    /// The key is written (else only read).
+    /// The key of argument 1 is written (else only read).
     pub writes: bool,
+    pub other_keys: OtherKeys,
     pub args: &'static [ArgDoc],
 }
 
@@ -65,7 +78,7 @@ impl LoadCtx<'_> {
             raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS
         };
         // SAFETY: all-zero is the documented terminator of these C arrays.
-        let mut key_specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+        let mut key_specs: [raw::RedisModuleCommandKeySpec; 3] = unsafe { std::mem::zeroed() };
         key_specs[0].flags = u64::from(flags);
         key_specs[0].begin_search_type =
             raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
@@ -75,11 +88,36 @@ impl LoadCtx<'_> {
         key_specs[0].fk.range.lastkey = 0;
         key_specs[0].fk.range.keystep = 1;
         key_specs[0].fk.range.limit = 0;
+        let others = &mut key_specs[1];
+        match doc.other_keys {
+            OtherKeys::None => {}
+            OtherKeys::Rest => {
+                others.begin_search_type =
+                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+                others.bs.index.pos = 2;
+                // -1: up to the last argument.
+                others.fk.range.lastkey = -1;
+            }
+            OtherKeys::After(keyword) => {
+                others.begin_search_type =
+                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+                others.bs.keyword.keyword = ptr(keyword);
+                others.bs.keyword.startfrom = 2;
+                others.fk.range.lastkey = 0;
+            }
+        }
+        if doc.other_keys != OtherKeys::None {
+            others.flags = u64::from(raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS);
+            others.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            others.fk.range.keystep = 1;
+            others.fk.range.limit = 0;
+        }
 
         // The parts' arrays, kept until the call returns: a Vec's heap buffer stays where it is
         // when the Vec moves into `arrays`, so the `subargs` pointers into it stay valid.
         let mut arrays = Vec::new();
-        let mut args = raw_args(doc.args, &mut arrays);
+        let mut keys_seen = 0;
+        let mut args = raw_args(doc.args, &mut arrays, &mut keys_seen);
 
         let info = raw::RedisModuleCommandInfo {
             version: &version,
@@ -100,10 +138,12 @@ impl LoadCtx<'_> {
 }
 
 /// The zero-terminated C array of `args`; the arrays of their parts go to `arrays`, which must
-/// outlive the use of the result.
+/// outlive the use of the result. The first key argument is described by key spec 0 (argument
+/// 1), every later one by key spec 1 (the other keys); `keys_seen` counts them.
 fn raw_args(
     args: &[ArgDoc],
     arrays: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
+    keys_seen: &mut c_int,
 ) -> Vec<raw::RedisModuleCommandArg> {
     let mut out: Vec<raw::RedisModuleCommandArg> = args
         .iter()
@@ -113,7 +153,8 @@ fn raw_args(
             out.name = ptr(a.name);
             out.type_ = raw_kind(a.kind);
             out.key_spec_index = if matches!(a.kind, ArgKind::Key) {
-                0
+                *keys_seen += 1;
+                (*keys_seen - 1).min(1)
             } else {
                 -1
             };
@@ -127,7 +168,7 @@ fn raw_args(
             }
             out.flags = flags as c_int;
             if !a.parts.is_empty() {
-                let mut parts = raw_args(a.parts, arrays);
+                let mut parts = raw_args(a.parts, arrays, keys_seen);
                 out.subargs = parts.as_mut_ptr();
                 arrays.push(parts);
             }

@@ -13,6 +13,8 @@ use crate::module::errors::CommandError;
 pub struct Key<'a> {
     pub(super) key: *mut raw::RedisModuleKey,
     pub(super) command: &'a Command,
+    /// This is the handle of argument 1, whose opening [`Command::open_key`] guards.
+    pub(super) guarded: bool,
 }
 
 impl Key<'_> {
@@ -101,6 +103,8 @@ impl Drop for Key<'_> {
     fn drop(&mut self) {
         // SAFETY: the handle is open and closed once, here.
         unsafe { hot_api!(RedisModule_CloseKey)(self.key) };
-        self.command.key_open.set(false);
+        if self.guarded {
+            self.command.key_open.set(false);
+        }
     }
 }

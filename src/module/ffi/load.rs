@@ -68,9 +68,12 @@ impl LoadCtx<'_> {
             c_int,
         ) -> c_int,
         flags: &CStr,
+        last_key: c_int,
     ) -> Result<(), ()> {
-        // SAFETY: a live context, NUL-terminated name and flags, a function entry point; the
-        // key positions (1, 1, 1) match every command's grammar.
+        // The key positions for servers without key specs (before 7.0): from argument 1 to
+        // `last_key` (-1: up to the last argument).
+        // SAFETY: a live context, NUL-terminated name and flags, a function entry point, and
+        // key positions that match the command's grammar.
         let created = unsafe {
             api!(RedisModule_CreateCommand)(
                 self.0,
@@ -78,7 +81,7 @@ impl LoadCtx<'_> {
                 Some(entry),
                 flags.as_ptr(),
                 1,
-                1,
+                last_key,
                 1,
             )
         };

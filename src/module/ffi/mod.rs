@@ -93,7 +93,7 @@ mod value_type;
 pub use command::{run_command, Command};
 pub use config::{ConfigReply, StringConfig};
 pub use defrag::{defrag_unavailable, DefragCtx};
-pub use docs::{ArgDoc, ArgKind, CommandDoc};
+pub use docs::{ArgDoc, ArgKind, CommandDoc, OtherKeys};
 pub use io::{Digest, Io};
 pub use key::Key;
 pub use load::LoadCtx;
