@@ -17,6 +17,7 @@ use rustbloom_core::Growth;
 
 use super::args;
 use super::ffi::{ConfigReply, LoadCtx, StringConfig};
+use super::personality::{self, PersonalityConfig};
 
 /// `bf.error-rate`: error rate of filters created without one.
 pub const DEFAULT_ERROR_RATE: &CStr = c"0.01";
@@ -167,11 +168,24 @@ pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
     .map_err(|()| "the server refused the config bf.error-rate".to_string())?;
     let scaling_again: OnChanged =
         Box::new(|_, _, _| NONSCALING_DEFAULT.store(false, Ordering::Relaxed));
+    let capacity = if personality::is_valkey_bloom() {
+        personality::VALKEY_BLOOM_CAPACITY
+    } else {
+        DEFAULT_CAPACITY
+    };
+    INITIAL_CAPACITY.store(capacity, Ordering::Relaxed);
+    load.register_string_config::<PersonalityConfig>(
+        c"personality",
+        personality::current_name(),
+        raw::REDISMODULE_CONFIG_IMMUTABLE,
+        0,
+    )
+    .map_err(|()| "the server refused the config bf.personality".to_string())?;
     let integers: [IntegerConfig; 3] = [
         (
             "initial-capacity",
             &INITIAL_CAPACITY,
-            DEFAULT_CAPACITY,
+            capacity,
             CAPACITY_BOUNDS.0,
             CAPACITY_BOUNDS.1,
             ConfigurationFlags::DEFAULT,
@@ -494,6 +508,8 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
             if let Ok(mut current) = SEED_MODE.lock() {
                 *current = mode;
             }
+        } else if is(personality::NAME) {
+            // Read before anything was registered (personality::choose).
         } else if name.len() > 3 && name[..3].eq_ignore_ascii_case("CF_") {
             ignored.push(format!(
                 "rustbloom: ignoring RedisBloom's load-time argument {name} {} (rustbloom has \
@@ -503,7 +519,8 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
         } else {
             return Err(format!(
                 "unknown module argument {name} (expected error-rate, initial-capacity, \
-                 expansion, max-filter-bytes, seed-mode, or RedisBloom's ERROR_RATE and INITIAL_SIZE)"
+                 expansion, max-filter-bytes, seed-mode, personality, or RedisBloom's ERROR_RATE and \
+                 INITIAL_SIZE)"
             ));
         }
     }

@@ -75,6 +75,32 @@ impl VbFilter {
         Ok(VbFilter::from_parts(shape.params, layers))
     }
 
+    /// A new, empty object as valkey-bloom's BF.RESERVE or first add creates it: one layer of
+    /// `capacity` at `params.fp_rate`, after `budget` admits its bitmap. Ok(None) when
+    /// valkey-bloom could not create it either (parameters out of its ranges, a capacity past
+    /// its counts, a bitmap the crate cannot size).
+    pub fn new<B: MemoryBudget + ?Sized>(
+        params: ObjectParams,
+        capacity: u64,
+        budget: &mut B,
+    ) -> Result<Option<VbFilter>, LimitError> {
+        if params.validate().is_err() || capacity == 0 || capacity > MAX_CAPACITY {
+            return Ok(None);
+        }
+        let Some(layer) = LayerShape::new(capacity, params.fp_rate) else {
+            return Ok(None);
+        };
+        let shape = ObjectShape {
+            params,
+            layers: vec![layer],
+        };
+        match VbFilter::zeroed(&shape, budget) {
+            Ok(filter) => Ok(Some(filter)),
+            Err(DecodeError::Limit(limit)) => Err(limit),
+            Err(DecodeError::Corrupt(_)) => Ok(None),
+        }
+    }
+
     /// A copy whose bitmaps `budget` admits first (COPY).
     pub fn try_clone<B: MemoryBudget + ?Sized>(
         &self,

@@ -18,7 +18,7 @@ use crate::module::partition;
 use crate::module::stats::{self, BeforeAdd};
 
 use super::create::create;
-use super::replication::replicate;
+use super::replication::{replicate, replicate_valkey_bloom_creation};
 use super::window::add_to_window;
 use super::{budget, ready, ready_mut, store, unrouted_ready_mut, AddReply};
 
@@ -184,6 +184,10 @@ fn add_batch(
             &mut budget,
         )?),
     };
+    if let (true, Filter::ValkeyBloom(object)) = (creating, &*filter) {
+        // Before the items, which replicate as for any valkey-bloom object.
+        replicate_valkey_bloom_creation(command, object);
+    }
 
     // Phase 2: one core operation; its outcome survives a panic half-way.
     let before = BeforeAdd::of(filter);

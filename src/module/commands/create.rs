@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustbloom_core::redisbloom::RbFilter;
 use rustbloom_core::replication::Creation;
+use rustbloom_core::valkeybloom::{ObjectParams, VbFilter, FIXED_SEED as VB_FIXED_SEED};
 use rustbloom_core::{
     BloomFilter, Filter, FilterParams, Growth, StoredFilter, StoredValue, WindowFilter,
     WindowParams,
@@ -12,15 +13,16 @@ use rustbloom_core::{
 use crate::module::args::{self, CreateOptions, PartitionRole};
 use crate::module::config;
 use crate::module::errors::{
-    self, limit_error, replay_mismatch, CommandError, CommandResult, ITEM_EXISTS, NOT_FOUND,
-    NOT_SCALABLE, SEED_REUSED,
+    self, limit_error, replay_mismatch, CommandError, CommandResult, CAPACITY_RANGE, ITEM_EXISTS,
+    NOT_FOUND, NOT_SCALABLE, SEED_REUSED,
 };
 use crate::module::ffi::Command;
 use crate::module::memory::CommandBudget;
 use crate::module::partition;
+use crate::module::personality;
 use crate::module::stats::{self, Footprint};
 
-use super::replication::replicate_creation;
+use super::replication::{replicate_creation, replicate_valkey_bloom_creation};
 use super::{budget, ready_mut, store};
 
 /// A seed nobody can predict: a fresh std hasher is keyed from the OS's randomness once per
@@ -35,6 +37,19 @@ fn random_seed() -> u64 {
         hasher.write_u128(now.as_nanos());
     }
     hasher.finish()
+}
+
+/// valkey-bloom's default tightening ratio (`bf.bloom-tightening-ratio`): each new layer's
+/// error rate is the previous one's times this.
+const VALKEY_BLOOM_TIGHTENING: f64 = 0.5;
+
+/// A random 32-byte valkey-bloom seed (its two SipHash keys).
+fn random_seed_bytes() -> [u8; 32] {
+    let mut seed = [0u8; 32];
+    for part in seed.chunks_exact_mut(8) {
+        part.copy_from_slice(&random_seed().to_le_bytes());
+    }
+    seed
 }
 
 /// Creates a filter from explicit options and the configured defaults: a window filter when
@@ -66,7 +81,29 @@ pub(super) fn create(
             .map_err(|error| errors::window_error(command, budget, error));
     }
     let growth = options.growth.unwrap_or(defaults.growth);
-    if command.is_replayed() && options.seed.is_none() && options.shape.is_none() {
+    let plain = options.seed.is_none() && options.shape.is_none();
+    if plain && personality::is_valkey_bloom() && !command.is_replayed() {
+        // Replicated as BF.LOAD of the new object (see replicate_valkey_bloom_creation).
+        let params = ObjectParams {
+            expansion: match growth {
+                Growth::Scaling { expansion } => expansion,
+                Growth::NonScaling => 0,
+            },
+            fp_rate: error_rate,
+            tightening: VALKEY_BLOOM_TIGHTENING,
+            seed_random: defaults.seed.is_none(),
+            seed: match defaults.seed {
+                Some(_) => VB_FIXED_SEED,
+                None => random_seed_bytes(),
+            },
+        };
+        return match VbFilter::new(params, capacity, budget) {
+            Ok(Some(filter)) => Ok(Filter::ValkeyBloom(Box::new(filter))),
+            Ok(None) => Err(CAPACITY_RANGE),
+            Err(limit) => Err(limit_error(command, budget, limit)),
+        };
+    }
+    if command.is_replayed() && plain {
         // Our primaries and AOF always name the seed and shape of what they create; a creation
         // without them comes from a RedisBloom primary or a RedisBloom AOF, and is created as
         // RedisBloom creates it, so that it holds RedisBloom's very bits.
@@ -127,6 +164,8 @@ pub fn reserve(command: &Command) -> CommandResult {
     }
     if let Some(creation) = Creation::of(stored.filter()) {
         replicate_creation(command, &creation, stored.partition());
+    } else if let Filter::ValkeyBloom(filter) = stored.filter() {
+        replicate_valkey_bloom_creation(command, filter);
     }
     store(&mut key, stored);
     command.notify(c"bf.reserve");

@@ -44,6 +44,7 @@ use super::errors::{CommandError, DESCRIPTOR, LOADING};
 use super::ffi::{Command, Key};
 use super::memory::CommandBudget;
 use super::stats;
+use super::valkey_type::VALKEY_BLOOM_TYPE;
 
 /// How an add command answers.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -75,11 +76,18 @@ fn budget(command: &Command) -> CommandBudget {
     CommandBudget::for_command(command.ctx())
 }
 
-/// Stores a new value at the command's key.
+/// Stores a new value at the command's key: a valkey-bloom object under valkey-bloom's type,
+/// where every such object lives (see [`valkey_type`](super::valkey_type)), anything else under
+/// ours.
 fn store(key: &mut Key, stored: StoredFilter) {
+    let valkey_bloom = matches!(stored.ready(), Some(Filter::ValkeyBloom(_)));
     let stored = StoredValue::Filter(stored);
     stats::filter_added(&stored);
-    key.set_value(Box::new(stored));
+    if valkey_bloom {
+        key.set_value_as(Box::new(stored), &VALKEY_BLOOM_TYPE);
+    } else {
+        key.set_value(Box::new(stored));
+    }
     key.signal_modified();
 }
 

@@ -2,6 +2,7 @@
 
 use rustbloom_core::partition::Partition;
 use rustbloom_core::replication::{Creation, Effect};
+use rustbloom_core::valkeybloom::{blob, VbFilter};
 use rustbloom_core::{Growth, LayerSize};
 
 use crate::module::ffi::Command;
@@ -97,4 +98,12 @@ pub(super) fn replicate_creation(
         "BF.RESERVE",
         head.into_iter().chain(argv.iter().map(String::as_bytes)),
     );
+}
+
+/// A new valkey-bloom object (the valkey-bloom personality) as `BF.LOAD key blob`: its seed,
+/// sizes and bits exactly, for any replica or AOF, with or without the personality, and for
+/// valkey-bloom itself, whose command it is. Items added by the same call follow as usual.
+pub(super) fn replicate_valkey_bloom_creation(command: &Command, filter: &VbFilter) {
+    let blob = blob::encode(filter);
+    command.replicate("BF.LOAD", [command.arg(1), blob.as_slice()]);
 }

@@ -1,0 +1,122 @@
+//! The valkey-bloom personality (`loadmodule librustbloom.so personality valkey-bloom`): for
+//! users whose code was written against valkey-bloom, the replies it gives where RedisBloom's
+//! differ. Off by default: RedisBloom's behaviour stays the default.
+//!
+//! With it on, new filters are valkey-bloom objects (type `bloomfltr`, valkey-bloom's hashing,
+//! sizing and growth, saved in its encodings), so they behave as valkey-bloom's would and their
+//! DUMP, RDB and AOF go to valkey-bloom or to a rustbloom without the personality unchanged;
+//! commands are registered under valkey-bloom's upper-case names (so `cmdstat_BF.ADD`) with its
+//! arity -1; `BF.INFO key FIELD` answers a plain value; the default capacity is valkey-bloom's
+//! 100000; a reservation larger than maxmemory is admitted under an evicting policy (the server
+//! evicts); errors use valkey-bloom's texts. Names and arities are fixed when commands are
+//! registered, so the personality is chosen at load and shown by `CONFIG GET bf.personality`.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis_module::raw;
+
+use super::errors::CommandError;
+use super::ffi::{ConfigReply, StringConfig};
+
+/// The module argument and config name (after the `bf.` prefix).
+pub const NAME: &str = "personality";
+const REDISBLOOM: &str = "redisbloom";
+const VALKEY_BLOOM: &str = "valkey-bloom";
+
+/// valkey-bloom's default capacity (its `bf.bloom-capacity`).
+pub const VALKEY_BLOOM_CAPACITY: i64 = 100_000;
+
+static VALKEY_BLOOM_ON: AtomicBool = AtomicBool::new(false);
+
+/// True when the module was loaded with the valkey-bloom personality.
+pub fn is_valkey_bloom() -> bool {
+    VALKEY_BLOOM_ON.load(Ordering::Relaxed)
+}
+
+/// The chosen personality's name: the default value `bf.personality` is registered with, which
+/// the server sets when the configuration file names none.
+pub fn current_name() -> &'static CStr {
+    if is_valkey_bloom() {
+        c"valkey-bloom"
+    } else {
+        c"redisbloom"
+    }
+}
+
+/// The personality `text` names, or why not.
+fn parse(text: &[u8]) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_slice() {
+        b"redisbloom" => Ok(false),
+        b"valkey-bloom" => Ok(true),
+        _ => Err(format!(
+            "{NAME} must be {REDISBLOOM} (the default) or {VALKEY_BLOOM}"
+        )),
+    }
+}
+
+/// Reads the `personality` module argument (any case) before anything is registered, since
+/// command names, arities and config defaults depend on it; Err for an invalid value.
+pub fn choose(args: &[&[u8]]) -> Result<(), String> {
+    for pair in args.chunks(2) {
+        if let [name, value] = pair {
+            if name.eq_ignore_ascii_case(NAME.as_bytes()) {
+                VALKEY_BLOOM_ON.store(parse(value)?, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The string `bf.personality`'s getter handed out last.
+static REPLY: ConfigReply = ConfigReply::new();
+
+/// `bf.personality`: read-only, showing the personality chosen at load.
+pub struct PersonalityConfig;
+
+impl StringConfig for PersonalityConfig {
+    const GET: &'static str = "CONFIG GET bf.personality";
+    const SET: &'static str = "CONFIG SET bf.personality";
+
+    fn get(_privdata: usize) -> *mut raw::RedisModuleString {
+        REPLY.hand_out(&current_name().to_string_lossy())
+    }
+
+    /// Registered immutable, so only the configuration file reaches this (and the server's
+    /// default at load): it may name the personality the module argument chose, nothing else,
+    /// because the commands are registered by then.
+    fn set(_privdata: usize, text: &[u8]) -> Result<(), String> {
+        if parse(text)? == is_valkey_bloom() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the personality is chosen when the module loads: loadmodule librustbloom.so \
+                 {NAME} {}",
+                String::from_utf8_lossy(text)
+            ))
+        }
+    }
+}
+
+/// valkey-bloom's text for an error of ours whose meaning is the same, else the error itself.
+/// The texts are those valkey-bloom 1.0 replies (its `utils.rs` and command handler).
+pub fn error(error: CommandError) -> CommandError {
+    let Some(text) = error.text() else {
+        return error;
+    };
+    let theirs = match text {
+        "ERR Invalid information value" => "ERR invalid information value",
+        "ERR Unknown argument received" => "ERR unknown argument received",
+        "ERR Bad error rate" => "ERR bad error rate",
+        "ERR Bad capacity" => "ERR bad capacity",
+        "ERR Bad expansion" => "ERR bad expansion",
+        "ERR error rate must be in the range (0.000000, 1.000000)" => {
+            "ERR (0 < error rate range < 1)"
+        }
+        "ERR capacity must be in the range [1, 1073741824]" => {
+            "ERR (capacity should be larger than 0)"
+        }
+        _ => return error,
+    };
+    CommandError::Static(theirs)
+}
