@@ -16,7 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::raw;
 
-use super::errors::CommandError;
+use rustbloom_core::scalable::MAX_CAPACITY;
+
+use super::errors::{CommandError, CommandResult};
+use super::ffi::Command;
 use super::ffi::{ConfigReply, StringConfig};
 
 /// The module argument and config name (after the `bf.` prefix).
@@ -119,4 +122,123 @@ pub fn error(error: CommandError) -> CommandError {
         _ => return error,
     };
     CommandError::Static(theirs)
+}
+
+/// valkey-bloom's largest expansion (its `BLOOM_EXPANSION_MAX`).
+const VALKEY_BLOOM_MAX_EXPANSION: u64 = 10;
+
+/// valkey-bloom 1.0's checks of a BF.RESERVE or BF.INSERT written in its grammar, before ours
+/// parse it: the same refusals, in its words (its texts, and "wrong number of arguments" where
+/// an option lacks its value or the items are missing). A call using an option only rustbloom
+/// has (WINDOW, SHAPE, PARTITION, a numeric SEED, as our primaries replicate creations) is left
+/// to our parser alone.
+pub fn check_create_args(args: &[&[u8]], insert: bool) -> Result<(), CommandError> {
+    const OURS: [&str; 4] = ["WINDOW", "SHAPE", "PARTITION", "PARTITIONS"];
+    let is = |arg: &[u8], token: &str| arg.eq_ignore_ascii_case(token.as_bytes());
+    if args
+        .iter()
+        .any(|arg| OURS.iter().any(|token| is(arg, token)))
+    {
+        return Ok(());
+    }
+    if !insert {
+        // BF.RESERVE key error_rate capacity [EXPANSION e | NONSCALING]
+        if !(4..=6).contains(&args.len()) {
+            return Err(CommandError::WrongArity);
+        }
+        error_rate(args[2])?;
+        capacity(args[3])?;
+        return match &args[4..] {
+            [] => Ok(()),
+            [token] if is(token, "NONSCALING") => Ok(()),
+            [token, value] if is(token, "EXPANSION") => expansion(value),
+            [token, ..] if is(token, "SEED") || is(token, "TIGHTENING") => Ok(()),
+            _ => Err(CommandError::WrongArity),
+        };
+    }
+    // BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION x] [NOCREATE] [NONSCALING] ... ITEMS item...
+    if args.len() < 4 {
+        return Err(CommandError::WrongArity);
+    }
+    let mut at = 2;
+    while at < args.len() {
+        let token = args[at];
+        let value = args.get(at + 1);
+        if is(token, "NOCREATE") || is(token, "NONSCALING") {
+            at += 1;
+            continue;
+        }
+        if is(token, "ITEMS") {
+            return if value.is_some() {
+                Ok(())
+            } else {
+                Err(CommandError::WrongArity)
+            };
+        }
+        let check: fn(&[u8]) -> Result<(), CommandError> = if is(token, "CAPACITY") {
+            capacity
+        } else if is(token, "ERROR") {
+            error_rate
+        } else if is(token, "EXPANSION") {
+            expansion
+        } else if ["TIGHTENING", "SEED", "VALIDATESCALETO"]
+            .iter()
+            .any(|option| is(token, option))
+        {
+            |_| Ok(())
+        } else {
+            return Err(CommandError::Static("ERR unknown argument received"));
+        };
+        check(value.ok_or(CommandError::WrongArity)?)?;
+        at += 2;
+    }
+    // No ITEMS: valkey-bloom counts it as missing arguments.
+    Err(CommandError::WrongArity)
+}
+
+fn error_rate(text: &[u8]) -> Result<(), CommandError> {
+    let rate: f64 = std::str::from_utf8(text)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or(CommandError::Static("ERR bad error rate"))?;
+    if rate > 0.0 && rate < 1.0 {
+        Ok(())
+    } else {
+        Err(CommandError::Static("ERR (0 < error rate range < 1)"))
+    }
+}
+
+fn capacity(text: &[u8]) -> Result<(), CommandError> {
+    match std::str::from_utf8(text)
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+    {
+        Some(0) => Err(CommandError::Static(
+            "ERR (capacity should be larger than 0)",
+        )),
+        Some(capacity) if capacity > 0 && capacity <= MAX_CAPACITY as i64 => Ok(()),
+        _ => Err(CommandError::Static("ERR bad capacity")),
+    }
+}
+
+fn expansion(text: &[u8]) -> Result<(), CommandError> {
+    match std::str::from_utf8(text)
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+    {
+        Some(expansion) if (1..=VALKEY_BLOOM_MAX_EXPANSION).contains(&expansion) => Ok(()),
+        _ => Err(CommandError::Static("ERR bad expansion")),
+    }
+}
+
+/// Runs a command's handler under the personality: BF.RESERVE and BF.INSERT from a client are
+/// first held to valkey-bloom's checks ([`check_create_args`]).
+pub fn run(command: &Command, handler: impl FnOnce(&Command) -> CommandResult) -> CommandResult {
+    let name = command.arg(0);
+    let reserve = name.eq_ignore_ascii_case(b"BF.RESERVE");
+    if (reserve || name.eq_ignore_ascii_case(b"BF.INSERT")) && !command.is_replayed() {
+        let args: Vec<&[u8]> = command.args_from(0).collect();
+        check_create_args(&args, !reserve)?;
+    }
+    handler(command)
 }

@@ -29,7 +29,7 @@ macro_rules! entry_point {
             argc: c_int,
         ) -> c_int {
             run_command(ctx, argv, argc, |command| {
-                $handler(command).map_err(personality::error)
+                personality::run(command, $handler).map_err(personality::error)
             })
         }
     };

@@ -35,4 +35,5 @@ mod scaling;
 mod scandump;
 mod soundness_redisbloom;
 mod valkeybloom_data;
+mod valkeybloom_personality;
 mod window;
