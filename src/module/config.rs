@@ -137,6 +137,14 @@ pub fn defaults() -> Defaults {
     }
 }
 
+/// `bf.bloom-defrag-enabled` (valkey-bloom's name): whether the defrag callback moves blocks.
+static DEFRAG_ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// True unless `bf.bloom-defrag-enabled` is `no`.
+pub fn defrag_enabled() -> bool {
+    DEFRAG_ENABLED.load(Ordering::Relaxed)
+}
+
 /// The per-filter cap on the bytes the allocator hands out for a filter's bits.
 pub fn filter_limit() -> u64 {
     MAX_FILTER_BYTES.load(Ordering::Relaxed).max(0) as u64
@@ -254,6 +262,9 @@ enum Alias {
     BloomMemoryUsageLimit,
     /// valkey-bloom's `bf.bloom-use-random-seed` yes/no = `bf.seed-mode` random/fixed.
     BloomUseRandomSeed,
+    /// valkey-bloom's `bf.bloom-defrag-enabled` yes/no: whether the type's defrag callback moves
+    /// anything (no: every value is left where it is, as if active defrag skipped our keys).
+    BloomDefragEnabled,
 }
 
 const ALIASES: [(Alias, &CStr, &str); 3] = [
@@ -270,10 +281,10 @@ const ALIASES: [(Alias, &CStr, &str); 3] = [
     ),
 ];
 
-/// valkey-bloom's names (their meaning is the same as ours, within our ranges). Not aliased:
-/// `bf.bloom-tightening-ratio` (our filters tighten by 0.5, RedisBloom's rule) and
-/// `bf.bloom-defrag-enabled`.
-const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 5] = [
+/// valkey-bloom's names (their meaning is the same as ours, within our ranges; its defrag switch
+/// has no other name here). Not aliased: `bf.bloom-tightening-ratio` (our filters tighten by
+/// 0.5, RedisBloom's rule).
+const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 6] = [
     (
         Alias::BloomCapacity,
         c"bloom-capacity",
@@ -290,6 +301,11 @@ const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 5] = [
         Alias::BloomUseRandomSeed,
         c"bloom-use-random-seed",
         "bf.seed-mode",
+    ),
+    (
+        Alias::BloomDefragEnabled,
+        c"bloom-defrag-enabled",
+        "bf.bloom-defrag-enabled",
     ),
 ];
 
@@ -325,6 +341,14 @@ impl Alias {
             Alias::BloomMemoryUsageLimit => {
                 let limit = integer_setting(text, "bloom memory usage limit", FILTER_BYTES_BOUNDS)?;
                 MAX_FILTER_BYTES.store(limit, Ordering::Relaxed);
+            }
+            Alias::BloomDefragEnabled => {
+                let enabled = match text.to_ascii_lowercase().as_slice() {
+                    b"yes" => true,
+                    b"no" => false,
+                    _ => return Err("bloom defrag enabled must be yes or no".to_string()),
+                };
+                DEFRAG_ENABLED.store(enabled, Ordering::Relaxed);
             }
             Alias::BloomUseRandomSeed => {
                 let mode = match text.to_ascii_lowercase().as_slice() {
@@ -370,6 +394,10 @@ impl Alias {
             Alias::BloomCapacity => INITIAL_CAPACITY.load(Ordering::Relaxed).to_string(),
             Alias::BloomFpRate => ERROR_RATE.get().to_string(),
             Alias::BloomMemoryUsageLimit => MAX_FILTER_BYTES.load(Ordering::Relaxed).to_string(),
+            Alias::BloomDefragEnabled => match defrag_enabled() {
+                true => "yes".to_string(),
+                false => "no".to_string(),
+            },
             Alias::BloomUseRandomSeed => match SEED_MODE.lock().map(|mode| mode.clone()) {
                 Ok(SeedMode::fixed) => "no".to_string(),
                 _ => "yes".to_string(),
@@ -387,7 +415,8 @@ impl Alias {
 }
 
 /// The strings the alias getters last handed to the server, one per alias (see [`ConfigReply`]).
-static ALIAS_REPLIES: [ConfigReply; 8] = [
+static ALIAS_REPLIES: [ConfigReply; 9] = [
+    ConfigReply::new(),
     ConfigReply::new(),
     ConfigReply::new(),
     ConfigReply::new(),
