@@ -193,6 +193,11 @@ fn new_filters_move_to_a_server_without_the_personality() {
         raw_ok(&mut rc, &["BF.CARD", "grown"]),
         raw_ok(&mut pc, &["BF.CARD", "grown"])
     );
+    // The creation went as BF.LOAD of the new object, the items as the commands that added them.
+    let stats = commandstats(&mut rc);
+    assert!(stats.contains("cmdstat_bf.load:calls=3,"), "{stats}");
+    assert!(stats.contains("cmdstat_bf.add:calls=1,"), "{stats}");
+    assert!(stats.contains("cmdstat_bf.insert:calls=1,"), "{stats}");
 
     // DUMP from the personality, RESTORE where it is off: the same value, the same bytes.
     let dump = raw_ok(&mut pc, &["DUMP", "grown"]);

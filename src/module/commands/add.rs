@@ -207,7 +207,15 @@ fn add_batch(
     stats::count(&stats::ADDS, added.len());
 
     // Phase 3: replicate and store what changed, then answer.
-    let effects = add_effects(filter, &outcome, batch_len, creating);
+    // A new valkey-bloom object went out as BF.LOAD already: what follows replicates as onto an
+    // existing object (the command itself when it added everything it was given).
+    let creation_replicated = matches!(filter, Filter::ValkeyBloom(_));
+    let effects = add_effects(
+        filter,
+        &outcome,
+        batch_len,
+        creating && !creation_replicated,
+    );
     replicate(command, first_item, &effects);
     if let Some(filter) = created {
         store(&mut key, StoredFilter::ready_filter(filter));
