@@ -243,3 +243,69 @@ fn reservation_over_maxmemory_admitted_under_eviction() {
     raw_ok(&mut dc, &["CONFIG", "SET", "maxmemory", &two_mb]);
     assert!(raw_err(&mut dc, &reserve).contains("more than maxmemory"));
 }
+
+/// A personality server's AOF (BF.LOAD of each new object, then the adds) replays on a server
+/// without the personality to the same values, and back.
+#[test]
+fn aof_replays_with_or_without_the_personality() {
+    let mut s = start_valkey_bloom(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    let items: Vec<String> = (0..2500).map(|i| format!("item-{i}")).collect();
+    raw_ok(
+        &mut c,
+        &["BF.RESERVE", "grown", "0.001", "500", "EXPANSION", "3"],
+    );
+    for chunk in items.chunks(250) {
+        let mut args = vec!["BF.MADD", "grown"];
+        args.extend(chunk.iter().map(String::as_str));
+        raw_ok(&mut c, &args);
+    }
+    raw_ok(&mut c, &["BF.ADD", "added", "x"]);
+    raw_ok(
+        &mut c,
+        &[
+            "BF.INSERT",
+            "full",
+            "CAPACITY",
+            "5",
+            "NONSCALING",
+            "ITEMS",
+            "a",
+        ],
+    );
+    let keys = ["grown", "added", "full"];
+    let digests = |c: &mut Connection| -> Vec<Value> {
+        keys.iter()
+            .map(|key| raw_ok(c, &["DEBUG", "DIGEST-VALUE", key]))
+            .collect()
+    };
+    let before = digests(&mut c);
+    drop(c);
+
+    let module = module_path();
+    let module = module.to_str().unwrap();
+    s.restart_with(&["--loadmodule", module, "--appendonly", "yes"]);
+    let mut c = s.conn();
+    assert_eq!(config_get(&mut c, "bf.personality"), "redisbloom");
+    assert_eq!(digests(&mut c), before);
+    for key in keys {
+        assert_eq!(key_type(&mut c, key), "bloomfltr", "{key}");
+    }
+    let mut args = vec!["BF.MEXISTS", "grown"];
+    args.extend(items.iter().map(String::as_str));
+    assert!(as_ints(raw_ok(&mut c, &args))
+        .iter()
+        .all(|&found| found == 1));
+    drop(c);
+
+    s.restart_with(&[
+        "--loadmodule",
+        module,
+        "personality",
+        "valkey-bloom",
+        "--appendonly",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    assert_eq!(digests(&mut c), before);
+}
