@@ -116,9 +116,7 @@ pub fn error(error: CommandError) -> CommandError {
         "ERR error rate must be in the range (0.000000, 1.000000)" => {
             "ERR (0 < error rate range < 1)"
         }
-        "ERR capacity must be in the range [1, 1073741824]" => {
-            "ERR (capacity should be larger than 0)"
-        }
+        "ERR capacity must be in the range [1, 1073741824]" => "ERR bad capacity",
         _ => return error,
     };
     CommandError::Static(theirs)
