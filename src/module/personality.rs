@@ -117,6 +117,10 @@ pub fn error(error: CommandError) -> CommandError {
             "ERR (0 < error rate range < 1)"
         }
         "ERR capacity must be in the range [1, 1073741824]" => "ERR bad capacity",
+        // Over bf.max-filter-bytes, which valkey-bloom calls bf.bloom-memory-usage-limit.
+        text if text.ends_with("(raise it with CONFIG SET bf.max-filter-bytes)") => {
+            "ERR operation exceeds bloom object memory limit"
+        }
         _ => return error,
     };
     CommandError::Static(theirs)

@@ -145,6 +145,18 @@ fn replies_as_valkey_bloom() {
     for (args, want) in cases {
         assert_eq!(raw_err(&mut c, args), want, "{args:?}");
     }
+    raw_ok(
+        &mut c,
+        &["CONFIG", "SET", "bf.bloom-memory-usage-limit", "4096"],
+    );
+    assert_eq!(
+        raw_err(&mut c, &["BF.RESERVE", "big", "0.001", "100000"]),
+        "ERR operation exceeds bloom object memory limit"
+    );
+    raw_ok(
+        &mut c,
+        &["CONFIG", "SET", "bf.bloom-memory-usage-limit", "1073741824"],
+    );
     for i in 0..2000 {
         if raw(&mut c, &["BF.ADD", "n", &format!("i{i}")]).is_err() {
             break;
