@@ -247,3 +247,81 @@ pub fn run(command: &Command, handler: impl FnOnce(&Command) -> CommandResult) -
     }
     handler(command)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(line: &str) -> Result<(), CommandError> {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let insert = line.starts_with("BF.INSERT");
+        check_create_args(&args, insert)
+    }
+
+    fn text(line: &str) -> String {
+        match check(line) {
+            Ok(()) => "ok".to_string(),
+            Err(CommandError::WrongArity) => "arity".to_string(),
+            Err(error) => error.text().unwrap_or_default().to_string(),
+        }
+    }
+
+    #[test]
+    fn valkey_bloom_argument_checks() {
+        for (line, want) in [
+            ("BF.RESERVE k 0.01 100", "ok"),
+            ("BF.RESERVE k 0.01 100 NONSCALING", "ok"),
+            ("BF.RESERVE k 0.01 100 EXPANSION 10", "ok"),
+            ("BF.RESERVE k 0.01 100 EXPANSION 11", "ERR bad expansion"),
+            ("BF.RESERVE k 0.01 100 NONSCALING EXPANSION 2", "arity"),
+            ("BF.RESERVE k x 100", "ERR bad error rate"),
+            ("BF.RESERVE k 1 100", "ERR (0 < error rate range < 1)"),
+            (
+                "BF.RESERVE k 0.999999999 100",
+                "ERR (0 < error rate range < 1)",
+            ),
+            (
+                "BF.RESERVE k 0.01 0",
+                "ERR (capacity should be larger than 0)",
+            ),
+            ("BF.RESERVE k 0.01 -1", "ERR bad capacity"),
+            ("BF.RESERVE k 0.01 1.5", "ERR bad capacity"),
+            ("BF.RESERVE k", "arity"),
+            ("BF.INSERT k ITEMS a b", "ok"),
+            (
+                "BF.INSERT k CAPACITY 10 ERROR 0.1 NOCREATE NONSCALING ITEMS a",
+                "ok",
+            ),
+            (
+                "BF.INSERT k TIGHTENING 0.5 SEED s VALIDATESCALETO 9 ITEMS a",
+                "ok",
+            ),
+            ("BF.INSERT k HELLO", "arity"),
+            ("BF.INSERT k HELLO WORLD", "ERR unknown argument received"),
+            ("BF.INSERT k EXPANSION 2 EXPANSION", "arity"),
+            ("BF.INSERT k EXPANSION 2 ITEMS", "arity"),
+            ("BF.INSERT k EXPANSION 2 NOCREATE", "arity"),
+            (
+                "BF.INSERT k CAPACITY 0 ITEMS a",
+                "ERR (capacity should be larger than 0)",
+            ),
+            // Options only rustbloom has are left to its own parser.
+            ("BF.RESERVE k 0.01 100 WINDOW 1000 SEED 1", "ok"),
+            ("BF.INSERT k WINDOW 1000 ITEMS a", "ok"),
+        ] {
+            assert_eq!(text(line), want, "{line}");
+        }
+    }
+
+    #[test]
+    fn error_texts() {
+        let theirs =
+            |ours: &'static str| error(CommandError::Static(ours)).text().map(String::from);
+        assert_eq!(
+            theirs("ERR Invalid information value").as_deref(),
+            Some("ERR invalid information value")
+        );
+        assert_eq!(theirs("ERR not found").as_deref(), Some("ERR not found"));
+        assert_eq!(error(CommandError::WrongArity), CommandError::WrongArity);
+    }
+}
