@@ -18,6 +18,7 @@ use rustbloom_core::Growth;
 
 use super::args;
 use super::ffi::{ConfigReply, LoadCtx, StringConfig};
+use super::personality::{self, PersonalityConfig};
 
 /// `bf.error-rate`: error rate of filters created without one.
 pub const DEFAULT_ERROR_RATE: &CStr = c"0.01";
@@ -183,6 +184,14 @@ pub fn defaults() -> Defaults {
     }
 }
 
+/// `bf.bloom-defrag-enabled` (valkey-bloom's name): whether the defrag callback moves blocks.
+static DEFRAG_ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// True unless `bf.bloom-defrag-enabled` is `no`.
+pub fn defrag_enabled() -> bool {
+    DEFRAG_ENABLED.load(Ordering::Relaxed)
+}
+
 /// The per-filter cap on the bytes the allocator hands out for a filter's bits.
 pub fn filter_limit() -> u64 {
     MAX_FILTER_BYTES.load(Ordering::Relaxed).max(0) as u64
@@ -221,11 +230,24 @@ pub fn register(ctx: &Context, load: &LoadCtx) -> Result<Vec<String>, String> {
     .map_err(|()| "the server refused the config bf.tightening-ratio".to_string())?;
     let scaling_again: OnChanged =
         Box::new(|_, _, _| NONSCALING_DEFAULT.store(false, Ordering::Relaxed));
+    let capacity = if personality::is_valkey_bloom() {
+        personality::VALKEY_BLOOM_CAPACITY
+    } else {
+        DEFAULT_CAPACITY
+    };
+    INITIAL_CAPACITY.store(capacity, Ordering::Relaxed);
+    load.register_string_config::<PersonalityConfig>(
+        c"personality",
+        personality::current_name(),
+        raw::REDISMODULE_CONFIG_IMMUTABLE,
+        0,
+    )
+    .map_err(|()| "the server refused the config bf.personality".to_string())?;
     let integers: [IntegerConfig; 3] = [
         (
             "initial-capacity",
             &INITIAL_CAPACITY,
-            DEFAULT_CAPACITY,
+            capacity,
             CAPACITY_BOUNDS.0,
             CAPACITY_BOUNDS.1,
             ConfigurationFlags::DEFAULT,
@@ -296,6 +318,9 @@ enum Alias {
     BloomUseRandomSeed,
     /// valkey-bloom's `bf.bloom-tightening-ratio` = `bf.tightening-ratio`.
     BloomTighteningRatio,
+    /// valkey-bloom's `bf.bloom-defrag-enabled` yes/no: whether the type's defrag callback moves
+    /// anything (no: every value is left where it is, as if active defrag skipped our keys).
+    BloomDefragEnabled,
 }
 
 const ALIASES: [(Alias, &CStr, &str); 3] = [
@@ -314,8 +339,9 @@ const ALIASES: [(Alias, &CStr, &str); 3] = [
 
 /// valkey-bloom's names (their meaning is the same as ours, within our ranges; a tightening
 /// ratio r gives our filters' layers ε·(1 − r)·r^i, valkey-bloom's ε·r^i, see
-/// [`rustbloom_core::FilterParams::layer_error_rate`]).
-const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 6] = [
+/// [`rustbloom_core::FilterParams::layer_error_rate`]; its defrag switch has no other name
+/// here).
+const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 7] = [
     (
         Alias::BloomCapacity,
         c"bloom-capacity",
@@ -337,6 +363,11 @@ const VALKEY_BLOOM_ALIASES: [(Alias, &CStr, &str); 6] = [
         Alias::BloomTighteningRatio,
         c"bloom-tightening-ratio",
         "bf.tightening-ratio",
+    ),
+    (
+        Alias::BloomDefragEnabled,
+        c"bloom-defrag-enabled",
+        "bf.bloom-defrag-enabled",
     ),
 ];
 
@@ -373,6 +404,14 @@ impl Alias {
             Alias::BloomMemoryUsageLimit => {
                 let limit = integer_setting(text, "bloom memory usage limit", FILTER_BYTES_BOUNDS)?;
                 MAX_FILTER_BYTES.store(limit, Ordering::Relaxed);
+            }
+            Alias::BloomDefragEnabled => {
+                let enabled = match text.to_ascii_lowercase().as_slice() {
+                    b"yes" => true,
+                    b"no" => false,
+                    _ => return Err("bloom defrag enabled must be yes or no".to_string()),
+                };
+                DEFRAG_ENABLED.store(enabled, Ordering::Relaxed);
             }
             Alias::BloomUseRandomSeed => {
                 let mode = match text.to_ascii_lowercase().as_slice() {
@@ -419,6 +458,10 @@ impl Alias {
             Alias::BloomFpRate => ERROR_RATE.get().to_string(),
             Alias::BloomTighteningRatio => TIGHTENING.get().to_string(),
             Alias::BloomMemoryUsageLimit => MAX_FILTER_BYTES.load(Ordering::Relaxed).to_string(),
+            Alias::BloomDefragEnabled => match defrag_enabled() {
+                true => "yes".to_string(),
+                false => "no".to_string(),
+            },
             Alias::BloomUseRandomSeed => match SEED_MODE.lock().map(|mode| mode.clone()) {
                 Ok(SeedMode::fixed) => "no".to_string(),
                 _ => "yes".to_string(),
@@ -436,7 +479,8 @@ impl Alias {
 }
 
 /// The strings the alias getters last handed to the server, one per alias (see [`ConfigReply`]).
-static ALIAS_REPLIES: [ConfigReply; 9] = [
+static ALIAS_REPLIES: [ConfigReply; 10] = [
+    ConfigReply::new(),
     ConfigReply::new(),
     ConfigReply::new(),
     ConfigReply::new(),
@@ -562,6 +606,8 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
             if let Ok(mut current) = SEED_MODE.lock() {
                 *current = mode;
             }
+        } else if is(personality::NAME) {
+            // Read before anything was registered (personality::choose).
         } else if name.len() > 3 && name[..3].eq_ignore_ascii_case("CF_") {
             ignored.push(format!(
                 "rustbloom: ignoring RedisBloom's load-time argument {name} {} (rustbloom has \
@@ -571,8 +617,8 @@ pub fn apply_module_args(args: &[&[u8]]) -> Result<Vec<String>, String> {
         } else {
             return Err(format!(
                 "unknown module argument {name} (expected error-rate, initial-capacity, \
-                 expansion, max-filter-bytes, seed-mode, tightening-ratio, or RedisBloom's \
-                 ERROR_RATE and INITIAL_SIZE)"
+                 expansion, max-filter-bytes, seed-mode, tightening-ratio, personality, or \
+                 RedisBloom's ERROR_RATE and INITIAL_SIZE)"
             ));
         }
     }

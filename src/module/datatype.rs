@@ -26,6 +26,7 @@ use rustbloom_core::transfer::load_commands;
 use rustbloom_core::{DecodeError, Filter, StoredFilter, StoredValue};
 
 use super::alloc;
+use super::config;
 use super::errors;
 use super::ffi::{
     self, log, now_ms, stop_server, DefragCtx, Digest, Io, ModuleValue, RedisBuffer, Registration,
@@ -109,6 +110,10 @@ impl ModuleValue for StoredValue {
     }
 
     fn defrag(value: &mut Box<Self>, defrag: &DefragCtx, from: u64) -> Option<u64> {
+        if !config::defrag_enabled() {
+            // Done at once, nothing moved (bf.bloom-defrag-enabled no).
+            return None;
+        }
         let mut relocator = alloc::ServerRelocator::new(defrag);
         let next = StoredValue::relocate(value, &mut relocator, from);
         stats::count(&stats::DEFRAG_HITS, relocator.moved);

@@ -12,6 +12,7 @@ use super::alloc;
 use super::config;
 use super::errors::Replayable;
 use super::ffi::{self, ServerInfo};
+use super::personality;
 use super::stats;
 
 /// Below this many bytes in one command the figures are not read: Redis' own check (a deny-oom
@@ -93,7 +94,11 @@ impl MemoryBudget for CommandBudget {
         if total >= SMALL_ALLOCATION {
             let ctx = self.ctx;
             let room = *self.room.get_or_insert_with(|| ServerRoom::read(ctx));
-            if let Some(maxmemory) = room.evicting_maxmemory {
+            // valkey-bloom admits it and lets the server evict to make room (its personality).
+            let evicting_maxmemory = room
+                .evicting_maxmemory
+                .filter(|_| !personality::is_valkey_bloom());
+            if let Some(maxmemory) = evicting_maxmemory {
                 if filter_bytes > maxmemory {
                     return Err(LimitError::MaxMemory {
                         needed: filter_bytes,

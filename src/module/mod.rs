@@ -10,6 +10,7 @@ pub(crate) mod errors;
 pub(crate) mod ffi;
 pub(crate) mod memory;
 pub(crate) mod partition;
+pub(crate) mod personality;
 pub(crate) mod stats;
 pub(crate) mod table;
 pub(crate) mod valkey_type;
@@ -44,12 +45,15 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let allocator_note = memory::use_server_allocator(raw_ctx);
-    let configured = config::register(ctx, &load).and_then(|mut notes| {
-        notes.extend(allocator_note);
-        notes.extend(ffi::defrag_unavailable(raw_ctx));
-        notes.extend(config::apply_module_args(&args)?);
-        Ok(notes)
-    });
+    // First: the config defaults and the commands' names depend on the personality.
+    let configured = personality::choose(&args)
+        .and_then(|()| config::register(ctx, &load))
+        .and_then(|mut notes| {
+            notes.extend(allocator_note);
+            notes.extend(ffi::defrag_unavailable(raw_ctx));
+            notes.extend(config::apply_module_args(&args)?);
+            Ok(notes)
+        });
     match configured {
         Ok(notes) => notes.iter().for_each(|line| log(raw_ctx, "notice", line)),
         Err(reason) => {

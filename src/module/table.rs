@@ -3,16 +3,18 @@
 //! with `RedisModule_SetCommandInfo`, Redis 7.0+), so that cluster clients route by key specs and
 //! `COMMAND DOCS bf.add` tells users the grammar.
 
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_int, CStr, CString};
 
 use redis_module::raw;
 
 use super::commands;
 use super::ffi::{run_command, ArgDoc as Arg, ArgKind as Kind, CommandDoc, LoadCtx, OtherKeys};
+use super::personality;
 
-/// Declares the C entry point of a command handler.
+/// Declares the C entry points of a command handler: as registered by default, and with the
+/// valkey-bloom personality (its error texts; see [`personality`]).
 macro_rules! entry_point {
-    ($name:ident, $handler:path) => {
+    ($name:ident, $valkey_bloom_name:ident, $handler:path) => {
         extern "C" fn $name(
             ctx: *mut raw::RedisModuleCtx,
             argv: *mut *mut raw::RedisModuleString,
@@ -20,24 +22,34 @@ macro_rules! entry_point {
         ) -> c_int {
             run_command(ctx, argv, argc, $handler)
         }
+
+        extern "C" fn $valkey_bloom_name(
+            ctx: *mut raw::RedisModuleCtx,
+            argv: *mut *mut raw::RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            run_command(ctx, argv, argc, |command| {
+                personality::run(command, $handler).map_err(personality::error)
+            })
+        }
     };
 }
 
-entry_point!(bf_reserve, commands::reserve);
-entry_point!(bf_add, commands::add);
-entry_point!(bf_madd, commands::madd);
-entry_point!(bf_insert, commands::insert);
-entry_point!(bf_exists, commands::exists);
-entry_point!(bf_mexists, commands::mexists);
-entry_point!(bf_info, commands::info);
-entry_point!(bf_card, commands::card);
-entry_point!(bf_debug, commands::debug);
-entry_point!(bf_scandump, commands::scandump);
-entry_point!(bf_loadchunk, commands::loadchunk);
-entry_point!(bf_load, commands::load);
-entry_point!(bf_grow, commands::grow);
-entry_point!(bf_addat, commands::addat);
-entry_point!(bf_merge, commands::merge);
+entry_point!(bf_reserve, vb_reserve, commands::reserve);
+entry_point!(bf_add, vb_add, commands::add);
+entry_point!(bf_madd, vb_madd, commands::madd);
+entry_point!(bf_insert, vb_insert, commands::insert);
+entry_point!(bf_exists, vb_exists, commands::exists);
+entry_point!(bf_mexists, vb_mexists, commands::mexists);
+entry_point!(bf_info, vb_info, commands::info);
+entry_point!(bf_card, vb_card, commands::card);
+entry_point!(bf_debug, vb_debug, commands::debug);
+entry_point!(bf_scandump, vb_scandump, commands::scandump);
+entry_point!(bf_loadchunk, vb_loadchunk, commands::loadchunk);
+entry_point!(bf_load, vb_load, commands::load);
+entry_point!(bf_grow, vb_grow, commands::grow);
+entry_point!(bf_addat, vb_addat, commands::addat);
+entry_point!(bf_merge, vb_merge, commands::merge);
 
 type EntryPoint =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
@@ -112,6 +124,8 @@ const fn optional_block(name: &'static CStr, token: &'static CStr, values: &'sta
 struct CommandSpec {
     name: &'static CStr,
     entry: EntryPoint,
+    /// The entry point under the valkey-bloom personality.
+    valkey_bloom_entry: EntryPoint,
     /// Redis command flags.
     flags: &'static CStr,
     summary: &'static CStr,
@@ -179,6 +193,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.reserve",
         entry: bf_reserve,
+        valkey_bloom_entry: vb_reserve,
         flags: c"write deny-oom",
         summary: c"Creates an empty Bloom filter sized for a capacity at an error rate, or made as another filter was (LIKE)",
         complexity: c"O(1)",
@@ -206,6 +221,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.add",
         entry: bf_add,
+        valkey_bloom_entry: vb_add,
         flags: c"write deny-oom fast",
         summary: c"Adds an item, creating the filter if missing; 1 if the item was new",
         complexity: c"O(k + layers)",
@@ -217,6 +233,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.madd",
         entry: bf_madd,
+        valkey_bloom_entry: vb_madd,
         flags: c"write deny-oom",
         summary: c"Adds items, creating the filter if missing; 1 per item that was new",
         complexity: c"O(n * (k + layers))",
@@ -228,6 +245,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.insert",
         entry: bf_insert,
+        valkey_bloom_entry: vb_insert,
         flags: c"write deny-oom",
         summary: c"Adds items, creating the filter with the given parameters unless NOCREATE",
         complexity: c"O(n * (k + layers))",
@@ -265,6 +283,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.exists",
         entry: bf_exists,
+        valkey_bloom_entry: vb_exists,
         flags: c"readonly fast",
         summary: c"1 if the item may have been added, 0 if it certainly was not",
         complexity: c"O(k * layers)",
@@ -276,6 +295,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.mexists",
         entry: bf_mexists,
+        valkey_bloom_entry: vb_mexists,
         flags: c"readonly",
         summary: c"BF.EXISTS for several items",
         complexity: c"O(n * k * layers)",
@@ -287,6 +307,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.info",
         entry: bf_info,
+        valkey_bloom_entry: vb_info,
         flags: c"readonly fast",
         summary: c"Capacity, size, layers, items and expansion of a filter",
         complexity: c"O(1)",
@@ -313,6 +334,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.card",
         entry: bf_card,
+        valkey_bloom_entry: vb_card,
         flags: c"readonly fast",
         summary: c"Number of items added to a filter",
         complexity: c"O(1)",
@@ -324,6 +346,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.debug",
         entry: bf_debug,
+        valkey_bloom_entry: vb_debug,
         flags: c"readonly",
         summary: c"RedisBloom's per-layer report of a filter: items, then bytes, bits, hashes, capacity, items and error rate of each layer",
         complexity: c"O(layers)",
@@ -335,6 +358,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.scandump",
         entry: bf_scandump,
+        valkey_bloom_entry: vb_scandump,
         flags: c"readonly",
         summary: c"Returns the next chunk of a filter's dump, for BF.LOADCHUNK",
         complexity: c"O(chunk size)",
@@ -346,6 +370,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.loadchunk",
         entry: bf_loadchunk,
+        valkey_bloom_entry: vb_loadchunk,
         flags: c"write deny-oom",
         summary: c"Restores a filter from the chunks BF.SCANDUMP returned, in order",
         complexity: c"O(chunk size)",
@@ -361,6 +386,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.load",
         entry: bf_load,
+        valkey_bloom_entry: vb_load,
         flags: c"write deny-oom",
         summary: c"Creates a key from a valkey-bloom object's blob, as valkey-bloom's AOF rewrite writes it",
         complexity: c"O(n), n the blob's size",
@@ -372,6 +398,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.grow",
         entry: bf_grow,
+        valkey_bloom_entry: vb_grow,
         flags: c"write deny-oom",
         summary: c"Adds the next layer with an exact shape; what primaries send replicas and the AOF when a filter grows",
         complexity: c"O(1)",
@@ -389,6 +416,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.addat",
         entry: bf_addat,
+        valkey_bloom_entry: vb_addat,
         flags: c"write deny-oom",
         summary: c"Adds items to a window filter at a given time; what primaries send replicas and the AOF for every write to a window filter",
         complexity: c"O(k * n), n the number of items",
@@ -400,6 +428,7 @@ static COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: c"bf.merge",
         entry: bf_merge,
+        valkey_bloom_entry: vb_merge,
         flags: c"write deny-oom",
         summary: c"Makes the first filter the union of itself and the others, alike filters; creates it as a copy of the first other when missing",
         complexity: c"O(bits of the filters)",
@@ -419,30 +448,53 @@ static COMMANDS: [CommandSpec; 15] = [
 /// Puts every command in the ACL category `bloom` where the server supports module categories
 /// (Redis 7.4+); on older servers this does nothing.
 pub fn register_acl_category(load: &LoadCtx) -> Result<(), String> {
-    let names: Vec<&CStr> = COMMANDS.iter().map(|doc| doc.name).collect();
+    let names: Vec<CString> = COMMANDS.iter().map(registered_name).collect();
+    let names: Vec<&CStr> = names.iter().map(CString::as_c_str).collect();
     load.set_acl_category(c"bloom", &names).map(|_| ())
 }
 
-/// Registers every command and sets its docs.
+/// The name a command is registered under, which the server shows in its command stats
+/// (`cmdstat_bf.add`) and its arity errors: valkey-bloom registers upper-case names
+/// (`cmdstat_BF.ADD`), so the valkey-bloom personality does too. Lookups ignore case either way.
+fn registered_name(spec: &CommandSpec) -> CString {
+    let name = spec.name.to_bytes();
+    let name = if personality::is_valkey_bloom() {
+        name.to_ascii_uppercase()
+    } else {
+        name.to_vec()
+    };
+    CString::new(name).expect("a command name has no NUL")
+}
+
+/// Registers every command and sets its docs. Under the valkey-bloom personality every command
+/// declares arity -1, as valkey-bloom's do: the server then leaves the argument count to the
+/// handlers, which check it themselves and answer the same "wrong number of arguments" reply.
 pub fn register(load: &LoadCtx) -> Result<(), String> {
+    let valkey_bloom = personality::is_valkey_bloom();
     for spec in &COMMANDS {
         let last_key = match spec.other_keys {
             // Servers with key specs (7.0+) find LIKE's key by its keyword.
             OtherKeys::None | OtherKeys::After(_) => 1,
             OtherKeys::Rest => -1,
         };
-        load.create_command(spec.name, spec.entry, spec.flags, last_key)
-            .map_err(|()| format!("cannot register {}", spec.name.to_string_lossy()))?;
+        let name = registered_name(spec);
+        let entry = if valkey_bloom {
+            spec.valkey_bloom_entry
+        } else {
+            spec.entry
+        };
+        load.create_command(&name, entry, spec.flags, last_key)
+            .map_err(|()| format!("cannot register {}", name.to_string_lossy()))?;
         let doc = CommandDoc {
             summary: spec.summary,
             complexity: spec.complexity,
-            arity: spec.arity,
+            arity: if valkey_bloom { -1 } else { spec.arity },
             writes: spec.writes,
             other_keys: spec.other_keys,
             args: spec.args,
         };
-        load.set_command_docs(spec.name, &doc)
-            .map_err(|()| format!("cannot set the docs of {}", spec.name.to_string_lossy()))?;
+        load.set_command_docs(&name, &doc)
+            .map_err(|()| format!("cannot set the docs of {}", name.to_string_lossy()))?;
     }
     Ok(())
 }

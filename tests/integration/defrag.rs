@@ -315,3 +315,66 @@ fn a_big_filter_is_defragged_in_steps_and_keeps_its_bits() {
     assert_all_exist(&mut c, "big", &members);
     assert_all_exist(&mut c, "huge", &members);
 }
+
+fn config_get(c: &mut Connection, name: &str) -> String {
+    let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(c).unwrap();
+    pair[1].clone()
+}
+
+/// The keys the server's defrag cycles went over: each counts as a key hit (something of it
+/// moved) or a key miss (`INFO stats`).
+fn keys_scanned(c: &mut Connection) -> u64 {
+    let info = info_section(c, "stats");
+    let field = |name| -> u64 {
+        info_field(&info, name)
+            .unwrap_or_else(|| panic!("INFO stats lacks {name}"))
+            .parse()
+            .unwrap()
+    };
+    field("active_defrag_key_hits") + field("active_defrag_key_misses")
+}
+
+/// valkey-bloom's `bf.bloom-defrag-enabled`: with `no`, defrag cycles go over every key and the
+/// module moves none of its blocks; with `yes` again, it does.
+#[test]
+fn bloom_defrag_enabled_switches_the_work_off_and_on() {
+    let server = Server::start_with(&["--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    assert_eq!(config_get(&mut c, "bf.bloom-defrag-enabled"), "yes");
+    raw_ok(&mut c, &["CONFIG", "SET", "bf.bloom-defrag-enabled", "no"]);
+    assert_eq!(config_get(&mut c, "bf.bloom-defrag-enabled"), "no");
+    assert!(raw(
+        &mut c,
+        &["CONFIG", "SET", "bf.bloom-defrag-enabled", "maybe"]
+    )
+    .is_err());
+
+    let kind = make_template(&mut c, "scalable");
+    let survivors = fragment(&mut c, &kind, COPIES);
+    let mut keys = survivors.clone();
+    keys.push(kind.template.clone());
+    let before = digests(&mut c, &keys);
+    let (hits_before, _) = defrag_counters(&mut c);
+    let scanned_before = keys_scanned(&mut c);
+    if enable_defrag(&mut c) {
+        // Twice over every key, and the module moved nothing.
+        let scanned = wait_until(Duration::from_secs(60), || {
+            keys_scanned(&mut c) > scanned_before + 2 * keys.len() as u64
+        });
+        assert!(scanned, "the server's defrag did not go over the keys");
+        assert_eq!(
+            defrag_counters(&mut c).0,
+            hits_before,
+            "moved while disabled"
+        );
+
+        raw_ok(&mut c, &["CONFIG", "SET", "bf.bloom-defrag-enabled", "yes"]);
+        let moved = wait_until(Duration::from_secs(60), || {
+            defrag_counters(&mut c).0 > hits_before + survivors.len() as u64 / 4
+        });
+        assert!(moved, "nothing moved once enabled again");
+        disable_defrag(&mut c);
+    }
+    assert_eq!(digests(&mut c, &keys), before, "a digest changed");
+    assert_members(&mut c, &kind, &survivors);
+}

@@ -37,4 +37,5 @@ mod scandump;
 mod soundness_redisbloom;
 mod tightening;
 mod valkeybloom_data;
+mod valkeybloom_personality;
 mod window;

@@ -11,7 +11,7 @@ use super::*;
 use crate::budget::{Budget, Unlimited};
 use crate::encoding::DecodeError;
 use crate::redisbloom::{RdbError, RdbSink, RdbSource};
-use crate::scalable::InsertError;
+use crate::scalable::{CreateError, InsertError};
 
 /// valkey-bloom 1.0's object, modelled with the crate: its add rule, step by step.
 struct Model {
@@ -451,4 +451,70 @@ fn growth_stops_where_valkey_blooms_does() {
     model.add(b"only");
     let filter = load(model_fields(&model, false)).unwrap();
     assert_eq!(filter.next_layer(), Err(InsertError::CannotGrow));
+}
+
+/// An object made here (the valkey-bloom personality's BF.RESERVE and first add) is the one
+/// valkey-bloom makes: after the same items, the same layers, answers and saved fields.
+#[test]
+fn a_new_object_is_the_one_valkey_bloom_makes() {
+    let mut rng = ChaCha8Rng::seed_from_u64(361);
+    for (capacity, fp, expansion, fixed) in [
+        (100u64, 0.01, 2u32, false),
+        (100_000, 0.01, 2, true),
+        (7, 0.2, 0, false),
+    ] {
+        let seed = if fixed {
+            FIXED_SEED
+        } else {
+            random_seed(&mut rng)
+        };
+        let params = ObjectParams {
+            expansion,
+            fp_rate: fp,
+            tightening: 0.5,
+            seed_random: !fixed,
+            seed,
+        };
+        let mut ours = VbFilter::new(params, capacity, &mut Unlimited).unwrap();
+        let mut model = Model::new(capacity, fp, expansion, 0.5, seed);
+        for item in items("n", (capacity.min(300) as usize) * 5) {
+            let want = model.add(&item);
+            let got = match ours.insert(&item, &mut Unlimited) {
+                Ok(added) => Some(added),
+                Err(InsertError::NonScalingFull) => None,
+                Err(other) => panic!("{other:?}"),
+            };
+            assert_eq!(got, want);
+        }
+        let mut saved = Fields::default();
+        rdb::save(&ours, &mut saved);
+        assert_eq!(saved.0, model_fields(&model, !fixed));
+        for item in probes() {
+            assert_eq!(ours.contains(&item), model.check(&item));
+        }
+    }
+    // What valkey-bloom refuses to create: no object.
+    let params = ObjectParams {
+        expansion: 2,
+        fp_rate: 0.01,
+        tightening: 0.5,
+        seed_random: false,
+        seed: FIXED_SEED,
+    };
+    assert!(matches!(
+        VbFilter::new(params, 0, &mut Unlimited),
+        Err(CreateError::Shape(_))
+    ));
+    let bad_rate = ObjectParams {
+        fp_rate: 1.0,
+        ..params
+    };
+    assert!(matches!(
+        VbFilter::new(bad_rate, 10, &mut Unlimited),
+        Err(CreateError::Shape(_))
+    ));
+    assert!(matches!(
+        VbFilter::new(params, 100, &mut Budget::new(8, u64::MAX)),
+        Err(CreateError::Limit(_))
+    ));
 }

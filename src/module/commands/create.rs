@@ -21,6 +21,7 @@ use crate::module::errors::{
 use crate::module::ffi::Command;
 use crate::module::memory::CommandBudget;
 use crate::module::partition;
+use crate::module::personality;
 use crate::module::stats::{self, Footprint};
 
 use super::replication::replicate_creation;
@@ -46,6 +47,15 @@ fn random_seed() -> u64 {
     hasher.finish()
 }
 
+/// A random 32-byte valkey-bloom seed (its two SipHash keys).
+fn random_seed_bytes() -> [u8; 32] {
+    let mut seed = [0u8; 32];
+    for part in seed.chunks_exact_mut(8) {
+        part.copy_from_slice(&random_seed().to_le_bytes());
+    }
+    seed
+}
+
 /// What a command creates, every parameter resolved against the configured defaults.
 enum Plan {
     Window(WindowParams),
@@ -64,15 +74,29 @@ enum Plan {
 }
 
 /// The filter `options` ask for: a window filter when they give a window, a valkey-bloom
-/// object when they give valkey-bloom's 32-byte seed, a RedisBloom filter when a replayed
-/// creation names no seed, else one of our scalable filters.
+/// object when they give valkey-bloom's 32-byte seed (or name none of our own options under the
+/// valkey-bloom personality), a RedisBloom filter when a replayed creation names no seed, else
+/// one of our scalable filters.
 fn plan(command: &Command, options: &CreateOptions) -> Plan {
     let defaults = config::defaults();
     let error_rate = options.error_rate.unwrap_or(defaults.error_rate);
     let capacity = options.capacity.unwrap_or(defaults.capacity);
     let tightening = options.tightening.unwrap_or(defaults.tightening);
     let growth = options.growth.unwrap_or(defaults.growth);
-    if let Some(seed) = options.valkey_seed {
+    let plain = options.seed.is_none() && options.shape.is_none() && options.window_ms.is_none();
+    let valkey_seed = match options.valkey_seed {
+        // The valkey-bloom personality: a new filter is a valkey-bloom object, with a random
+        // 32-byte seed or valkey-bloom's fixed one (options only rustbloom has, a window, a
+        // shape, a numeric seed, still make one of ours). A replayed creation names its kind.
+        None if plain && personality::is_valkey_bloom() && !command.is_replayed() => {
+            Some(match defaults.seed {
+                Some(_) => VALKEY_BLOOM_FIXED_SEED,
+                None => random_seed_bytes(),
+            })
+        }
+        given => given,
+    };
+    if let Some(seed) = valkey_seed {
         return Plan::ValkeyBloom {
             params: ObjectParams {
                 expansion: match growth {

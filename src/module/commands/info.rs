@@ -7,6 +7,7 @@ use crate::module::config;
 use crate::module::errors::{CommandError, CommandResult, NOT_FOUND};
 use crate::module::ffi::Command;
 use crate::module::partition;
+use crate::module::personality;
 
 use super::ready;
 
@@ -37,8 +38,9 @@ fn info_name(field: InfoField) -> &'static str {
 /// MAXSCALEDCAPACITY]`: RedisBloom's five fields, in its order; a window filter adds its own
 /// after them, so that clients that read the five keep working, and so does a valkey-bloom
 /// object valkey-bloom's three (which any filter answers when asked for one: the last is
-/// reckoned under bf.max-filter-bytes, our limit where valkey-bloom has its memory limit). One field: a one-element array in RESP2 and, as RedisBloom 2.6 and later, a
-/// one-entry map in RESP3.
+/// reckoned under bf.max-filter-bytes, our limit where valkey-bloom has its memory limit). One
+/// field: a one-element array in RESP2 and, as RedisBloom 2.6 and later, a one-entry map in
+/// RESP3; under the valkey-bloom personality the value alone, as valkey-bloom answers.
 pub fn info(command: &Command) -> CommandResult {
     let field = args::parse_info(command)?;
     let key = command.open_key(false);
@@ -74,7 +76,9 @@ pub fn info(command: &Command) -> CommandResult {
     };
     if let Some(field) = field {
         let answer = value(field);
-        if command.is_resp3() {
+        if personality::is_valkey_bloom() {
+            // valkey-bloom answers one field with the value alone.
+        } else if command.is_resp3() {
             command.reply_map(1);
             command.reply_simple(info_name(field));
         } else {

@@ -78,7 +78,9 @@ fn budget(command: &Command) -> CommandBudget {
     CommandBudget::for_command(command.ctx())
 }
 
-/// Stores a new value at the command's key.
+/// Stores a new value at the command's key: a valkey-bloom object under valkey-bloom's type,
+/// where every such object lives (see [`valkey_type`](super::valkey_type)), anything else under
+/// ours.
 fn store(key: &mut Key, stored: StoredFilter) {
     let stored = StoredValue::Filter(stored);
     stats::filter_added(&stored);

@@ -22,8 +22,22 @@ fn shape_args(size: LayerSize) -> [String; 3] {
 /// replicas and the AOF; positions count from the argument `first_item`.
 pub(super) fn replicate(command: &Command, first_item: usize, effects: &[Effect]) {
     // The key and the items travel as received, never copied.
-    for effect in effects {
+    let mut effects = effects.iter().peekable();
+    while let Some(effect) = effects.next() {
         match effect {
+            Effect::Create(Creation::ValkeyBloom { params, capacity }) => {
+                // As valkey-bloom replicates a creation: one BF.INSERT with the items it added.
+                let added = match effects.peek() {
+                    Some(Effect::Add(positions)) => {
+                        effects.next();
+                        positions.as_slice()
+                    }
+                    _ => &[],
+                };
+                let items: Vec<&[u8]> =
+                    added.iter().map(|&p| command.arg(first_item + p)).collect();
+                replicate_valkey_bloom_creation(command, params, *capacity, &items);
+            }
             Effect::Create(creation) => replicate_creation(command, creation, None),
             Effect::Batch => command.replicate_verbatim(),
             Effect::Add(positions) => command.replicate_received(
@@ -53,7 +67,7 @@ pub(super) fn replicate_creation(
     partition: Option<&Partition>,
 ) {
     if let Creation::ValkeyBloom { params, capacity } = creation {
-        return replicate_valkey_bloom_creation(command, params, *capacity);
+        return replicate_valkey_bloom_creation(command, params, *capacity, &[]);
     }
     let (error_rate, capacity) = match creation {
         Creation::Scalable { params, .. } => (params.error_rate, params.capacity),
@@ -111,9 +125,15 @@ pub(super) fn replicate_creation(
 
 /// A valkey-bloom object's creation in valkey-bloom's own words, as its primaries replicate
 /// every creation: `BF.INSERT key CAPACITY c ERROR e TIGHTENING r SEED s (EXPANSION x |
-/// NONSCALING)` with no ITEMS. Its rule sizes the first layer from these alone, here as there,
-/// so a valkey-bloom replica could follow as well as ours.
-fn replicate_valkey_bloom_creation(command: &Command, params: &ObjectParams, capacity: u64) {
+/// NONSCALING) [ITEMS items]`, the items those the creating command added (none for a
+/// BF.RESERVE). Its rule sizes the first layer from these alone, here as there, so a
+/// valkey-bloom replica could follow as well as ours.
+fn replicate_valkey_bloom_creation(
+    command: &Command,
+    params: &ObjectParams,
+    capacity: u64,
+    items: &[&[u8]],
+) {
     let [capacity, error_rate, tightening, expansion] = [
         capacity.to_string(),
         params.fp_rate.to_string(),
@@ -135,6 +155,10 @@ fn replicate_valkey_bloom_creation(command: &Command, params: &ObjectParams, cap
         argv.extend([b"EXPANSION".as_slice(), expansion.as_bytes()]);
     } else {
         argv.push(b"NONSCALING");
+    }
+    if !items.is_empty() {
+        argv.push(b"ITEMS");
+        argv.extend_from_slice(items);
     }
     command.replicate("BF.INSERT", argv);
 }
