@@ -62,7 +62,10 @@ fn a_tightening_ratio_sizes_every_new_layer_and_is_kept_through_saves_and_replic
         .iter()
         .map(|key| {
             assert_eq!(info_number(&mut pc, key, "FILTERS"), 5.0, "{key}");
-            assert!(false_positive_rate(&mut pc, key, 50_000) < 0.01, "{key}");
+            // Sized for ε·(1 − r⁵) < ε; 200,000 probes measure it within ±0.0005 (two standard
+            // deviations), so 1.1·ε is the design rate, not luck.
+            let rate = false_positive_rate(&mut pc, key, 200_000);
+            assert!(rate < 0.011, "{key}: {rate}");
             info_number(&mut pc, key, "SIZE")
         })
         .collect();
