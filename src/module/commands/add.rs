@@ -15,6 +15,7 @@ use crate::module::errors::{
 use crate::module::ffi::{log, Command, Key};
 use crate::module::memory::CommandBudget;
 use crate::module::partition;
+use crate::module::personality;
 use crate::module::stats::{self, BeforeAdd};
 
 use super::create::{check_scale_to, create};
@@ -184,6 +185,16 @@ fn add_batch(
             &mut budget,
         )?),
     };
+
+    // The valkey-bloom personality refuses whole a batch a non-scaling valkey-bloom object has no
+    // room for (counting every item, as valkey-bloom does since it stopped adding part of such a
+    // batch), before anything changes.
+    if let (true, Filter::ValkeyBloom(object)) = (personality::is_valkey_bloom(), &*filter) {
+        let batch_len = command.args_from(first_item).len() as u64;
+        if !object.is_scaling() && object.capacity().saturating_sub(object.items()) < batch_len {
+            return Err(insert_error(command, &budget, InsertError::NonScalingFull));
+        }
+    }
 
     // Phase 2: one core operation; its outcome survives a panic half-way.
     let before = BeforeAdd::of(filter);
