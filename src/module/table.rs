@@ -194,7 +194,9 @@ static COMMANDS: [CommandSpec; 15] = [
         name: c"bf.reserve",
         entry: bf_reserve,
         valkey_bloom_entry: vb_reserve,
-        flags: c"write deny-oom",
+        // getkeys-api: LIKE's key is found by the command itself (Redis 7.0 routes by that, not
+        // by the keyword key spec, which COMMAND DOCS and later servers read).
+        flags: c"write deny-oom getkeys-api",
         summary: c"Creates an empty Bloom filter sized for a capacity at an error rate, or made as another filter was (LIKE)",
         complexity: c"O(1)",
         arity: -4,

@@ -313,6 +313,9 @@ fn the_keys_are_declared_and_a_cluster_refuses_two_slots() {
     raw_ok(&mut c, &["BF.ADD", "{t}b", "x"]);
     let refused = merge(&mut c, &["{t}a", "{t}b", "{u}c"]).unwrap_err();
     assert!(refused.starts_with("CROSSSLOT"), "{refused}");
+    let refused = raw(&mut c, &["BF.RESERVE", "{t}like", "LIKE", "{u}c"]).unwrap_err();
+    assert!(refused.starts_with("CROSSSLOT"), "{refused}");
+    raw_ok(&mut c, &["BF.RESERVE", "{t}like", "LIKE", "{t}a"]);
     assert_eq!(merge(&mut c, &["{t}a", "{t}b"]), Ok(Value::Okay));
     assert_eq!(as_int(&raw_ok(&mut c, &["BF.EXISTS", "{t}a", "x"])), 1);
 }

@@ -222,7 +222,16 @@ pub(super) fn check_scale_to(command: &Command, options: &CreateOptions) -> Comm
 /// `BF.RESERVE key error_rate capacity [EXPANSION n] [NONSCALING] [WINDOW ms] [SEED s] [SHAPE bits hashes layout]`,
 /// or `BF.RESERVE key LIKE other` ([`reserve_like`]).
 pub fn reserve(command: &Command) -> CommandResult {
-    if command.argc() == 4 && command.arg(2).eq_ignore_ascii_case(b"LIKE") {
+    let like = command.argc() == 4 && command.arg(2).eq_ignore_ascii_case(b"LIKE");
+    if command.is_keys_position_request() {
+        // Redis 7.0 routes a cluster's commands by the keys this answers, not by key specs.
+        command.declare_key(1);
+        if like {
+            command.declare_key(3);
+        }
+        return Ok(());
+    }
+    if like {
         return reserve_like(command);
     }
     let (mut options, role) = args::parse_reserve(command)?;

@@ -10,8 +10,9 @@ use crate::module::stats::{self, Footprint};
 
 use super::{budget, store, stored, stored_mut};
 
+/// Not yet: two windows line up only when their slots cover the same generations.
 const WINDOW: CommandError = CommandError::Static(
-    "ERR BF.MERGE merges window filters only when their windows and generations line up",
+    "ERR BF.MERGE does not merge window filters (their slots follow each filter's own clock)",
 );
 const REDISBLOOM: CommandError = CommandError::Static(
     "ERR BF.MERGE does not merge filters kept in RedisBloom's format (taken over, not rebuilt)",

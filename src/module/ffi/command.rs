@@ -111,6 +111,23 @@ impl Command {
         }
     }
 
+    /// True when Redis asks only where this call's keys are (a command registered with the
+    /// `getkeys-api` flag: cluster routing, ACLs, COMMAND GETKEYS), to be told by
+    /// [`declare_key`](Self::declare_key) and answered with nothing else.
+    pub fn is_keys_position_request(&self) -> bool {
+        // SAFETY: a live context.
+        unsafe { api!(RedisModule_IsKeysPositionRequest)(self.ctx) != 0 }
+    }
+
+    /// Tells Redis, in a keys position request, that argument `index` is a key.
+    pub fn declare_key(&self, index: usize) {
+        let Ok(position) = c_int::try_from(index) else {
+            return;
+        };
+        // SAFETY: a live context, in a keys position request (the only caller's condition).
+        unsafe { api!(RedisModule_KeyAtPos)(self.ctx, position) };
+    }
+
     /// Opens the key at argument `index` (2 or more) to read, beside the key of argument 1
     /// (BF.MERGE's sources). Panics when it names the key of argument 1: that value may be
     /// borrowed mutably through its own handle. Two read handles of one key share only reads.
