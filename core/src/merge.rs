@@ -5,7 +5,7 @@
 //! their items is the word-wise OR of their bits, layer by layer; a lookup in the result answers
 //! yes for every item of every input, at the rate the layers were sized for as long as the
 //! union stays within their capacities. Filters are alike when they have the same kind, error
-//! rate, capacity, expansion (or non-scaling), seed, partition identity, and the same shape for
+//! rate, capacity, expansion (or non-scaling), tightening, seed, partition identity, and the same shape for
 //! every layer index both have; a source with more layers than the destination adds its layers
 //! to it, with their exact shapes. Anything else is refused as a whole, before anything changes,
 //! with the first [`Difference`].
@@ -39,7 +39,7 @@ pub enum Difference {
     ErrorRate,
     Capacity,
     Expansion,
-    /// Each new layer's error rate over the previous one's (`TIGHTENING`).
+    /// The ratio of each new layer's error rate to the previous one's (`TIGHTENING`).
     Tightening,
     Seed,
     /// The shape (bits, hashes, layout) of a layer both have.
@@ -56,7 +56,7 @@ impl Difference {
             Difference::ErrorRate => "error rate",
             Difference::Capacity => "capacity",
             Difference::Expansion => "expansion",
-            Difference::Tightening => "tightening ratio",
+            Difference::Tightening => "tightening",
             Difference::Seed => "seed",
             Difference::Layout => "layout",
             Difference::Partition => "partition",

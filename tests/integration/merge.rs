@@ -88,7 +88,12 @@ fn unlike_filters_are_refused_by_name_and_leave_the_destination_untouched() {
     reserve(&mut c, "dest", &["0.01", "1000", "SEED", "5"]);
     madd_all(&mut c, "dest", &items("d-", 100));
     let before = digest(&mut c, "dest");
-    let cases: [(&str, &[&str], &str); 6] = [
+    let cases: [(&str, &[&str], &str); 7] = [
+        (
+            "tight",
+            &["0.01", "1000", "TIGHTENING", "0.7", "SEED", "5"],
+            "tightening",
+        ),
         ("rate", &["0.02", "1000", "SEED", "5"], "error rate"),
         ("cap", &["0.01", "2000", "SEED", "5"], "capacity"),
         (
