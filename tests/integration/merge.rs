@@ -384,6 +384,11 @@ fn a_filter_made_like_another_merges_with_it() {
     for batch in [&old, &new] {
         assert!(answers(&mut c, "today", batch).iter().all(|&x| x == 1));
     }
+    // Its tightening ratio too.
+    reserve(&mut c, "tight", &["0.01", "100", "TIGHTENING", "0.7"]);
+    raw_ok(&mut c, &["BF.RESERVE", "tight-twin", "LIKE", "tight"]);
+    madd_all(&mut c, "tight-twin", &items("t-", 300));
+    assert_eq!(merge(&mut c, &["tight", "tight-twin"]), Ok(Value::Okay));
     // A window filter's twin and a partition's (its identity too).
     reserve(&mut c, "win", &["0.01", "1000", "WINDOW", "60000"]);
     raw_ok(&mut c, &["BF.RESERVE", "win-twin", "LIKE", "win"]);
