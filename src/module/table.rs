@@ -29,6 +29,11 @@ macro_rules! entry_point {
             argc: c_int,
         ) -> c_int {
             run_command(ctx, argv, argc, |command| {
+                // Asked only where the keys are (getkeys-api): the handler tells, and nothing
+                // may be checked or answered (there is no client to answer).
+                if command.is_keys_position_request() {
+                    return $handler(command);
+                }
                 personality::run(command, $handler).map_err(personality::error)
             })
         }

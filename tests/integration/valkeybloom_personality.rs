@@ -320,3 +320,53 @@ fn aof_replays_with_or_without_the_personality() {
     let mut c = s.conn();
     assert_eq!(digests(&mut c), before);
 }
+
+/// With arity -1 every command reaches the module however few its arguments: each answers
+/// valkey-bloom's wrong-arity error and the server stays up, on a cluster node too, where
+/// BF.RESERVE is asked where its keys are before it runs (a bare `BF.RESERVE` once crashed the
+/// server there, the keys position request answered as a call).
+#[test]
+fn every_command_without_arguments_is_a_wrong_arity_error() {
+    for cluster in [&[][..], &["--cluster-enabled", "yes"]] {
+        let s = start_valkey_bloom(cluster);
+        let mut c = s.conn();
+        for name in [
+            "BF.RESERVE",
+            "BF.ADD",
+            "BF.MADD",
+            "BF.INSERT",
+            "BF.EXISTS",
+            "BF.MEXISTS",
+            "BF.INFO",
+            "BF.CARD",
+            "BF.DEBUG",
+            "BF.SCANDUMP",
+            "BF.LOADCHUNK",
+            "BF.LOAD",
+            "BF.GROW",
+            "BF.ADDAT",
+            "BF.MERGE",
+        ] {
+            let error = raw_err(&mut c, &[name]);
+            assert!(
+                error.starts_with("ERR wrong number of arguments"),
+                "{name}: {error}"
+            );
+        }
+        for short in [
+            &["BF.RESERVE", "k"][..],
+            &[
+                "BF.RESERVE",
+                "k",
+                "0.01",
+                "1",
+                "NONSCALING",
+                "EXPANSION",
+                "1",
+            ],
+        ] {
+            assert!(raw(&mut c, short).is_err(), "{short:?}");
+        }
+        assert_eq!(value_to_string(&raw_ok(&mut c, &["PING"])), "PONG");
+    }
+}

@@ -225,7 +225,10 @@ pub fn reserve(command: &Command) -> CommandResult {
     let like = command.argc() == 4 && command.arg(2).eq_ignore_ascii_case(b"LIKE");
     if command.is_keys_position_request() {
         // Redis 7.0 routes a cluster's commands by the keys this answers, not by key specs.
-        command.declare_key(1);
+        // With arity -1 (the valkey-bloom personality) a call may have no key at all.
+        if command.argc() > 1 {
+            command.declare_key(1);
+        }
         if like {
             command.declare_key(3);
         }
