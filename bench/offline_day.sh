@@ -18,7 +18,9 @@
 #
 # Usage: bash bench/offline_day.sh    env: OFFLINE_ITEMS (100000000) OFFLINE_PORT (7811: 6 ports
 #   and each +10000) OFFLINE_OUT (target/bench/offline) OFFLINE_STRIDE (100) OFFLINE_FP (N/10)
-#   OFFLINE_SERVER (redis-server on PATH) OFFLINE_ONLINE (yes: also run step 4)
+#   OFFLINE_SERVER (redis-server on PATH) OFFLINE_MERGED (yes: also run step 3) OFFLINE_ONLINE
+#   (yes: also run step 4); at 10^9 only steps 1-2 fit this machine (OFFLINE_MERGED=no
+#   OFFLINE_ONLINE=no: ~17 GB of memory, ~43 GB of disk)
 # Room: ~5.7 bytes per item per copy; the cluster holds each filter twice (masters, replicas),
 # bfctl build the whole filter once, and steps 2-4 keep their filters: at 10^8, ~0.55 GB per copy,
 # ~4 GB of memory in all, and ~3.4 GB of disk for the ids and the build's output.
@@ -34,6 +36,7 @@ STRIDE=${OFFLINE_STRIDE:-100}
 FP=${OFFLINE_FP:-$((N / 10))}
 SERVER=${OFFLINE_SERVER:-$(command -v redis-server)}
 ONLINE=${OFFLINE_ONLINE:-yes}
+MERGED=${OFFLINE_MERGED:-yes}
 PORTS=($(seq $PORT0 $((PORT0 + 5))))
 [ -x "$BF" ] && [ -x "$GEN" ] && [ -f "$MOD" ] || { echo "build first: make build and cargo build --release -p bfctl --example clicks" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -91,7 +94,9 @@ timed "bfctl restore" "$BF" --url $URL restore clicks-built "$OUT/clicks.bfd"
 rm -f "$OUT/clicks.bfd"
 check clicks-built
 
-if redis-cli -p $PORT0 command info bf.merge | grep -qi merge; then
+if [ "$MERGED" != yes ]; then
+  say "load --offline not run (OFFLINE_MERGED=$MERGED)"
+elif redis-cli -p $PORT0 command info bf.merge | grep -qi merge; then
   bfctl reserve clicks-merged 1e-9 $N --partitions 16 --nonscaling >/dev/null
   timed "bfctl load --offline" "$BF" --url $URL load clicks-merged "$OUT/clicks.txt" --offline
   check clicks-merged
