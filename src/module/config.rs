@@ -11,9 +11,7 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, raw, Context};
 
-use rustbloom_core::scalable::{
-    is_tightening_ratio, MAX_CAPACITY, MAX_EXPANSION, TIGHTENING_RATIO,
-};
+use rustbloom_core::scalable::{MAX_CAPACITY, MAX_EXPANSION, TIGHTENING_RATIO};
 use rustbloom_core::Growth;
 
 use super::args;
@@ -62,8 +60,14 @@ enum_configuration! {
     }
 }
 
-pub static ERROR_RATE: ErrorRateSetting = ErrorRateSetting(AtomicU64::new(0));
-pub static TIGHTENING: TighteningSetting = TighteningSetting(AtomicU64::new(0));
+pub static ERROR_RATE: RatioSetting = RatioSetting::new(
+    0.01,
+    "error rate must be a number in the range (0, 1), such as 0.01",
+);
+pub static TIGHTENING: RatioSetting = RatioSetting::new(
+    TIGHTENING_RATIO,
+    "tightening ratio must be a number in the range (0, 1), such as 0.5",
+);
 pub static INITIAL_CAPACITY: AtomicI64 = AtomicI64::new(DEFAULT_CAPACITY);
 pub static EXPANSION: AtomicI64 = AtomicI64::new(DEFAULT_EXPANSION);
 pub static MAX_FILTER_BYTES: AtomicI64 = AtomicI64::new(DEFAULT_MAX_FILTER_BYTES);
@@ -72,64 +76,42 @@ pub static SEED_MODE: Mutex<SeedMode> = Mutex::new(SeedMode::random);
 /// Setting `bf.expansion` clears it.
 pub static NONSCALING_DEFAULT: AtomicBool = AtomicBool::new(false);
 
-/// The default error rate, stored as the bits of an f64 (0 until the config is registered).
-pub struct ErrorRateSetting(AtomicU64);
-
-impl ErrorRateSetting {
-    pub fn get(&self) -> f64 {
-        match f64::from_bits(self.0.load(Ordering::Relaxed)) {
-            rate if rate > 0.0 => rate,
-            _ => 0.01,
-        }
-    }
-
-    /// Validates and stores a textual error rate; returns the reason on refusal.
-    pub fn set_text(&self, text: &[u8]) -> Result<(), &'static str> {
-        let rate = args::parse_error_rate(text)
-            .map_err(|_| "error rate must be a number in the range (0, 1), such as 0.01")?;
-        self.0.store(rate.to_bits(), Ordering::Relaxed);
-        Ok(())
-    }
+/// A default ratio strictly between 0 and 1 (the error rate, the tightening ratio), stored as
+/// the bits of an f64: 0, read as `fallback`, until the config is registered.
+pub struct RatioSetting {
+    bits: AtomicU64,
+    fallback: f64,
+    /// Why a value is refused.
+    reason: &'static str,
 }
 
-/// The default tightening ratio, stored as the bits of an f64 (0 until the config is
-/// registered).
-pub struct TighteningSetting(AtomicU64);
-
-impl TighteningSetting {
-    pub fn get(&self) -> f64 {
-        match f64::from_bits(self.0.load(Ordering::Relaxed)) {
-            ratio if is_tightening_ratio(ratio) => ratio,
-            _ => TIGHTENING_RATIO,
+impl RatioSetting {
+    const fn new(fallback: f64, reason: &'static str) -> RatioSetting {
+        RatioSetting {
+            bits: AtomicU64::new(0),
+            fallback,
+            reason,
         }
+    }
+
+    pub fn get(&self) -> f64 {
+        match f64::from_bits(self.bits.load(Ordering::Relaxed)) {
+            ratio if ratio > 0.0 && ratio < 1.0 => ratio,
+            _ => self.fallback,
+        }
+    }
+
+    fn set(&self, ratio: f64) {
+        self.bits.store(ratio.to_bits(), Ordering::Relaxed);
     }
 
     /// Validates and stores a textual ratio; returns the reason on refusal.
     pub fn set_text(&self, text: &[u8]) -> Result<(), &'static str> {
         let ratio = args::parse_f64(text)
-            .filter(|&ratio| is_tightening_ratio(ratio))
-            .ok_or("tightening ratio must be a number in the range (0, 1), such as 0.5")?;
-        self.0.store(ratio.to_bits(), Ordering::Relaxed);
+            .filter(|&ratio| ratio > 0.0 && ratio < 1.0)
+            .ok_or(self.reason)?;
+        self.set(ratio);
         Ok(())
-    }
-}
-
-/// The string `bf.tightening-ratio`'s getter handed out last (see [`ConfigReply`]).
-static TIGHTENING_REPLY: ConfigReply = ConfigReply::new();
-
-/// `bf.tightening-ratio`, registered by hand as `bf.error-rate` is.
-struct TighteningConfig;
-
-impl StringConfig for TighteningConfig {
-    const GET: &'static str = "CONFIG GET bf.tightening-ratio";
-    const SET: &'static str = "CONFIG SET bf.tightening-ratio";
-
-    fn get(_privdata: usize) -> *mut raw::RedisModuleString {
-        TIGHTENING_REPLY.hand_out(&TIGHTENING.get().to_string())
-    }
-
-    fn set(_privdata: usize, text: &[u8]) -> Result<(), String> {
-        TIGHTENING.set_text(text).map_err(String::from)
     }
 }
 
@@ -149,6 +131,25 @@ impl StringConfig for ErrorRateConfig {
 
     fn set(_privdata: usize, text: &[u8]) -> Result<(), String> {
         ERROR_RATE.set_text(text).map_err(String::from)
+    }
+}
+
+/// The string `bf.tightening-ratio`'s getter handed out last (see [`ConfigReply`]).
+static TIGHTENING_REPLY: ConfigReply = ConfigReply::new();
+
+/// `bf.tightening-ratio`, registered by hand as `bf.error-rate` is.
+struct TighteningConfig;
+
+impl StringConfig for TighteningConfig {
+    const GET: &'static str = "CONFIG GET bf.tightening-ratio";
+    const SET: &'static str = "CONFIG SET bf.tightening-ratio";
+
+    fn get(_privdata: usize) -> *mut raw::RedisModuleString {
+        TIGHTENING_REPLY.hand_out(&TIGHTENING.get().to_string())
+    }
+
+    fn set(_privdata: usize, text: &[u8]) -> Result<(), String> {
+        TIGHTENING.set_text(text).map_err(String::from)
     }
 }
 
@@ -426,8 +427,7 @@ impl Alias {
             Alias::ErrorRate => {
                 let rate = args::parse_error_rate(text)
                     .map_err(|_| "error rate must be a number in the range (0, 1), such as 0.01")?;
-                let rate = rate.min(REDISBLOOM_MAX_DEFAULT_ERROR_RATE);
-                ERROR_RATE.0.store(rate.to_bits(), Ordering::Relaxed);
+                ERROR_RATE.set(rate.min(REDISBLOOM_MAX_DEFAULT_ERROR_RATE));
             }
             Alias::InitialSize => {
                 let size = integer_setting(text, "initial size", CAPACITY_BOUNDS)?;

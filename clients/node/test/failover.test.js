@@ -6,9 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { createClient, createCluster } from 'redis';
+import { createCluster } from 'redis';
 import { NodeUnavailableError, PartitionedBloom } from '../src/index.js';
-import { startCluster, waitReplicasSynced } from './servers.js';
+import { ask, startCluster, waitReplicasSynced } from './servers.js';
 
 const range = (n, f) => Array.from({ length: n }, (_, i) => f(i));
 
@@ -19,23 +19,11 @@ async function clientOf(nodes) {
   return client.connect();
 }
 
-/** INFO replication of a node, on a connection of its own. */
-async function replicationOf(node) {
-  const c = createClient({ url: node.url(), socket: { reconnectStrategy: false } });
-  c.on('error', () => {});
-  await c.connect();
-  try {
-    return await c.sendCommand(['INFO', 'replication']);
-  } finally {
-    c.destroy();
-  }
-}
-
 /** A master (not the first node) and its replica. */
 async function masterAndReplica(client, nodes) {
   const master = nodes.find((n) => n.port === client.masters.find((m) => m.port !== nodes[0].port).port);
   for (const n of nodes) {
-    const info = await replicationOf(n);
+    const info = await ask(n, ['INFO', 'replication']);
     if (info.includes('role:slave') && info.includes(`master_port:${master.port}`)) return [master, n];
   }
   return [master, null];

@@ -130,6 +130,18 @@ export async function clusterNodes() {
   return cluster;
 }
 
+/** `node`'s reply to one command, on a connection of its own (cluster set-up and checks). */
+export async function ask(node, args) {
+  const c = createClient({ url: node.url(), socket: { reconnectStrategy: false } });
+  c.on('error', () => {});
+  await c.connect();
+  try {
+    return await c.sendCommand(args);
+  } finally {
+    c.destroy();
+  }
+}
+
 /** A 3+3 cluster of its own (for a test that kills nodes); the caller stops its nodes. */
 export async function startCluster() {
   const nodes = await Promise.all(Array.from({ length: 6 }, () => Node.start(true)));
@@ -138,16 +150,7 @@ export async function startCluster() {
   if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
   const deadline = Date.now() + CLUSTER_DEADLINE_MS;
   for (;;) {
-    const infos = await Promise.all(nodes.map(async (n) => {
-      const c = createClient({ url: n.url(), socket: { reconnectStrategy: false } });
-      c.on('error', () => {});
-      await c.connect();
-      try {
-        return await c.sendCommand(['CLUSTER', 'INFO']);
-      } finally {
-        c.destroy();
-      }
-    }));
+    const infos = await Promise.all(nodes.map((n) => ask(n, ['CLUSTER', 'INFO'])));
     if (infos.every((i) => i.includes('cluster_state:ok') && new RegExp(`cluster_known_nodes:${nodes.length}\\b`).test(i))) {
       return nodes;
     }
@@ -160,16 +163,7 @@ export async function startCluster() {
 export async function waitReplicasSynced(nodes) {
   const deadline = Date.now() + CLUSTER_DEADLINE_MS;
   for (;;) {
-    const infos = await Promise.all(nodes.map(async (n) => {
-      const c = createClient({ url: n.url(), socket: { reconnectStrategy: false } });
-      c.on('error', () => {});
-      await c.connect();
-      try {
-        return await c.sendCommand(['INFO', 'replication']);
-      } finally {
-        c.destroy();
-      }
-    }));
+    const infos = await Promise.all(nodes.map((n) => ask(n, ['INFO', 'replication'])));
     const replicas = infos.filter((i) => i.includes('role:slave'));
     if (replicas.length === nodes.length / 2 && replicas.every((i) => i.includes('master_link_status:up'))) return;
     if (Date.now() > deadline) throw new Error('the replicas did not sync');

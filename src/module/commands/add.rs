@@ -189,9 +189,10 @@ fn add_batch(
     // The valkey-bloom personality refuses whole a batch a non-scaling valkey-bloom object has no
     // room for (counting every item, as valkey-bloom does since it stopped adding part of such a
     // batch), before anything changes.
-    if let (true, Filter::ValkeyBloom(object)) = (personality::is_valkey_bloom(), &*filter) {
-        let batch_len = command.args_from(first_item).len() as u64;
-        if !object.is_scaling() && object.capacity().saturating_sub(object.items()) < batch_len {
+    let batch_len = command.args_from(first_item).len();
+    if let (Filter::ValkeyBloom(object), true) = (&*filter, personality::is_valkey_bloom()) {
+        let room = object.capacity().saturating_sub(object.items());
+        if !object.is_scaling() && room < batch_len as u64 {
             return Err(insert_error(command, &budget, InsertError::NonScalingFull));
         }
     }
@@ -199,7 +200,6 @@ fn add_batch(
     // Phase 2: one core operation; its outcome survives a panic half-way.
     let before = BeforeAdd::of(filter);
     let mut outcome = filter.new_outcome(|| at_ms.unwrap_or_else(|| command.now_ms()));
-    let batch_len = command.args_from(first_item).len();
     outcome.reserve(batch_len);
     let panicked = catch_unwind(AssertUnwindSafe(|| match &routed {
         Some(items) => filter.insert_many(items.iter().copied(), &mut budget, &mut outcome),
