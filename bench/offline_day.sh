@@ -5,9 +5,11 @@
 #
 #  1. 6 nodes, `redis-cli --cluster create … --cluster-replicas 1` (as bench/seed_day.sh, no
 #     failover here); the ids (bfctl/examples/clicks.rs) written once to a file (--offline reads
-#     a partitioned filter's input once per partition).
+#     a partitioned filter's input once per partition) unless only step 2 reads them from stdin.
 #  2. `bfctl build FILE OUT --capacity N --error 1e-9 --partitions 16 --nonscaling`, then
-#     `bfctl restore clicks-built OUT`: a new filter from a file, the pair of commands.
+#     `bfctl restore clicks-built OUT`: a new filter from a file, the pair of commands. With
+#     OFFLINE_STDIN=yes the build reads the generator's output on stdin (`clicks N | bfctl build -
+#     OUT …`, timed as one step, generator included) instead of the file.
 #  3. When the servers know BF.MERGE: `bfctl reserve clicks-merged 1e-9 N --partitions 16
 #     --nonscaling`, then `bfctl load clicks-merged FILE --offline` (build, restore to a temporary
 #     key, BF.MERGE, DEL, one partition at a time).
@@ -19,7 +21,7 @@
 # Usage: bash bench/offline_day.sh    env: OFFLINE_ITEMS (100000000) OFFLINE_PORT (7811: 6 ports
 #   and each +10000) OFFLINE_OUT (target/bench/offline) OFFLINE_STRIDE (100) OFFLINE_FP (N/10)
 #   OFFLINE_SERVER (redis-server on PATH) OFFLINE_MERGED (yes: also run step 3) OFFLINE_ONLINE
-#   (yes: also run step 4); at 10^9 only steps 1-2 fit this machine (OFFLINE_MERGED=no
+#   (yes: also run step 4) OFFLINE_STDIN (no: step 2 reads the file); at 10^9 only steps 1-2 fit this machine (OFFLINE_MERGED=no
 #   OFFLINE_ONLINE=no: ~17 GB of memory, ~43 GB of disk)
 # Room: ~5.7 bytes per item per copy; the cluster holds each filter twice (masters, replicas),
 # bfctl build the whole filter once, and steps 2-4 keep their filters: at 10^8, ~0.55 GB per copy,
@@ -37,6 +39,7 @@ FP=${OFFLINE_FP:-$((N / 10))}
 SERVER=${OFFLINE_SERVER:-$(command -v redis-server)}
 ONLINE=${OFFLINE_ONLINE:-yes}
 MERGED=${OFFLINE_MERGED:-yes}
+STDIN=${OFFLINE_STDIN:-no}
 PORTS=($(seq $PORT0 $((PORT0 + 5))))
 [ -x "$BF" ] && [ -x "$GEN" ] && [ -f "$MOD" ] || { echo "build first: make build and cargo build --release -p bfctl --example clicks" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -85,11 +88,18 @@ check() { # filter
 }
 
 say "offline day: N=$N at 1e-9, 16 partitions, $("$SERVER" --version | cut -d' ' -f1-3), commit $(git -C "$ROOT" rev-parse --short HEAD), $(date -u '+%F %T') UTC, nproc $(nproc), load $(cut -d' ' -f1-3 /proc/loadavg)"
-t0=$(date +%s.%N)
-"$GEN" $N > "$OUT/clicks.txt"
-say "ids written to a file: $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN{printf "%.1f", b - a}') s, $(stat -c %s "$OUT/clicks.txt") bytes"
+if [ "$MERGED" = yes ] || [ "$ONLINE" = yes ] || [ "$STDIN" != yes ]; then
+  t0=$(date +%s.%N)
+  "$GEN" $N > "$OUT/clicks.txt"
+  say "ids written to a file: $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN{printf "%.1f", b - a}') s, $(stat -c %s "$OUT/clicks.txt") bytes"
+fi
 
-timed "bfctl build" "$BF" build "$OUT/clicks.txt" "$OUT/clicks.bfd" --capacity $N --error 1e-9 --partitions 16 --nonscaling
+BUILD=(build --capacity $N --error 1e-9 --partitions 16 --nonscaling)
+if [ "$STDIN" = yes ]; then
+  timed "clicks | bfctl build -" bash -c '"$1" "$2" | "${@:3}"' _ "$GEN" $N "$BF" "${BUILD[0]}" - "$OUT/clicks.bfd" "${BUILD[@]:1}"
+else
+  timed "bfctl build" "$BF" "${BUILD[0]}" "$OUT/clicks.txt" "$OUT/clicks.bfd" "${BUILD[@]:1}"
+fi
 timed "bfctl restore" "$BF" --url $URL restore clicks-built "$OUT/clicks.bfd"
 rm -f "$OUT/clicks.bfd"
 check clicks-built

@@ -78,6 +78,11 @@ fn main() {
     // SAFETY: restoring the default disposition of a signal before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     keep_freed_memory();
+    // Filters built here (build, load --offline) live in this process's C library malloc,
+    // one block per layer (not the pieces cut for a server's jemalloc), and are filled at
+    // random over gigabytes: huge pages spare most of their TLB misses (see the function).
+    rustbloom_core::budget::set_allocator(rustbloom_core::budget::Allocator::Libc);
+    rustbloom_core::bits::prefer_huge_pages();
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("bfctl: {e:#}");
