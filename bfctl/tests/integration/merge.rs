@@ -193,7 +193,7 @@ fn partitioned_filters_merge_partition_by_partition_across_slots() {
     );
     let err = refused(&url, &["merge", "week", "wed", "odd"]);
     assert!(
-        err.contains(&format!("filters differ: seed (partition 3: ")) && err.contains(&last),
+        err.contains("filters differ: seed (partition 3: ") && err.contains(&last),
         "{err}"
     );
     assert_eq!(dumped(&url, "week"), before, "nothing merged");
