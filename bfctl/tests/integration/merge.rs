@@ -256,3 +256,63 @@ fn plain_filters_merge_across_slots() {
     assert_eq!(dumped(&url, "both"), before);
     assert!(leftovers(&cl).is_empty(), "{:?}", leftovers(&cl));
 }
+
+/// A creation cut short leaves partitions of DEST without its descriptor (the name answers "not
+/// found"); the same merge run again merges into them and creates the descriptor. Partition keys
+/// under DEST's name that are not alike are refused instead.
+#[test]
+fn a_rerun_finishes_a_creation_cut_short() {
+    let s = rustbloom_testkit::Server::start();
+    let url = format!("redis+unix://{}", s.socket().display());
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let (monday, tuesday) = (items("monday", 3000), items("tuesday", 3000));
+    restore_built(&url, dir.path(), "mon", &monday, ("11", "77"));
+    restore_built(&url, dir.path(), "tue", &tuesday, ("11", "77"));
+    let mut conn = Client::open(&url)
+        .and_then(|c| c.connect())
+        .expect("connect");
+    let keys = |name: &[u8]| rustbloom_client::routing::partition_keys(name, 4);
+    let text = |key: &[u8]| String::from_utf8(key.to_vec()).expect("a text key");
+    // As a run stopped after partition 1: partitions 0 and 1 merged, no descriptor.
+    for i in 0..2 {
+        let (dest, mon, tue) = (
+            keys(b"week")[i].clone(),
+            keys(b"mon")[i].clone(),
+            keys(b"tue")[i].clone(),
+        );
+        query(
+            &mut conn,
+            &["BF.MERGE", &text(&dest), &text(&mon), &text(&tue)],
+        );
+    }
+    assert!(Filter::discover(&mut conn, b"week")
+        .expect("discover")
+        .is_none());
+    let said = ok(&bfctl_at(&url, &["merge", "week", "mon", "tue"], b""));
+    assert!(
+        said.starts_with("week: merged 2 filters into 4 partitions (created);"),
+        "{said}"
+    );
+    assert_eq!(count_present(&url, "week", &monday), 3000);
+    assert_eq!(count_present(&url, "week", &tuesday), 3000);
+    let info = ok(&bfctl_at(&url, &["info", "week"], b""));
+    assert!(info.contains("all 4 partitions exist"), "{info}");
+
+    // A leftover partition key of another filter under the name: refused, nothing created.
+    restore_built(&url, dir.path(), "rerouted", &monday, ("11", "78"));
+    let (dest, other) = (keys(b"fresh")[2].clone(), keys(b"rerouted")[2].clone());
+    query(&mut conn, &["BF.MERGE", &text(&dest), &text(&other)]);
+    let err = refused(&url, &["merge", "fresh", "mon"]);
+    assert!(
+        err.contains("filters differ: partition (partition 2: "),
+        "{err}"
+    );
+    assert!(Filter::discover(&mut conn, b"fresh")
+        .expect("discover")
+        .is_none());
+    assert_eq!(
+        query(&mut conn, &["EXISTS", &text(&keys(b"fresh")[0])]),
+        Value::Int(0),
+        "nothing merged before the refusal"
+    );
+}
