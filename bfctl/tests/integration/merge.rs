@@ -3,7 +3,8 @@
 //! partition (through a temporary copy in DEST's slot) into one that finds every item of both,
 //! created when missing; unlike filters and a missing partition are refused with DEST exactly as
 //! it was (even when only the last partition differs); plain filters merge across slots; no
-//! temporary key stays on any node.
+//! temporary key stays on any node. On one server: a creation cut short is finished by running
+//! it again.
 
 use std::path::Path;
 
