@@ -36,7 +36,7 @@ use super::reply::{as_u64, display, field, info_pairs};
 use super::{info_cmd, key_cmd, Filter};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::routing::{key_slot, slot_tag};
+use crate::routing::{key_slot, partition_keys, slot_tag};
 use crate::transport::{block, Transport};
 
 /// What [`Filter::merge`] did.
@@ -155,9 +155,9 @@ impl Filter {
         }
         for unit in &units {
             let copied = merge_unit(conn, unit, cluster).await?;
-            report.copies += copied.copies;
-            report.bytes_copied += copied.bytes;
-            report.partitions += 1;
+            report.copies = report.copies.saturating_add(copied.copies);
+            report.bytes_copied = report.bytes_copied.saturating_add(copied.bytes);
+            report.partitions = report.partitions.saturating_add(1);
         }
         if target.is_none() {
             report.created = true;
@@ -230,18 +230,16 @@ fn units(dest: &[u8], model: &Found, found: &[Found]) -> Vec<Unit> {
             sources,
         }];
     };
-    let dest_keys = crate::routing::partition_keys(dest, p.partitions);
-    dest_keys
-        .into_iter()
-        .enumerate()
+    (0u32..)
+        .zip(partition_keys(dest, p.partitions))
         .map(|(i, key)| Unit {
-            index: Some(i as u32),
+            index: Some(i),
             dest: key,
             sources: found
                 .iter()
                 .filter_map(|f| {
                     let keys = &f.filter.partitioning.as_ref()?.keys;
-                    Some((f.filter.name.clone(), keys.get(i)?.clone()))
+                    Some((f.filter.name.clone(), keys.get(i as usize)?.clone()))
                 })
                 .collect(),
         })
@@ -356,8 +354,9 @@ async fn merge_unit(conn: &mut impl Transport, unit: &Unit, cluster: bool) -> Re
     }
     let mut copied = Copied::default();
     for source in far {
-        copied.bytes += merge_through_copy(conn, &unit.dest, source, slot).await?;
-        copied.copies += 1;
+        let bytes = merge_through_copy(conn, &unit.dest, source, slot).await?;
+        copied.bytes = copied.bytes.saturating_add(bytes);
+        copied.copies = copied.copies.saturating_add(1);
     }
     Ok(copied)
 }
