@@ -444,3 +444,75 @@ fn descriptor_cmd(dest: &[u8], pairs: &[(Value, Value)]) -> Result<Cmd> {
     };
     Ok(cmd)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    /// A descriptor's BF.INFO pairs as the module answers them (RESP2).
+    fn descriptor_pairs(seed: &str, expansion: Value, window: Value) -> Vec<(Value, Value)> {
+        vec![
+            (bulk("Partitions"), Value::Int(4)),
+            (bulk("Routing seed"), bulk(seed)),
+            (bulk("Capacity"), Value::Int(1000)),
+            (bulk("Partition capacity"), Value::Int(250)),
+            (bulk("Error rate"), bulk("0.001")),
+            (bulk("Expansion rate"), expansion),
+            (bulk("Window (ms)"), window),
+        ]
+    }
+
+    fn args(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => String::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_created_descriptor_repeats_its_models_growth() {
+        let head = "BF.RESERVE week 0.001 1000 PARTITIONS 4 7";
+        for (expansion, window, growth) in [
+            (Value::Int(2), Value::Nil, "EXPANSION 2"),
+            (Value::Nil, Value::Nil, "NONSCALING"),
+            (Value::Nil, Value::Int(60000), "WINDOW 60000"),
+        ] {
+            let pairs = descriptor_pairs("7", expansion, window);
+            let cmd = descriptor_cmd(b"week", &pairs).expect("a descriptor");
+            assert_eq!(args(&cmd).join(" "), format!("{head} {growth}"));
+        }
+        assert!(descriptor_cmd(b"week", &[]).is_err());
+    }
+
+    #[test]
+    fn layouts_must_match_field_by_field() {
+        let found = |name: &str, seed: &str, partitions: Option<u32>| Found {
+            filter: Filter {
+                name: name.as_bytes().to_vec(),
+                partitioning: partitions.map(|p| super::super::Partitioning {
+                    partitions: p,
+                    routing_seed: 7,
+                    keys: partition_keys(name.as_bytes(), p),
+                }),
+            },
+            pairs: descriptor_pairs(seed, Value::Int(2), Value::Nil),
+        };
+        let week = found("week", "7", Some(4));
+        assert!(alike_layout(&week, &found("mon", "7", Some(4))).is_ok());
+        let refusal = |other: &Found| alike_layout(&week, other).unwrap_err().to_string();
+        assert_eq!(
+            refusal(&found("mon", "8", Some(4))),
+            "filters differ: routing seed (\"week\" and \"mon\": 7 and 8)"
+        );
+        assert_eq!(
+            refusal(&found("mon", "7", None)),
+            "filters differ: partitions (\"week\" has 4 partitions, \"mon\" is not partitioned)"
+        );
+    }
+}
