@@ -1,5 +1,6 @@
 //! `bfctl`: bulk work on rustbloom filters (reserve, load, exists, dedup, dump, restore, build,
-//! info, plan, migrate, drop), each subcommand in its own file over the rustbloom-client library.
+//! merge, info, plan, migrate, drop), each subcommand in its own file over the rustbloom-client
+//! library.
 //!
 //! Every subcommand but `plan`, `build` and `migrate` talks to the server or cluster given by `--url`
 //! (default `redis://127.0.0.1:6379`; `redis+unix:///path/to/sock` works too; any node of a
@@ -22,6 +23,7 @@ mod fill;
 mod info;
 mod input;
 mod load;
+mod merge;
 mod migrate;
 mod offline;
 mod plan;
@@ -64,6 +66,7 @@ enum Command {
     Dump(dump::DumpArgs),
     Restore(dump::RestoreArgs),
     Build(build::BuildArgs),
+    Merge(merge::MergeArgs),
     Info(info::InfoArgs),
     /// Bytes, hashes and the false-positive rate table of a filter before you reserve it.
     Plan(plan::PlanArgs),
@@ -116,6 +119,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Dump(args) => dump::dump(url, args, progress),
         Command::Restore(args) => dump::restore(url, args, progress),
         Command::Build(args) => build::run(args),
+        Command::Merge(args) => merge::run(url, args),
         Command::Info(args) => info::run(url, args, progress),
         Command::Plan(args) => plan::run(args),
         Command::Migrate(args) => migrate::run(args, progress),

@@ -36,7 +36,7 @@ use crate::connection::{
     RESPONSE_TIMEOUT,
 };
 use crate::error::{Error, Result};
-use crate::filter::{Filter, FilterInfo, Head, ReserveOptions, WriteOptions};
+use crate::filter::{Filter, FilterInfo, Head, MergeReport, ReserveOptions, WriteOptions};
 use crate::resp::Reply;
 use crate::routing::Master;
 use crate::transport::{Commands, Transport};
@@ -303,6 +303,16 @@ impl Filter {
     /// [`Filter::info`], async.
     pub async fn info_async(&self, conn: &mut Connection) -> Result<FilterInfo> {
         self.info_on(conn).await
+    }
+
+    /// [`Filter::merge`], async.
+    pub async fn merge_async(
+        conn: &mut Connection,
+        dest: &[u8],
+        sources: &[&[u8]],
+    ) -> Result<MergeReport> {
+        let cluster = conn.client().is_cluster();
+        Filter::merge_on(conn, dest, sources, cluster).await
     }
 
     /// [`Filter::drop`], async.

@@ -1,9 +1,10 @@
 //! A filter by its name, plain (one key) or partitioned (`docs/partitions.md`: a descriptor at
 //! the name and P partition keys), with the same operations on both: reserve, add, look up,
-//! describe, delete.
+//! describe, merge, delete.
 
 mod batches;
 mod info;
+mod merge;
 pub(crate) mod reply;
 mod reserve;
 mod send;
@@ -12,6 +13,7 @@ mod write;
 use batches::Batches;
 pub(crate) use batches::Head;
 pub use info::{scandump, FilterInfo, KeyInfo, PartitionInfo, Totals};
+pub use merge::MergeReport;
 use reply::{as_bytes, field};
 pub use reply::{as_u64, info_pairs};
 use send::{send_raw, INFO_RETRY};

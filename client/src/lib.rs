@@ -40,8 +40,8 @@ mod transport;
 pub use connection::{Client, Connection};
 pub use error::{Error, Result};
 pub use filter::{
-    scandump, Filter, FilterInfo, Growth, KeyInfo, PartitionInfo, Partitioning, ReserveOptions,
-    Totals, WriteOptions,
+    scandump, Filter, FilterInfo, Growth, KeyInfo, MergeReport, PartitionInfo, Partitioning,
+    ReserveOptions, Totals, WriteOptions,
 };
 pub use routing::Master;
 pub use single::SingleConnection;

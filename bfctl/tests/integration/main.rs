@@ -6,6 +6,7 @@ mod cluster;
 mod common;
 mod connect;
 mod long_line;
+mod merge;
 mod migrate;
 mod migrate_valkey;
 mod offline;

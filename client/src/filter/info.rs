@@ -97,7 +97,18 @@ impl KeyInfo {
 /// One BF.SCANDUMP step of `key` from iterator `it`: the next iterator (0 once the filter has
 /// been read) and the chunk.
 pub fn scandump(conn: &mut Connection, key: &[u8], it: u64) -> Result<(u64, Vec<u8>)> {
-    let reply = conn.query(redis::cmd("BF.SCANDUMP").arg(key).arg(it))?;
+    scandump_reply(conn.query(&scandump_cmd(key, it))?)
+}
+
+/// `BF.SCANDUMP key it`.
+pub(super) fn scandump_cmd(key: &[u8], it: u64) -> Cmd {
+    let mut cmd = key_cmd("BF.SCANDUMP", key);
+    cmd.arg(it);
+    cmd
+}
+
+/// The next iterator and the chunk of a BF.SCANDUMP reply.
+pub(super) fn scandump_reply(reply: Value) -> Result<(u64, Vec<u8>)> {
     let Value::Array(v) = reply else {
         return Err(Error::Protocol(format!("BF.SCANDUMP answered {reply:?}")));
     };

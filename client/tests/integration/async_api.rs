@@ -291,6 +291,60 @@ async fn concurrent_adds(url: &str) {
     assert_eq!(info.totals().items, 4000);
 }
 
+/// Merges of partitioned filters: a missing destination created as a copy (the way to a filter
+/// alike to one reserved with a random routing seed), then items of both merged back; on a
+/// cluster every partition goes through a temporary copy in the destination's slot. A filter
+/// reserved on its own has another routing seed and is refused, the destination unchanged.
+async fn merges(url: &str, cluster: bool) {
+    let mut conn = connect(url).await;
+    let a = Filter::reserve_async(&mut conn, b"merge-a", &options(Some(4)))
+        .await
+        .unwrap();
+    let first = items("merge-first", 2000);
+    a.add_async(&mut conn, &refs(&first), &write_options())
+        .await
+        .unwrap();
+    let copy = Filter::merge_async(&mut conn, b"merge-b", &[b"merge-a".as_slice()])
+        .await
+        .unwrap();
+    let copies = if cluster { 4 } else { 0 };
+    assert_eq!(
+        (copy.sources, copy.partitions, copy.created, copy.copies),
+        (1, 4, true, copies)
+    );
+    assert_eq!(copy.bytes_copied > 0, cluster);
+    let b = Filter::discover_async(&mut conn, b"merge-b")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        b.partitioning().unwrap().routing_seed,
+        a.partitioning().unwrap().routing_seed
+    );
+    let second = items("merge-second", 2000);
+    b.add_async(&mut conn, &refs(&second), &write_options())
+        .await
+        .unwrap();
+    let back = Filter::merge_async(&mut conn, b"merge-a", &[b"merge-b".as_slice()])
+        .await
+        .unwrap();
+    assert_eq!((back.partitions, back.created), (4, false));
+    assert!(all_present(&a, &mut conn, &first, 500).await);
+    assert!(all_present(&a, &mut conn, &second, 500).await);
+    assert!(all_present(&b, &mut conn, &first, 500).await);
+    Filter::reserve_async(&mut conn, b"merge-c", &options(Some(4)))
+        .await
+        .unwrap();
+    let before = a.info_async(&mut conn).await.unwrap().totals();
+    match Filter::merge_async(&mut conn, b"merge-a", &[b"merge-c".as_slice()]).await {
+        Err(Error::Server(text)) => {
+            assert!(text.starts_with("filters differ: routing seed"), "{text}")
+        }
+        other => panic!("an unlike filter merged: {other:?}"),
+    }
+    assert_eq!(a.info_async(&mut conn).await.unwrap().totals(), before);
+}
+
 /// Every case above against `url`, whose server keeps `replicas` replicas of each master.
 async fn every_case(url: &str, cluster: bool, replicas: u32) {
     let client = Client::open_async(url).await.unwrap();
@@ -301,6 +355,7 @@ async fn every_case(url: &str, cluster: bool, replicas: u32) {
     missing_partition(url).await;
     concurrent_adds(url).await;
     pipeline_keeps_order(url).await;
+    merges(url, cluster).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
