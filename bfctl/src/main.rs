@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod build;
+mod count;
 mod dedup;
 mod drop;
 mod dump;
@@ -28,6 +29,7 @@ mod plan;
 mod report;
 mod reserve;
 mod spill;
+mod stall;
 mod window;
 
 #[derive(Parser)]
@@ -46,7 +48,8 @@ struct Cli {
         env = "BFCTL_URL"
     )]
     url: String,
-    /// Never draw a progress bar (it is drawn only when stderr is a terminal anyway).
+    /// Never draw a progress bar (it is drawn only when stderr is a terminal anyway). A load
+    /// waiting through a failover still says so on stderr, at most every 10 s.
     #[arg(long, short, global = true)]
     quiet: bool,
     #[command(subcommand)]
