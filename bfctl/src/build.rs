@@ -13,6 +13,7 @@ use clap::Args;
 use rustbloom_core::partition::{partition_capacity, partition_key, Partition};
 use rustbloom_core::{BloomFilter, Filter, FilterParams, Growth, StoredFilter, Unlimited};
 
+use crate::count::count;
 use crate::dumpfile::{self, Writer};
 use crate::fill::{fill, Routing, Target};
 use crate::rate;
@@ -44,27 +45,27 @@ pub struct BuildArgs {
     #[command(flatten)]
     pub params: BuildParams,
     /// Threads filling the filter (default: this machine's cores).
-    #[arg(long)]
+    #[arg(long, value_parser = count::<usize>(0, u64::MAX))]
     pub jobs: Option<usize>,
 }
 
 /// What a filter built offline is made from: as `bfctl reserve`, plus its seeds.
 #[derive(Args, Debug)]
 pub struct BuildParams {
-    /// Items the filter is sized for (all partitions together).
-    #[arg(long)]
+    /// Items the filter is sized for (all partitions together): 1000000, 1e6 or 2.5e6.
+    #[arg(long, value_parser = count::<u64>(0, u64::MAX))]
     pub capacity: u64,
     /// Error rate, strictly between 0 and 1.
     #[arg(long, default_value_t = 0.01)]
     pub error: f64,
     /// Split the filter into P partitions (docs/partitions.md).
-    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PARTITIONS)))]
+    #[arg(long, value_name = "P", value_parser = count::<u32>(1, u64::from(MAX_PARTITIONS)))]
     pub partitions: Option<u32>,
     /// Refuse items past the capacity instead of adding layers.
     #[arg(long, conflicts_with = "expansion")]
     pub nonscaling: bool,
     /// Each new layer is X times the previous one (default 2, the server's bf.expansion).
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", value_parser = count::<u32>(0, u64::MAX))]
     pub expansion: Option<u32>,
     /// The hash seed of the filter (of every partition), as BF.RESERVE … SEED s.
     #[arg(long, value_name = "S")]

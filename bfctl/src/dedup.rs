@@ -21,6 +21,7 @@ use rustbloom_client::error::{explain, server_error_text, server_text};
 use rustbloom_client::pack::{bulk, decimal};
 use rustbloom_client::{Client, Error, Filter, SingleConnection, WriteOptions};
 
+use crate::count::count;
 use crate::input::{Line, LineBlocks};
 use crate::load::{needs_capacity, vanished, ReserveIfMissing};
 
@@ -45,10 +46,10 @@ pub struct DedupArgs {
     /// File with one item per line; `-` or nothing reads stdin.
     pub file: Option<PathBuf>,
     /// Most lines per BF.INSERT.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 1000, value_parser = count::<u64>(1, 1_000_000))]
     pub batch: u64,
     /// Commands in flight at once.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, default_value_t = 8, value_parser = count::<u64>(1, 1024))]
     pub pipeline: u64,
     #[command(flatten)]
     pub reserve: ReserveIfMissing,
@@ -254,7 +255,7 @@ fn answer(
     };
     let answers = match reply {
         Value::Array(a) => a,
-        Value::ServerError(e) if server_error_text(&e) == "ERR not found" => {
+        Value::ServerError(e) if server_error_text(&e) == "not found" => {
             let name = String::from_utf8_lossy(key).into_owned();
             return Err(Error::Vanished {
                 key: name.clone(),

@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use rustbloom_client::{Client, Filter};
 
+use crate::count::count;
 use crate::input::LineBlocks;
 
 #[derive(Args, Debug)]
@@ -16,7 +17,7 @@ pub struct ExistsArgs {
     /// File with one item per line; `-` or nothing reads stdin.
     pub file: Option<PathBuf>,
     /// Lines asked per round trip.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1000, value_parser = count::<u64>(1, u64::MAX))]
     pub batch: u64,
 }
 

@@ -20,6 +20,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use rustbloom_client::{Client, Connection, Error, Filter, KeyInfo, ReserveOptions, WriteOptions};
 
+use crate::count::count;
 use crate::input::{timestamped, Line, LineBlocks};
 use crate::reserve::Shape;
 use crate::{bar, rate};
@@ -59,14 +60,14 @@ pub struct LoadArgs {
     /// File with one item per line; `-` or nothing reads stdin.
     pub file: Option<PathBuf>,
     /// Items per BF.INSERT (BF.ADDAT with --timestamped).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1000, value_parser = count::<u64>(1, u64::MAX))]
     pub batch: u64,
     /// Commands in flight per round trip.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 16, value_parser = count::<u64>(1, u64::MAX))]
     pub pipeline: u64,
     /// After each round trip, WAIT until R replicas of every master written to have it;
     /// fewer send the round trip again.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = count::<u32>(0, u64::MAX))]
     pub wait: Option<u32>,
     /// Lines are `unix_ms<TAB>item`, added at that time to a window filter (see above).
     #[arg(long)]
@@ -77,7 +78,7 @@ pub struct LoadArgs {
     #[arg(long, conflicts_with_all = ["timestamped", "wait"])]
     pub offline: bool,
     /// With --offline: threads building (default: this machine's cores).
-    #[arg(long, requires = "offline")]
+    #[arg(long, requires = "offline", value_parser = count::<usize>(0, u64::MAX))]
     pub jobs: Option<usize>,
     #[command(flatten)]
     pub reserve: ReserveIfMissing,
@@ -86,8 +87,9 @@ pub struct LoadArgs {
 /// How to reserve the filter when it does not exist yet.
 #[derive(Args, Debug)]
 pub struct ReserveIfMissing {
-    /// When the filter does not exist yet, reserve it for this many items first.
-    #[arg(long)]
+    /// When the filter does not exist yet, reserve it for this many items first (1000000,
+    /// 1e6, 2.5e6).
+    #[arg(long, value_parser = count::<u64>(0, u64::MAX))]
     pub capacity: Option<u64>,
     /// Error rate for that reservation (default 0.01).
     #[arg(long)]
@@ -385,6 +387,7 @@ pub fn run(url: &str, args: &LoadArgs, show: bool) -> Result<()> {
     let opts = WriteOptions {
         batch,
         wait: args.wait.map(|r| (r, Duration::from_secs(10))),
+        on_stall: Some(crate::stall::watcher(&args.key, show.then(|| pb.clone()))),
         ..WriteOptions::default()
     };
     let start = Instant::now();

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod build;
+mod count;
 mod dedup;
 mod drop;
 mod dump;
@@ -30,6 +31,7 @@ mod plan;
 mod report;
 mod reserve;
 mod spill;
+mod stall;
 mod window;
 
 #[derive(Parser)]
@@ -48,7 +50,8 @@ struct Cli {
         env = "BFCTL_URL"
     )]
     url: String,
-    /// Never draw a progress bar (it is drawn only when stderr is a terminal anyway).
+    /// Never draw a progress bar (it is drawn only when stderr is a terminal anyway). A load
+    /// waiting through a failover still says so on stderr, at most every 10 s.
     #[arg(long, short, global = true)]
     quiet: bool,
     #[command(subcommand)]

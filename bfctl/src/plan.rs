@@ -8,6 +8,7 @@ use rustbloom_core::scalable::{MAX_CAPACITY, MAX_EXPANSION};
 use rustbloom_core::sizing::expected_error_rate;
 use rustbloom_core::{FilterParams, Growth};
 
+use crate::count::count;
 use crate::report::human_bytes;
 use crate::window;
 
@@ -16,25 +17,25 @@ const DEFAULT_MAX_FILTER_BYTES: u64 = 1 << 30;
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
-    /// Capacity you would reserve (all partitions together).
-    #[arg(long)]
+    /// Capacity you would reserve (all partitions together): 1000000, 1e6 or 2.5e6.
+    #[arg(long, value_parser = count::<u64>(0, u64::MAX))]
     pub items: u64,
     /// Error rate you would reserve.
     #[arg(long)]
     pub error: f64,
     /// Plan a sliding-window filter of this window in ms (BF.RESERVE ... WINDOW ms): ITEMS
     /// is then the capacity per window.
-    #[arg(long, value_name = "MS", conflicts_with_all = ["expansion", "nonscaling"])]
+    #[arg(long, value_name = "MS", conflicts_with_all = ["expansion", "nonscaling"], value_parser = count::<u64>(0, u64::MAX))]
     pub window: Option<u64>,
     /// Expansion (default 2).
-    #[arg(long)]
+    #[arg(long, value_parser = count::<u32>(0, u64::MAX))]
     pub expansion: Option<u32>,
     /// Plan a NONSCALING filter.
     #[arg(long, conflicts_with = "expansion")]
     pub nonscaling: bool,
     /// Plan a filter split into P partitions (docs/partitions.md): each partition's table,
     /// and the memory of all of them.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = count::<u32>(0, u64::MAX))]
     pub partitions: Option<u32>,
 }
 

@@ -227,10 +227,6 @@ impl Transport for Connection {
         self.query(cmd).await
     }
 
-    async fn send_pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
-        self.pipeline(cmds).await
-    }
-
     async fn send_replies<C: Commands + ?Sized>(
         &mut self,
         cmds: &C,

@@ -429,10 +429,6 @@ impl Transport for Connection {
         self.query(cmd)
     }
 
-    async fn send_pipeline(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
-        self.pipeline(cmds)
-    }
-
     async fn send_replies<C: Commands + ?Sized>(
         &mut self,
         cmds: &C,

@@ -2,6 +2,8 @@
 //! the decisions (what to resend, when to pause, when to WAIT, when to give up) are made here,
 //! and the synchronous and the async transports only carry them out.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisResult, Value};
@@ -31,6 +33,46 @@ pub struct WriteOptions {
     /// it was meant for. Off for a caller whose output is the "new" answers (a dedup): a lost
     /// reply is then an error, since its items' answers cannot be known.
     pub resend_lost_replies: bool,
+    /// Told when a call starts waiting (a node unreachable, a cluster down, a WAIT short of
+    /// replicas) and before every retry while it waits; never while every command is answered
+    /// at once. For a caller that shows progress: a wait of up to `retry_for` is otherwise
+    /// silent.
+    pub on_stall: Option<StallWatcher>,
+}
+
+/// What a call is waiting for, told to [`WriteOptions::on_stall`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stall {
+    /// The keys whose commands are not answered yet (the filter's name or partition keys),
+    /// each once, in the order of the commands.
+    pub keys: Vec<Vec<u8>>,
+    /// The failure it waits to end: `CLUSTERDOWN The cluster is down`, a connection error,
+    /// `WAIT 1: 0 replicas of host:port acknowledged`…
+    pub reason: String,
+    /// Since the call's first failure.
+    pub waited: Duration,
+    /// How much longer it waits at most: it gives up `retry_for` after the call began.
+    pub gives_up_in: Duration,
+}
+
+/// The function [`WriteOptions::on_stall`] calls (shared, so that options stay cheap to clone).
+#[derive(Clone)]
+pub struct StallWatcher(Arc<dyn Fn(&Stall) + Send + Sync>);
+
+impl StallWatcher {
+    pub fn new(watch: impl Fn(&Stall) + Send + Sync + 'static) -> StallWatcher {
+        StallWatcher(Arc::new(watch))
+    }
+
+    pub(crate) fn tell(&self, stall: &Stall) {
+        (self.0)(stall);
+    }
+}
+
+impl fmt::Debug for StallWatcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StallWatcher")
+    }
 }
 
 impl Default for WriteOptions {
@@ -40,6 +82,7 @@ impl Default for WriteOptions {
             wait: None,
             retry_for: Duration::from_secs(120),
             resend_lost_replies: true,
+            on_stall: None,
         }
     }
 }
@@ -85,6 +128,8 @@ pub(crate) struct Delivery<'a> {
     answered: Option<Vec<Reply>>,
     /// The answer waiting for its WAIT.
     waiting: Vec<Reply>,
+    /// The first failure's time and the last failure, while it waits.
+    stalled: Option<(Instant, String)>,
 }
 
 impl<'a> Delivery<'a> {
@@ -102,6 +147,7 @@ impl<'a> Delivery<'a> {
             sending: Vec::new(),
             answered: None,
             waiting: Vec::new(),
+            stalled: None,
         }
     }
 
@@ -208,7 +254,30 @@ impl<'a> Delivery<'a> {
         }
         let pause = self.pause;
         self.pause = (pause * 2).min(Duration::from_secs(1));
+        let since = self.stalled.take().map_or_else(Instant::now, |(at, _)| at);
+        self.stalled = Some((since, last));
         Ok(Step::Pause(pause))
+    }
+
+    /// What it waits for, after a [`Step::Pause`]: the keys of `cmds` not answered yet.
+    pub(crate) fn stall<C: crate::transport::Commands + ?Sized>(&self, cmds: &C) -> Stall {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for i in (0..self.replies.len()).filter(|&i| self.replies[i].is_none()) {
+            let key = cmds.key(i);
+            if !keys.iter().any(|k| k == key) {
+                keys.push(key.to_vec());
+            }
+        }
+        let (waited, reason) = match &self.stalled {
+            Some((since, reason)) => (since.elapsed(), reason.clone()),
+            None => (Duration::ZERO, String::new()),
+        };
+        Stall {
+            keys,
+            reason,
+            waited,
+            gives_up_in: self.deadline.saturating_duration_since(Instant::now()),
+        }
     }
 }
 

@@ -7,7 +7,9 @@ use std::fmt;
 pub enum Error {
     /// The URL could not be parsed or no node could be reached.
     Connect(String),
-    /// The server answered an error (`ERR ...`, `WRONGTYPE ...`), in its own words.
+    /// The server refused a command, in its own words without Redis' `ERR ` prefix (`item
+    /// exists`, `non scaling filter is full`; other codes stay: `WRONGTYPE …`), as the
+    /// Python, PHP and Node clients report it (docs/partitions.md, "One contract").
     Server(String),
     /// The connection failed and retrying did not help within the deadline.
     Connection(String),
@@ -66,21 +68,29 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// The full text of an error as the server sent it (`ERR ...`), else the client's description.
-pub fn server_text(e: &redis::RedisError) -> String {
-    match (e.code(), e.detail()) {
-        (Some(c), Some(d)) => format!("{c} {d}"),
-        (Some(c), None) => c.to_string(),
-        _ => e.to_string(),
+/// The text of a server's error reply as this crate reports it: without the generic `ERR`
+/// code, which says nothing the text does not (`ERR item exists` is `item exists`); any other
+/// code stays, as callers tell failures apart by it (`CLUSTERDOWN …`, `MOVED …`, `WRONGTYPE …`).
+fn reply_text(code: &str, detail: Option<&str>) -> String {
+    match (code, detail) {
+        ("ERR", Some(d)) => d.to_string(),
+        (c, Some(d)) => format!("{c} {d}"),
+        (c, None) => c.to_string(),
     }
 }
 
-/// The text of an error reply nested in a pipeline or array reply.
-pub fn server_error_text(e: &redis::ServerError) -> String {
-    match e.details() {
-        Some(d) => format!("{} {}", e.code(), d),
-        None => e.code().to_string(),
+/// The text of an error the server sent (without `ERR `, see [`Error::Server`]), else the
+/// client's description.
+pub fn server_text(e: &redis::RedisError) -> String {
+    match e.code() {
+        Some(c) => reply_text(c, e.detail()),
+        None => e.to_string(),
     }
+}
+
+/// The text of an error reply nested in a pipeline or array reply (without `ERR `).
+pub fn server_error_text(e: &redis::ServerError) -> String {
+    reply_text(e.code(), e.details())
 }
 
 /// A server error text made readable: an unknown BF.* command means the module is not loaded.

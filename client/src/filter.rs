@@ -21,7 +21,7 @@ use send::{send_raw, INFO_RETRY};
 use redis::{Cmd, Value};
 
 use crate::connection::Connection;
-pub use crate::delivery::WriteOptions;
+pub use crate::delivery::{Stall, StallWatcher, WriteOptions};
 use crate::error::{Error, Result};
 use crate::routing::{key_slot, partition_keys, MAX_PARTITIONS};
 use crate::transport::{block, Transport};

@@ -1,7 +1,16 @@
 //! rustbloom's client: one API over plain and partitioned Bloom filters (`docs/partitions.md`),
 //! on a single server or a Redis Cluster reached through any node. With the cargo feature
 //! `async`, the same operations run on tokio as `*_async` methods over an async connection
-//! (module `aio`).
+//! (module `aio`; `client/examples/quickstart.rs`); the program brings tokio's runtime itself:
+//!
+//! ```toml
+//! rustbloom-client = { path = "../rustbloom/client", features = ["async"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
+//! Built on the `redis` crate 1.8, which needs Rust 1.88 or later. The server's refusals are
+//! [`Error::Server`], its text without Redis' `ERR ` (`item exists`), as in the Python, PHP and
+//! Node clients.
 //!
 //! ```no_run
 //! use rustbloom_client::{Client, Filter, Growth, ReserveOptions, WriteOptions};
@@ -41,7 +50,7 @@ pub use connection::{Client, Connection};
 pub use error::{Error, Result};
 pub use filter::{
     scandump, Filter, FilterInfo, Growth, KeyInfo, MergeReport, PartitionInfo, Partitioning,
-    ReserveOptions, Totals, WriteOptions,
+    ReserveOptions, Stall, StallWatcher, Totals, WriteOptions,
 };
 pub use routing::Master;
 pub use single::SingleConnection;

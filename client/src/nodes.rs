@@ -83,7 +83,8 @@ impl Nodes {
                 .info
                 .clone()
                 .set_addr(ConnectionAddr::Tcp(self.known_host(host), port));
-            let conn = SingleConnection::open(&info, CONNECT_TIMEOUT, RESPONSE_TIMEOUT)?;
+            let conn = SingleConnection::open(&info, CONNECT_TIMEOUT, RESPONSE_TIMEOUT)
+                .map_err(|e| naming_node(e, addr))?;
             self.conns.insert(addr.to_string(), conn);
         }
         self.conns
@@ -202,6 +203,15 @@ impl Nodes {
         self.packed = packed;
         sent
     }
+}
+
+/// A connection error that says which node it was (a failover's stall is otherwise a bare
+/// "Connection refused"); still an I/O error, which a retry may cure.
+fn naming_node(e: redis::RedisError, addr: &str) -> redis::RedisError {
+    if !e.is_io_error() {
+        return e;
+    }
+    std::io::Error::other(format!("cannot connect to {addr}: {e}")).into()
 }
 
 /// The positions of `routes` grouped by target, in order within each.

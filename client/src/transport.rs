@@ -16,8 +16,6 @@ use crate::routing::{key_slot, Master};
 pub(crate) trait Transport {
     /// One command (routed by its key); an error reply is [`crate::Error::Server`].
     fn send_one(&mut self, cmd: &Cmd) -> impl Future<Output = Result<Value>>;
-    /// A pipeline, error replies in their place as `Value::ServerError`.
-    fn send_pipeline(&mut self, cmds: &[Cmd]) -> impl Future<Output = RedisResult<Vec<Value>>>;
     /// Commands `which` of `cmds` as a pipeline, whose replies a cluster may hide beside an
     /// error reply (`None`).
     fn send_replies<C: Commands + ?Sized>(
@@ -42,8 +40,13 @@ pub(crate) trait Commands {
     /// Command `i` for the `redis` crate.
     #[cfg(feature = "async")]
     fn cmd(&self, i: usize) -> Cmd;
+    /// Command `i`'s key (every command this crate sends names its key first).
+    fn key(&self, i: usize) -> &[u8];
+
     /// The slot of command `i`'s key.
-    fn slot(&self, i: usize) -> u16;
+    fn slot(&self, i: usize) -> u16 {
+        key_slot(self.key(i))
+    }
 
     /// Commands `which` for the `redis` crate.
     #[cfg(feature = "async")]
@@ -66,11 +69,10 @@ impl Commands for [Cmd] {
         self[i].clone()
     }
 
-    /// Every command this crate sends names its key first.
-    fn slot(&self, i: usize) -> u16 {
+    fn key(&self, i: usize) -> &[u8] {
         match self[i].args_iter().nth(1) {
-            Some(redis::Arg::Simple(key)) => key_slot(key),
-            _ => 0,
+            Some(redis::Arg::Simple(key)) => key,
+            _ => b"",
         }
     }
 }

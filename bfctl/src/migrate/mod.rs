@@ -38,6 +38,7 @@ use redis::Value;
 use rustbloom_client::{Client, Connection};
 
 use crate::bar;
+use crate::count::count;
 use copy::Migrator;
 use filter::bf_shape;
 use keys::{existing, list_keys, Kind};
@@ -89,10 +90,10 @@ pub struct Options {
     pub replace: bool,
     /// Random probes asked of both copies with BF.MEXISTS; 0 compares BF.INFO and BF.CARD
     /// only.
-    #[arg(long, default_value_t = 10000)]
+    #[arg(long, default_value_t = 10000, value_parser = count::<u64>(0, u64::MAX))]
     pub sample: u64,
     /// Fresh copies of a filter that changed while it was copied, before giving up on it.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = count::<u32>(0, u64::MAX))]
     pub retries: u32,
 }
 

@@ -5,6 +5,7 @@ mod cli;
 mod cluster;
 mod common;
 mod connect;
+mod contract;
 mod long_line;
 mod merge;
 mod migrate;

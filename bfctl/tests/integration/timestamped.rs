@@ -145,7 +145,7 @@ fn timestamped_load_refuses_bad_lines_by_number() {
                 now + 3 * WINDOW_MS + 5
             ),
             format!(
-                "line 4: timestamp {} refused by the server: ERR timestamp more than one window \
+                "line 4: timestamp {} refused by the server: timestamp more than one window \
                  ahead",
                 now + 3 * WINDOW_MS + 5
             ),

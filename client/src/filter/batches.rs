@@ -8,7 +8,7 @@ use redis::Cmd;
 
 use super::Filter;
 use crate::pack::{array_header, bulk, decimal};
-use crate::routing::{key_slot, partition_of};
+use crate::routing::partition_of;
 use crate::transport::Commands;
 
 /// The command of a batch, before its key and items.
@@ -132,8 +132,8 @@ impl Commands for Batches<'_> {
         }
     }
 
-    fn slot(&self, i: usize) -> u16 {
-        key_slot(self.key(self.part(i)))
+    fn key(&self, i: usize) -> &[u8] {
+        Batches::key(self, self.part(i))
     }
 
     #[cfg(feature = "async")]

@@ -7,7 +7,7 @@ use crate::resp::Reply;
 
 /// True for the error reply to an add to a key that does not exist (BF.INSERT … NOCREATE).
 pub(super) fn is_not_found(text: &str) -> bool {
-    text == "ERR not found" || text == "not found"
+    text == "not found"
 }
 
 /// Writes the answers of a BF.MADD / BF.INSERT / BF.MEXISTS reply to the items at `positions`

@@ -1,10 +1,12 @@
 //! Reserving a filter: one BF.RESERVE, or the partitions and then their descriptor.
 
-use redis::{Cmd, Value};
+use redis::Cmd;
 
+use super::send::{send_raw, INFO_RETRY};
 use super::{key_cmd, Filter, Growth, Partitioning, ReserveOptions};
 use crate::connection::Connection;
 use crate::error::{explain, server_error_text, to_error, Error, Result};
+use crate::resp::Reply;
 use crate::routing::{partition_capacity, partition_keys, MAX_PARTITIONS};
 use crate::transport::{block, Transport};
 
@@ -103,29 +105,22 @@ impl ReservePlan {
 }
 
 impl PartitionedReserve {
-    /// Which partitions the pipeline of their BF.RESERVEs created.
-    fn created(&self, sent: redis::RedisResult<Vec<Value>>) -> Vec<Result<()>> {
+    /// Which partitions the BF.RESERVEs created, from their replies (every reply in its place,
+    /// so that a refusal of some cannot hide the others: an existing name must leave nothing
+    /// behind). A reply a cluster hid beside an error reply (`None`) belongs to a command that
+    /// ran without error: created. A lost connection leaves it unknown which ran: nothing is
+    /// counted as created, and the error is the connection's.
+    fn created(&self, sent: redis::RedisResult<Vec<Option<Reply>>>) -> Vec<Result<()>> {
         match sent {
             Ok(replies) => replies
                 .iter()
-                .map(|r| match r {
-                    Value::ServerError(e) => Err(explain(server_error_text(e))),
-                    _ => Ok(()),
+                .map(|r| match r.as_ref().and_then(Reply::server_error) {
+                    Some(e) => Err(explain(server_error_text(e))),
+                    None => Ok(()),
                 })
                 .collect(),
             Err(e) => vec![Err(to_error(&e))],
         }
-    }
-
-    /// The error that stops the reservation before its descriptor, if any.
-    fn failure(&self, created: &[Result<()>]) -> Option<Error> {
-        let first = created
-            .iter()
-            .find_map(|r| r.as_ref().err().map(|e| e.to_string()))?;
-        Some(Error::Server(format!(
-            "reserving the partitions of {}: {first}",
-            self.filter.name_text()
-        )))
     }
 
     /// The DELs of the partitions this reservation created, after it failed: a key that
@@ -165,16 +160,21 @@ impl Filter {
             }
             ReservePlan::Partitioned(plan) => plan,
         };
-        let created = plan.created(conn.send_pipeline(&plan.partitions).await);
-        let result = match plan.failure(&created) {
+        let every: Vec<usize> = (0..plan.partitions.len()).collect();
+        let sent = conn.send_replies(&plan.partitions[..], &every).await;
+        let created = plan.created(sent);
+        let undo = plan.undo(&created);
+        // The first refusal stops the reservation before its descriptor: the server's own
+        // words (`item exists` when a partition key is taken), as for a plain filter.
+        let result = match created.into_iter().find_map(Result::err) {
             Some(e) => Err(e),
             None => conn.send_one(&plan.descriptor).await.map(|_| ()),
         };
-        if result.is_err() {
-            let undo = plan.undo(&created);
-            if !undo.is_empty() {
-                let _ = conn.send_pipeline(&undo).await;
-            }
+        if result.is_err() && !undo.is_empty() {
+            // Best effort: the refusal is the error to report; a DEL that fails leaves empty
+            // partitions without a descriptor, which a new reserve of the name meets as
+            // `item exists`.
+            let _ = send_raw(conn, &undo[..], INFO_RETRY).await;
         }
         result.map(|()| plan.filter)
     }

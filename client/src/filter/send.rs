@@ -63,7 +63,12 @@ pub(super) async fn send_until_answered<C: Commands + ?Sized>(
         match step {
             Step::Done(replies) => return Ok(replies),
             Step::Resend | Step::Wait(..) => {}
-            Step::Pause(pause) => conn.pause_then_reconnect(pause).await,
+            Step::Pause(pause) => {
+                if let Some(watcher) = &opts.on_stall {
+                    watcher.tell(&delivery.stall(cmds));
+                }
+                conn.pause_then_reconnect(pause).await
+            }
         }
     }
 }

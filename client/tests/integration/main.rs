@@ -1,4 +1,6 @@
 //! The client's integration tests, one binary (one link for all of them).
 
 mod async_api;
+mod docs;
+mod reserve_taken;
 mod vectors;
