@@ -65,7 +65,8 @@ final class ServerNode
         return false;
     }
 
-    private function kill(): void
+    /** Kills the server at once (SIGKILL), as a crash would; its directory stays until stop(). */
+    public function kill(): void
     {
         if ($this->proc !== null) {
             if (proc_get_status($this->proc)['running']) {
