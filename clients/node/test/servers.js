@@ -119,6 +119,14 @@ class Node {
     if (this.proc && !this.exited) this.proc.kill('SIGKILL');
   }
 
+  /**
+   * Stops the server without closing its connections (SIGSTOP), as a hung machine would: it
+   * accepts connections (the kernel does) and answers nothing. stop() still ends it.
+   */
+  hang() {
+    if (this.proc && !this.exited) this.proc.kill('SIGSTOP');
+  }
+
   stop() {
     this.kill();
     running.delete(this);
