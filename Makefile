@@ -224,10 +224,15 @@ fuzz:
 
 ## client-packages: what the client tests need, installed once (never committed): redis-py and
 ## node-redis for tests/clients/ (.venv and node_modules there), the Python package clients/python
-## with pytest in $(PYTHON_CLIENT_VENV), Debian's php-cli, php-redis and phpunit when missing, and
-## clients/node's npm packages from its package-lock.json.
+## with pytest in $(PYTHON_CLIENT_VENV) (the newest redis-py) and in $(PYTHON_CLIENT_OLDEST_VENV)
+## (the oldest redis-py it supports), Debian's php-cli, php-redis and phpunit when missing,
+## clients/node's npm packages from its package-lock.json (node-redis 5), and node-redis 6 into
+## $(NODE_REDIS_6) from the lockfile in clients/node/test/node-redis-6.
 CLIENTS_DIR := tests/clients
 PYTHON_CLIENT_VENV := target/python-client/venv
+PYTHON_CLIENT_OLDEST_VENV := target/python-client/redis-py-5.0/venv
+REDIS_PY_OLDEST := 5.0.8
+NODE_REDIS_6 := target/node-redis-6
 .PHONY: client-packages client-tests client-deps
 client-packages: client-deps python-deps
 	cd $(CLIENTS_DIR) && { [ -x .venv/bin/python ] || python3 -m venv .venv; } && \
@@ -236,18 +241,26 @@ client-packages: client-deps python-deps
 	{ [ -x $(PYTHON_CLIENT_VENV)/bin/python ] || python3 -m venv $(PYTHON_CLIENT_VENV); } && \
 	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check ./clients/python pytest && \
 	  $(PYTHON_CLIENT_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
+	{ [ -x $(PYTHON_CLIENT_OLDEST_VENV)/bin/python ] || python3 -m venv $(PYTHON_CLIENT_OLDEST_VENV); } && \
+	  $(PYTHON_CLIENT_OLDEST_VENV)/bin/pip install -q --disable-pip-version-check ./clients/python redis==$(REDIS_PY_OLDEST) pytest && \
+	  $(PYTHON_CLIENT_OLDEST_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
 	@missing=""; \
 	for pkg in php-cli php-redis phpunit; do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$pkg"; \
 	done; \
 	$(INSTALL_MISSING)
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
+	mkdir -p $(NODE_REDIS_6) && cp clients/node/test/node-redis-6/package.json clients/node/test/node-redis-6/package-lock.json $(NODE_REDIS_6)/ && \
+	  cd $(NODE_REDIS_6) && npm ci --no-audit --no-fund --loglevel=error
 
 ## client-tests: the client suites against $$RUSTBLOOM_SERVER when set, else redis-server, with the
 ## packages `make client-packages` installed: redis-py (r.bf()) and node-redis (client.bf.*) from
 ## tests/clients/; the packages' own tests (vectors, one server, a 3+3 cluster, interop with bfctl
 ## and each other) of clients/python (pytest), clients/php (phpunit) and clients/node (its types
-## checked by tsc, then node --test).
+## checked by tsc, then node --test), each on the client library versions it supports: Python on
+## the newest redis-py, and its one-server tests on the oldest (5.0); Node on node-redis 5 (the
+## lockfile's), and its types, one-server, cluster, failover and interop tests on node-redis 6
+## too (test/node-redis-from.js points `redis` at $(NODE_REDIS_6)).
 client-tests:
 	@rc=0; python="$(CURDIR)/$(PYTHON_CLIENT_VENV)/bin/python"; \
 	echo "-- redis-py and node-redis"; \
@@ -255,10 +268,17 @@ client-tests:
 	(cd $(CLIENTS_DIR) && node --test node_redis.test.mjs) || rc=1; \
 	echo "-- clients/python"; \
 	"$$python" -m pytest -q -p no:cacheprovider clients/python/tests || rc=1; \
+	echo "-- clients/python, one server, on redis-py $(REDIS_PY_OLDEST)"; \
+	"$(CURDIR)/$(PYTHON_CLIENT_OLDEST_VENV)/bin/python" -m pytest -q -p no:cacheprovider -k "not cluster" \
+	  clients/python/tests/test_vectors.py clients/python/tests/test_partitioned.py clients/python/tests/test_bfctl_interop.py || rc=1; \
 	echo "-- clients/php"; \
 	(cd clients/php && RUSTBLOOM_PYTHON="$$python" phpunit) || rc=1; \
 	echo "-- clients/node"; \
 	(cd clients/node && npm run --silent typecheck && RUSTBLOOM_PYTHON="$$python" npm test --silent) || rc=1; \
+	echo "-- clients/node on node-redis 6"; \
+	(cd clients/node && npx tsc -p test/node-redis-6/tsconfig.json && \
+	  RUSTBLOOM_NODE_REDIS="$(CURDIR)/$(NODE_REDIS_6)" RUSTBLOOM_PYTHON="$$python" node --import ./test/node-redis-from.js \
+	    --test test/partitioned.test.js test/failover.test.js test/interop.test.js) || rc=1; \
 	exit $$rc
 
 ## client-deps: python3 with venv, node and npm, installed from Debian only when the command is

@@ -1,9 +1,21 @@
 // Types of the rustbloom package (src/index.js, src/routing.js, src/errors.js).
 
-import type { RedisClientType, RedisClusterType } from 'redis';
-
-/** A connected node-redis client or cluster (createClient / createCluster), any modules or RESP. */
-export type Client = RedisClientType<any, any, any, any, any> | RedisClusterType<any, any, any, any, any>;
+/**
+ * A connected node-redis client or cluster (createClient / createCluster), node-redis 5 or 6, any
+ * modules or RESP: typed by what the package calls on it, since `RedisClusterType<any, ...>` of
+ * one major does not accept the other's clusters (node-redis 6's is not even assignable to its own
+ * `RedisClusterType<any, ...>`).
+ */
+export type Client = SingleClient | ClusterClient;
+/** node-redis' createClient(): commands by `sendCommand(args, options)`. */
+export interface SingleClient {
+  sendCommand(args: ReadonlyArray<string | Buffer>, options?: object): Promise<unknown>;
+}
+/** node-redis' createCluster(): its masters, and commands by `sendCommand(key, readonly, args, options)`. */
+export interface ClusterClient {
+  readonly masters: ReadonlyArray<unknown>;
+  sendCommand(firstKey: string | Buffer | undefined, isReadonly: boolean | undefined, args: Array<string | Buffer>, options?: object): Promise<unknown>;
+}
 /** An item: bytes as they are, a string as UTF-8; nothing else (docs/partitions.md, "One contract"). */
 export type Item = string | Buffer | Uint8Array;
 

@@ -6,7 +6,7 @@
 // (default: target/release/librustbloom.so of this repository).
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -19,6 +19,16 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '.
 const MAX_NODE_PORT = 55535;
 const START_DEADLINE_MS = 30_000;
 const CLUSTER_DEADLINE_MS = 60_000;
+
+/**
+ * The major version of the node-redis these tests run on: the lockfile's (5), or the one
+ * test/node-redis-from.js points `redis` at (make client-tests runs the cluster tests on 6 too).
+ */
+export const NODE_REDIS_MAJOR = (() => {
+  const entry = fileURLToPath(import.meta.resolve('redis'));
+  const dir = entry.slice(0, entry.lastIndexOf('/node_modules/redis/') + '/node_modules/redis/'.length);
+  return Number(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version.split('.')[0]);
+})();
 
 const running = new Set();
 process.on('exit', () => {
@@ -109,6 +119,14 @@ class Node {
     if (this.proc && !this.exited) this.proc.kill('SIGKILL');
   }
 
+  /**
+   * Stops the server without closing its connections (SIGSTOP), as a hung machine would: it
+   * accepts connections (the kernel does) and answers nothing. stop() still ends it.
+   */
+  hang() {
+    if (this.proc && !this.exited) this.proc.kill('SIGSTOP');
+  }
+
   stop() {
     this.kill();
     running.delete(this);
@@ -168,6 +186,21 @@ export async function waitReplicasSynced(nodes) {
     if (replicas.length === nodes.length / 2 && replicas.every((i) => i.includes('master_link_status:up'))) return;
     if (Date.now() > deadline) throw new Error('the replicas did not sync');
     await sleep(100);
+  }
+}
+
+/**
+ * Until `master`'s replica has every write the master has (replication is asynchronous: a write
+ * acknowledged just before a master dies may not have reached it).
+ */
+export async function waitReplicaCaughtUp(master) {
+  const deadline = Date.now() + CLUSTER_DEADLINE_MS;
+  for (;;) {
+    const info = await ask(master, ['INFO', 'replication']);
+    const offset = info.match(/master_repl_offset:(\d+)/)?.[1];
+    if (offset !== undefined && info.match(/slave0:.*offset=(\d+)/)?.[1] === offset) return;
+    if (Date.now() > deadline) throw new Error(`the replica of ${master.url()} did not catch up`);
+    await sleep(50);
   }
 }
 

@@ -1,5 +1,6 @@
-// Compiled by `npm run typecheck` (tsc --noEmit), never run: the declarations in src/index.d.ts
-// must accept the package's documented use and refuse what the code refuses.
+// Compiled by `npm run typecheck` (tsc --noEmit) against node-redis 5, and by make client-tests
+// against node-redis 6 too (test/node-redis-6/tsconfig.json), never run: the declarations in
+// src/index.d.ts must accept the package's documented use on both and refuse what the code refuses.
 
 import { createClient, createCluster } from 'redis';
 import { PartitionMissingError, PartitionedBloom, partitionKeys, type Layout } from 'rustbloom';
@@ -24,4 +25,9 @@ export async function documentedUse(): Promise<void> {
   await clicks.add(1.5);
   // @ts-expect-error: the options are named
   await clicks.reserve(0.01, 100, 4, true);
+  // Any protocol: node-redis 6 answers in RESP3 by default, 5 in RESP2.
+  await new PartitionedBloom(await createClient({ RESP: 3 }).connect(), 'resp3').exists('x');
+  await new PartitionedBloom(await createCluster({ rootNodes: [], RESP: 2 }).connect(), 'resp2').exists('x');
+  // @ts-expect-error: not a node-redis client
+  new PartitionedBloom({ masters: [] }, 'clicks');
 }

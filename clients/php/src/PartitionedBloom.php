@@ -28,7 +28,9 @@ use Rustbloom\Transport\Transport;
  * Options: `retry_for` (seconds, default 30): how long a batch of lookups or adds whose reply was
  * lost is sent again (re-adding an item leaves the filter as it was, but the "new" answers of a
  * resent add may undercount); `connect` (cluster only): fn(string $host, int $port): \Redis that
- * opens a connection to a master, for passwords or timeouts.
+ * opens a connection to a master, for passwords or timeouts. Each attempt waits at most
+ * Transport::ATTEMPT_SECONDS (5 s) for a reply (a shorter read timeout of the connection kept),
+ * so that a master that hangs does not hold a batch past the deadline.
  */
 final class PartitionedBloom
 {

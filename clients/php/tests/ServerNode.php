@@ -65,7 +65,19 @@ final class ServerNode
         return false;
     }
 
-    private function kill(): void
+    /**
+     * Stops the server without closing its connections (SIGSTOP), as a hung machine would: it
+     * accepts connections (the kernel does) and answers nothing. stop() still ends it.
+     */
+    public function hang(): void
+    {
+        if ($this->proc !== null && proc_get_status($this->proc)['running']) {
+            proc_terminate($this->proc, SIGSTOP);
+        }
+    }
+
+    /** Kills the server at once (SIGKILL), as a crash would; its directory stays until stop(). */
+    public function kill(): void
     {
         if ($this->proc !== null) {
             if (proc_get_status($this->proc)['running']) {

@@ -35,7 +35,7 @@ final class Servers
         return self::$single ??= ServerNode::start(false);
     }
 
-    /** @return list<ServerNode> the cluster's six nodes */
+    /** @return list<ServerNode> the cluster's six nodes, started and joined on first use */
     public static function cluster(): array
     {
         self::registerStop();
@@ -43,19 +43,83 @@ final class Servers
             $nodes = [];
             // Registered before the nodes start, so a failed start still stops the ones that run.
             self::$cluster = &$nodes;
-            for ($i = 0; $i < 6; $i++) {
-                $nodes[] = ServerNode::start(true);
-            }
-            $addresses = array_map(fn (ServerNode $n) => "127.0.0.1:{$n->port}", $nodes);
-            $out = self::run(array_merge(['redis-cli', '--cluster', 'create'], $addresses,
-                ['--cluster-replicas', '1', '--cluster-yes']));
-            if ($out['status'] !== 0) {
-                throw new \RuntimeException("redis-cli --cluster create failed: {$out['output']}");
-            }
-            self::waitClusterOk($nodes);
+            self::startClusterInto($nodes);
             unset($nodes);
         }
         return self::$cluster;
+    }
+
+    /**
+     * A 3+3 cluster of its own, for a test that kills nodes: the caller stops its nodes (a start
+     * that fails stops the ones it started).
+     *
+     * @return list<ServerNode>
+     */
+    public static function startCluster(): array
+    {
+        $nodes = [];
+        try {
+            self::startClusterInto($nodes);
+        } catch (\Throwable $e) {
+            foreach ($nodes as $node) {
+                $node->stop();
+            }
+            throw $e;
+        }
+        return $nodes;
+    }
+
+    /** Until every replica's link to its master is up (a replica that never synced does not take over). */
+    public static function waitReplicasSynced(array $nodes): void
+    {
+        $deadline = microtime(true) + self::CLUSTER_DEADLINE_SECONDS;
+        while (microtime(true) < $deadline) {
+            $links = [];
+            foreach ($nodes as $node) {
+                $info = self::redis($node)->info('replication');
+                if (($info['role'] ?? '') === 'slave') {
+                    $links[] = $info['master_link_status'] ?? '';
+                }
+            }
+            if (count($links) === intdiv(count($nodes), 2) && array_unique($links) === ['up']) {
+                return;
+            }
+            usleep(100_000);
+        }
+        throw new \RuntimeException('the replicas did not sync');
+    }
+
+    /**
+     * Until $master's replica has every write the master has (replication is asynchronous: a
+     * write acknowledged just before a master dies may not have reached it).
+     */
+    public static function waitReplicaCaughtUp(ServerNode $master): void
+    {
+        $deadline = microtime(true) + self::CLUSTER_DEADLINE_SECONDS;
+        while (microtime(true) < $deadline) {
+            $info = self::redis($master)->info('replication');
+            $offset = (string) ($info['master_repl_offset'] ?? '');
+            if (preg_match('/offset=(\d+)/', (string) ($info['slave0'] ?? ''), $m) && $m[1] === $offset) {
+                return;
+            }
+            usleep(50_000);
+        }
+        throw new \RuntimeException("the replica of 127.0.0.1:{$master->port} did not catch up");
+    }
+
+    /** @param list<ServerNode> $nodes filled as they start */
+    private static function startClusterInto(array &$nodes): void
+    {
+        for ($i = 0; $i < 6; $i++) {
+            $nodes[] = ServerNode::start(true);
+        }
+        $addresses = array_map(fn (ServerNode $n) => "127.0.0.1:{$n->port}", $nodes);
+        $out = self::run(array_merge(['redis-cli', '--cluster', 'create'], $addresses,
+            ['--cluster-replicas', '1', '--cluster-yes']));
+        if ($out['status'] !== 0) {
+            throw new \RuntimeException("redis-cli --cluster create failed: {$out['output']}");
+        }
+        self::waitClusterOk($nodes);
     }
 
     public static function redis(ServerNode $node): \Redis

@@ -2,19 +2,17 @@
 
 declare(strict_types=1);
 
-// Composer's autoloader when `composer install` ran; otherwise the same PSR-4 mapping by hand, so
-// that Debian's phpunit runs the tests without Composer.
+// Composer's autoloader when `composer install` ran; otherwise the package's own autoload.php and
+// the tests' namespace mapped by hand, so that Debian's phpunit runs the tests without Composer.
 if (is_file(__DIR__ . '/../vendor/autoload.php')) {
     require __DIR__ . '/../vendor/autoload.php';
 } else {
+    require __DIR__ . '/../autoload.php';
     spl_autoload_register(static function (string $class): void {
-        foreach (['Rustbloom\\Tests\\' => __DIR__ . '/', 'Rustbloom\\' => __DIR__ . '/../src/'] as $prefix => $dir) {
-            if (str_starts_with($class, $prefix)) {
-                $file = $dir . str_replace('\\', '/', substr($class, strlen($prefix))) . '.php';
-                if (is_file($file)) {
-                    require $file;
-                }
-                return;
+        if (str_starts_with($class, 'Rustbloom\\Tests\\')) {
+            $file = __DIR__ . '/' . str_replace('\\', '/', substr($class, strlen('Rustbloom\\Tests\\'))) . '.php';
+            if (is_file($file)) {
+                require $file;
             }
         }
     });

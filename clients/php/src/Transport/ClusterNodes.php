@@ -21,6 +21,8 @@ final class ClusterNodes extends Transport
     private bool $stale = true;
     /** @var array<string, \Redis> */
     private array $connections = [];
+    /** @var array<string, true> masters whose connection failed: asked for the slot map last */
+    private array $failed = [];
     /** @var callable(string, int): \Redis */
     private $connect;
 
@@ -30,7 +32,7 @@ final class ClusterNodes extends Transport
         parent::__construct($retryForSeconds);
         $this->connect = $connect ?? static function (string $host, int $port): \Redis {
             $redis = new \Redis();
-            $redis->connect($host, $port);
+            $redis->connect($host, $port, self::ATTEMPT_SECONDS);
             return $redis;
         };
     }
@@ -40,10 +42,10 @@ final class ClusterNodes extends Transport
         return $this->cluster;
     }
 
-    protected function groupByNode(array $commands, array $indices): array
+    protected function groupByNode(array $commands, array $indices, float $attemptSeconds): array
     {
         if ($this->stale) {
-            $this->readSlotMap();
+            $this->readSlotMap($attemptSeconds);
         }
         $groups = [];
         foreach ($indices as $i) {
@@ -58,14 +60,15 @@ final class ClusterNodes extends Transport
         return $groups;
     }
 
-    protected function runOnNode(string $node, array $commands): array
+    protected function runOnNode(string $node, array $commands, float $attemptSeconds): array
     {
         $redis = $this->connections[$node] ??= $this->open($node);
-        return self::pipelineOn($redis, $commands, function (string $key, array $argv): mixed {
-            // MOVED or ASK, or a refusal: the cluster object follows redirections.
-            $this->stale = true;
-            return $this->single($key, $argv);
-        });
+        return self::withReadTimeout($redis, $attemptSeconds, fn () => self::pipelineOn($redis, $commands,
+            function (string $key, array $argv): mixed {
+                // MOVED or ASK, or a refusal: the cluster object follows redirections.
+                $this->stale = true;
+                return $this->single($key, $argv);
+            }));
     }
 
     protected function forgetNode(string $node): void
@@ -78,6 +81,7 @@ final class ClusterNodes extends Transport
             }
             unset($this->connections[$node]);
         }
+        $this->failed[$node] = true;
         $this->stale = true;
     }
 
@@ -95,17 +99,28 @@ final class ClusterNodes extends Transport
         return ($this->connect)(substr($node, 0, $colon), (int) substr($node, $colon + 1));
     }
 
-    private function readSlotMap(): void
+    /**
+     * The slot map, from the first master that answers CLUSTER SLOTS on a connection of our own,
+     * so that a master that hangs holds it for one attempt at most.
+     */
+    private function readSlotMap(float $attemptSeconds): void
     {
         $last = null;
-        foreach ($this->cluster->_masters() as $master) {
+        $masters = $this->cluster->_masters();
+        // Those whose connection failed last: a master that hangs would hold every read.
+        usort($masters, fn (array $a, array $b) => isset($this->failed["{$a[0]}:{$a[1]}"]) <=> isset($this->failed["{$b[0]}:{$b[1]}"]));
+        foreach ($masters as $master) {
+            $node = $master[0] . ':' . $master[1];
             try {
-                $reply = $this->cluster->rawCommand($master, 'CLUSTER', 'SLOTS');
-            } catch (\RedisClusterException|\RedisException $e) {
+                $redis = $this->connections[$node] ??= $this->open($node);
+                $reply = self::withReadTimeout($redis, $attemptSeconds, fn () => $redis->rawCommand('CLUSTER', 'SLOTS'));
+            } catch (\RedisException $e) {
+                $this->forgetNode($node);
                 $last = $e;
                 continue;
             }
             if (is_array($reply)) {
+                unset($this->failed[$node]);
                 $this->slotOwners = self::slotOwners($reply, (string) $master[0]);
                 $this->stale = false;
                 return;

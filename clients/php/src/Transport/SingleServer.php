@@ -19,14 +19,15 @@ final class SingleServer extends Transport
         return $this->redis;
     }
 
-    protected function groupByNode(array $commands, array $indices): array
+    protected function groupByNode(array $commands, array $indices, float $attemptSeconds): array
     {
         return [self::NODE => $indices];
     }
 
-    protected function runOnNode(string $node, array $commands): array
+    protected function runOnNode(string $node, array $commands, float $attemptSeconds): array
     {
-        return self::pipelineOn($this->redis, $commands, fn (string $key, array $argv) => $this->single($key, $argv));
+        return self::withReadTimeout($this->redis, $attemptSeconds, fn () => self::pipelineOn($this->redis, $commands,
+            fn (string $key, array $argv) => $this->single($key, $argv)));
     }
 
     protected function forgetNode(string $node): void

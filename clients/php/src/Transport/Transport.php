@@ -17,6 +17,14 @@ use Rustbloom\Exception\NodeUnavailableException;
 abstract class Transport
 {
     private const RESEND_PAUSE_MICROS = 100_000;
+    /**
+     * The longest one attempt waits for a reply before it counts as lost (as in the Node
+     * package): a master that hangs rather than dies would otherwise hold a batch for phpredis'
+     * read timeout (default_socket_timeout, 60 s), past the deadline.
+     */
+    public const ATTEMPT_SECONDS = 5.0;
+    // The shortest read timeout an attempt gets, close to the deadline (phpredis reads 0 as none).
+    private const MIN_ATTEMPT_SECONDS = 0.1;
 
     public function __construct(private readonly float $retryForSeconds)
     {
@@ -34,9 +42,22 @@ abstract class Transport
         while ($pending !== []) {
             $lost = [];
             $failure = null;
-            foreach ($this->groupByNode($commands, $pending) as $node => $indices) {
+            try {
+                $groups = $this->groupByNode($commands, $pending, self::attemptSeconds($deadline));
+            } catch (NodeUnavailableException $e) {
+                // No slot map, or a slot without a master: nothing was sent, so whatever the
+                // commands they are tried again until the deadline.
+                if (microtime(true) > $deadline) {
+                    throw new NodeUnavailableException(
+                        'gave up resending after ' . $this->retryForSeconds . 's: ' . $e->getMessage(), 0, $e);
+                }
+                usleep(self::RESEND_PAUSE_MICROS);
+                continue;
+            }
+            foreach ($groups as $node => $indices) {
                 try {
-                    $replies = $this->runOnNode($node, array_map(fn ($i) => $commands[$i], $indices));
+                    $replies = $this->runOnNode($node, array_map(fn ($i) => $commands[$i], $indices),
+                        self::attemptSeconds($deadline));
                     foreach ($indices as $n => $i) {
                         $answers[$i] = $replies[$n];
                     }
@@ -61,6 +82,33 @@ abstract class Transport
         }
         ksort($answers);
         return $answers;
+    }
+
+    /** How long the next attempt may wait for a reply: ATTEMPT_SECONDS, less near the deadline. */
+    private static function attemptSeconds(float $deadline): float
+    {
+        return max(self::MIN_ATTEMPT_SECONDS, min(self::ATTEMPT_SECONDS, $deadline - microtime(true)));
+    }
+
+    /**
+     * Runs $run with $redis' read timeout at most $seconds (a shorter one of the caller's kept),
+     * and restores the caller's afterwards.
+     *
+     * @template T
+     * @param callable(): T $run
+     * @return T
+     */
+    protected static function withReadTimeout(\Redis $redis, float $seconds, callable $run): mixed
+    {
+        $before = (float) $redis->getOption(\Redis::OPT_READ_TIMEOUT);
+        $redis->setOption(\Redis::OPT_READ_TIMEOUT, $before > 0 ? min($before, $seconds) : $seconds);
+        try {
+            return $run();
+        } finally {
+            // A connection that broke mid-command is reconnected by phpredis at its next use,
+            // with the options set on it.
+            $redis->setOption(\Redis::OPT_READ_TIMEOUT, $before);
+        }
     }
 
     /**
@@ -94,15 +142,17 @@ abstract class Transport
     /**
      * @param list<array{0: string, 1: list<string>}> $commands
      * @param list<int> $indices
+     * @param float $attemptSeconds the longest a read of the cluster's slot map may wait
      * @return array<string, list<int>> node => indices of its commands
      */
-    abstract protected function groupByNode(array $commands, array $indices): array;
+    abstract protected function groupByNode(array $commands, array $indices, float $attemptSeconds): array;
 
     /**
      * @param list<array{0: string, 1: list<string>}> $commands
+     * @param float $attemptSeconds the longest a read of a reply may wait
      * @return list<mixed>
      */
-    abstract protected function runOnNode(string $node, array $commands): array;
+    abstract protected function runOnNode(string $node, array $commands, float $attemptSeconds): array;
 
     abstract protected function forgetNode(string $node): void;
 
