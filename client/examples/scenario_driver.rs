@@ -22,7 +22,8 @@ const EXISTS_BATCH: usize = 1000;
 trait Api {
     fn reserve(&mut self, name: &[u8], opts: &ReserveOptions) -> Result<(), Error>;
     fn discover(&mut self, name: &[u8]) -> Result<Option<Filter>, Error>;
-    fn add(&mut self, f: &Filter, items: &[&[u8]], opts: &WriteOptions) -> Result<Vec<bool>, Error>;
+    fn add(&mut self, f: &Filter, items: &[&[u8]], opts: &WriteOptions)
+        -> Result<Vec<bool>, Error>;
     fn exists(&mut self, f: &Filter, items: &[&[u8]]) -> Result<Vec<bool>, Error>;
     fn drop_filter(&mut self, f: &Filter) -> Result<u64, Error>;
 }
@@ -36,7 +37,12 @@ impl Api for Sync {
     fn discover(&mut self, name: &[u8]) -> Result<Option<Filter>, Error> {
         Filter::discover(&mut self.0, name)
     }
-    fn add(&mut self, f: &Filter, items: &[&[u8]], opts: &WriteOptions) -> Result<Vec<bool>, Error> {
+    fn add(
+        &mut self,
+        f: &Filter,
+        items: &[&[u8]],
+        opts: &WriteOptions,
+    ) -> Result<Vec<bool>, Error> {
         f.add(&mut self.0, items, opts)
     }
     fn exists(&mut self, f: &Filter, items: &[&[u8]]) -> Result<Vec<bool>, Error> {
@@ -63,7 +69,12 @@ impl Api for Async {
         self.runtime
             .block_on(Filter::discover_async(&mut self.conn, name))
     }
-    fn add(&mut self, f: &Filter, items: &[&[u8]], opts: &WriteOptions) -> Result<Vec<bool>, Error> {
+    fn add(
+        &mut self,
+        f: &Filter,
+        items: &[&[u8]],
+        opts: &WriteOptions,
+    ) -> Result<Vec<bool>, Error> {
         self.runtime
             .block_on(f.add_async(&mut self.conn, items, opts))
     }
@@ -210,7 +221,10 @@ fn run(
         "add" => {
             let owned = items(request)?;
             let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-            answer(api.add(&f, &refs, &WriteOptions::default()).map(|a| json!(a)))
+            answer(
+                api.add(&f, &refs, &WriteOptions::default())
+                    .map(|a| json!(a)),
+            )
         }
         "exists" => {
             let owned = items(request)?;
@@ -240,9 +254,8 @@ fn main() -> Result<(), Fault> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let conn = runtime.block_on(async {
-            Client::open_async(url).await?.connect_async().await
-        })?;
+        let conn =
+            runtime.block_on(async { Client::open_async(url).await?.connect_async().await })?;
         Box::new(Async { runtime, conn })
     } else {
         Box::new(Sync(Client::open(url)?.connect()?))
