@@ -5,14 +5,18 @@
 // Usage: node driver.mjs PORT (any node of the cluster).
 
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { PartitionedBloom, PartitionedBloomError } from '../../../clients/node/src/index.js';
 
-// node-redis as the package resolves it (clients/node/node_modules), so that the client and the
-// package share one copy of it.
-const packageRequire = createRequire(new URL('../../../clients/node/package.json', import.meta.url));
-const { createCluster } = await import(pathToFileURL(packageRequire.resolve('redis')).href);
+// node-redis as the package resolves it, so that the client and the package share one copy of
+// it: clients/node/node_modules, or $RUSTBLOOM_NODE_REDIS/node_modules when the package runs on
+// another node-redis (clients/node/test/node-redis-from.js, preloaded, points it there).
+const redisFrom = process.env.RUSTBLOOM_NODE_REDIS
+  ? pathToFileURL(join(process.env.RUSTBLOOM_NODE_REDIS, 'package.json'))
+  : new URL('../../../clients/node/package.json', import.meta.url);
+const { createCluster } = await import(pathToFileURL(createRequire(redisFrom).resolve('redis')).href);
 
 /** The item a request describes, as a Node user would pass it. */
 function item(spec) {

@@ -56,7 +56,12 @@ _spec.loader.exec_module(servers)
 # The node-redis the Node package resolves (its lockfile's, unless installed otherwise).
 NODE_REDIS_MAJOR = int(json.loads(
     (ROOT / "clients/node/node_modules/redis/package.json").read_text())["version"].split(".")[0])
-CLIENTS = ["bfctl", "rust", "rust-async", "python", "php", "node"]
+# The Node package on node-redis 6 as well, where the package has the preload that runs it on
+# another node-redis than its lockfile's (make client-packages installs node-redis 6 there).
+NODE_REDIS_FROM = ROOT / "clients/node/test/node-redis-from.js"
+NODE_REDIS_6 = ROOT / "target/node-redis-6"
+CLIENTS = ["bfctl", "rust", "rust-async", "python", "php", "node"] + (
+    ["node-redis-6"] if NODE_REDIS_FROM.exists() else [])
 PARTITIONS = 8
 # The deadline a load through a master's death is given: a failover takes ~3 s here (a node
 # timeout of 2 s, then the election), so a client that follows it completes well before.
@@ -198,6 +203,7 @@ OWN_WORDS = {
         },
         "exists with a partition deleted": {"error": ["exit 1", Contains("<key>")]},
     },
+    # The lockfile's node-redis (5 unless it changed).
     "node": {} if NODE_REDIS_MAJOR >= 6 else {
         # node-redis 5 keeps commands for a master that died queued, and its cluster client
         # may go on doing so after the cluster is whole again (the killed master back as a
@@ -247,10 +253,11 @@ def item_bytes(spec):
 class Driver:
     """A client driver process speaking JSON lines (see the module's docstring)."""
 
-    def __init__(self, client, argv):
+    def __init__(self, client, argv, env=None):
         self.client = client
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, encoding="utf-8")
+                                     stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                     env=env)
         self.answers = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -325,14 +332,20 @@ def tool(name):
 
 def start_driver(client, port):
     url = f"redis://127.0.0.1:{port}"
-    argv = {
-        "rust": [rust_driver(), url],
-        "rust-async": [rust_driver(), "--async", url],
-        "python": [sys.executable, str(HERE / "driver.py"), str(port)],
-        "php": [tool("php"), str(HERE / "driver.php"), str(port)],
-        "node": [tool("node"), str(HERE / "driver.mjs"), str(port)],
-    }[client]
-    return Driver(client, argv)
+    env = None
+    if client == "node-redis-6":
+        env = dict(os.environ, RUSTBLOOM_NODE_REDIS=str(NODE_REDIS_6))
+        argv = [tool("node"), "--import", NODE_REDIS_FROM.as_uri(), str(HERE / "driver.mjs"),
+                str(port)]
+    else:
+        argv = {
+            "rust": [rust_driver(), url],
+            "rust-async": [rust_driver(), "--async", url],
+            "python": [sys.executable, str(HERE / "driver.py"), str(port)],
+            "php": [tool("php"), str(HERE / "driver.php"), str(port)],
+            "node": [tool("node"), str(HERE / "driver.mjs"), str(port)],
+        }[client]
+    return Driver(client, argv, env)
 
 
 class Bfctl:
