@@ -179,10 +179,6 @@ NOT_EXPRESSIBLE = {
 # Where a client's words are its own (docs/partitions.md describes the Rust errors apart; bfctl
 # prints them): the parts the message must still hold.
 _RUST_WORDS = {
-    "reserve again, 8 partitions": {"error": ["Server", Contains("item exists")],
-                                    "keys unchanged": True},
-    "reserve again, 6 partitions": {"error": ["Server", Contains("item exists")],
-                                    "keys unchanged": True},
     "add with a partition deleted": {
         "error": ["PartitionMissing",
                   Contains("<key>", "<ack> items of this call had been acknowledged")]
