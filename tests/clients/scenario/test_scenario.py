@@ -524,6 +524,15 @@ def victim_master(cluster):
     raise RuntimeError("no master besides the first node")
 
 
+def tag_on(cluster, node):
+    """A hash tag whose slot `node` serves."""
+    with cluster_client(cluster) as c:
+        for n in range(10_000):
+            if c.get_node_from_key(f"{{kill{n}}}").port == node.port:
+                return f"kill{n}"
+    raise RuntimeError(f"no slot of node {node.port} found")
+
+
 def restart(node):
     """Starts a killed node again on its port and directory: it rejoins as a replica."""
     node._spawn()
@@ -650,6 +659,10 @@ class Scenario:
         or with NodeUnavailable by the deadline; once the cluster is whole again (the master
         restarted, now a replica), every item a load acknowledged is there, looked up both on
         the connection that loaded it and on a new one."""
+        victim = victim_master(self.cluster)
+        # Every load filter's descriptor on the master that dies, so that each client reads a
+        # layout from its slot after the failover (a new filter object on the same connection).
+        self.load_tag = tag_on(self.cluster, victim)
         drivers = {client: self.connect(client) for client in CLIENTS}
         loads = {}
         try:
@@ -666,7 +679,6 @@ class Scenario:
             # What was acknowledged has reached the replicas: replication is asynchronous, and
             # the scenario tests the clients, not that race.
             wait_for("the replicas to catch up", lambda: replicas_synced(self.cluster))
-            victim = victim_master(self.cluster)
             victim.proc.kill()
             victim.proc.wait()
             killed = time.monotonic()
@@ -698,9 +710,8 @@ class Scenario:
                 if isinstance(driver, Driver):
                     driver.close()
 
-    @staticmethod
-    def load_name(client):
-        return f"scénario-load:{client}"
+    def load_name(self, client):
+        return f"{{{self.load_tag}}}scénario-load:{client}"
 
     def all_found(self, driver, client, items):
         answer = driver.request("exists", self.load_name(client), items=items,

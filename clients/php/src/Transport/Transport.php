@@ -65,21 +65,56 @@ abstract class Transport
 
     /**
      * One command, its reply decoded literally (status replies as their text, not true: BF.INFO's
-     * field names are status replies), an error reply as a ReplyError.
+     * field names are status replies), an error reply as a ReplyError. A lost reply (a node down,
+     * a failover) sends it again until the deadline when $resendable, as pipeline() does;
+     * otherwise, and after the deadline, NodeUnavailableException.
      *
      * @param list<string> $argv
      */
-    public function literalCommand(string $key, array $argv): mixed
+    public function literalCommand(string $key, array $argv, bool $resendable): mixed
     {
-        $client = $this->client();
-        $before = $client->getOption(\Redis::OPT_REPLY_LITERAL);
-        $client->setOption(\Redis::OPT_REPLY_LITERAL, true);
-        try {
-            return $this->single($key, $argv);
-        } finally {
-            $client->setOption(\Redis::OPT_REPLY_LITERAL, $before);
+        $deadline = microtime(true) + $this->retryForSeconds;
+        while (true) {
+            try {
+                return $this->literal($key, $argv);
+            } catch (\RedisException|\RedisClusterException|NodeUnavailableException $e) {
+                if (!$resendable || microtime(true) > $deadline) {
+                    throw new NodeUnavailableException(
+                        ($resendable ? 'gave up resending after ' . $this->retryForSeconds . 's: '
+                            : 'the reply was lost and the command is not resent: ') . $e->getMessage(),
+                        0,
+                        $e,
+                    );
+                }
+                usleep(self::RESEND_PAUSE_MICROS);
+            }
         }
     }
+
+    /**
+     * Runs $callback with $redis decoding replies literally, as it was before afterwards.
+     *
+     * @template T
+     * @param callable(): T $callback
+     * @return T
+     */
+    protected static function withLiteralReplies(\Redis|\RedisCluster $redis, callable $callback): mixed
+    {
+        $before = $redis->getOption(\Redis::OPT_REPLY_LITERAL);
+        $redis->setOption(\Redis::OPT_REPLY_LITERAL, true);
+        try {
+            return $callback();
+        } finally {
+            $redis->setOption(\Redis::OPT_REPLY_LITERAL, $before);
+        }
+    }
+
+    /**
+     * One command of literalCommand(), once; a lost reply as phpredis' exception.
+     *
+     * @param list<string> $argv
+     */
+    abstract protected function literal(string $key, array $argv): mixed;
 
     /** The phpredis object given by the user. */
     abstract protected function client(): \Redis|\RedisCluster;
