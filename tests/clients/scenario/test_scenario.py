@@ -1,13 +1,15 @@
 """One scenario through every client (issue 35, docs/partitions.md "One contract"): bfctl, the
-Rust client (synchronous and async), the Python, PHP and Node packages run the same steps on one
+Rust client (synchronous and async), the Python, PHP and Node packages (Node on node-redis 6 as
+well, where clients/node has its preload for another node-redis) run the same steps on one
 3-master + 3-replica cluster, and what each did is compared with what the contract says.
 
 Each client has a filter of its own, "scénario:<client>", and goes through the same steps:
 reserve; reserve again over the same name (refused, nothing left behind); add ASCII, non-ASCII and
 binary items; look them up and never-added ones; non-string items refused before anything is
 sent; every other client's items found; a partition deleted under an add and a lookup; drop; and
-a load through a master's kill -9 (ending complete or with NodeUnavailable by the deadline, every
-acknowledged item present after the cluster is whole again).
+a load through a master's kill -9, every client loading at once (ending complete or with
+NodeUnavailable by the deadline; once the cluster is whole again, every acknowledged item present,
+looked up on a new connection and on the one that loaded).
 
 The outcome of each step goes into a transcript (names and keys replaced by placeholders), and
 every client's transcript must equal EXPECTED with that client's entries of NOT_EXPRESSIBLE and

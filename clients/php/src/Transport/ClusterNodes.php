@@ -68,34 +68,6 @@ final class ClusterNodes extends Transport
         });
     }
 
-    /**
-     * On a connection of our own to the key's master, as batches go: phpredis' RedisCluster keeps
-     * its connection to a master that died broken ("Unable to send command to the specified
-     * node"), even once the cluster is whole again. MOVED or ASK there goes through the
-     * RedisCluster, which follows it.
-     */
-    protected function literal(string $key, array $argv): mixed
-    {
-        $node = array_key_first($this->groupByNode([[$key, $argv]], [0]));
-        $redis = $this->connections[$node] ??= $this->open($node);
-        try {
-            $reply = self::withLiteralReplies($redis, function () use ($redis, $argv): mixed {
-                $redis->clearLastError();
-                $reply = $redis->rawCommand(...$argv);
-                $error = $redis->getLastError();
-                return ($reply === false && $error !== null) ? new ReplyError($error) : $reply;
-            });
-        } catch (\RedisException $e) {
-            $this->forgetNode($node);
-            throw $e;
-        }
-        if ($reply instanceof ReplyError && preg_match('/^(MOVED|ASK) /', $reply->message())) {
-            $this->stale = true;
-            return self::withLiteralReplies($this->cluster, fn () => $this->single($key, $argv));
-        }
-        return $reply;
-    }
-
     protected function forgetNode(string $node): void
     {
         if (isset($this->connections[$node])) {
@@ -115,6 +87,34 @@ final class ClusterNodes extends Transport
         $reply = $this->cluster->rawCommand($key, ...$argv);
         $error = $this->cluster->getLastError();
         return ($reply === false && $error !== null) ? new ReplyError($error) : $reply;
+    }
+
+    /**
+     * On the package's own connection to the key's master, as batches go, not through the
+     * RedisCluster: phpredis keeps its connection to a master that died broken ("Unable to send
+     * command to the specified node"), even once the cluster is whole again. MOVED or ASK there
+     * is followed through the RedisCluster.
+     */
+    protected function literalOnce(string $key, array $argv): mixed
+    {
+        $node = (string) array_key_first($this->groupByNode([[$key, $argv]], [0]));
+        $redis = $this->connections[$node] ??= $this->open($node);
+        try {
+            $reply = self::withLiteralReplies($redis, function () use ($redis, $argv): mixed {
+                $redis->clearLastError();
+                $reply = $redis->rawCommand(...$argv);
+                $error = $redis->getLastError();
+                return ($reply === false && $error !== null) ? new ReplyError($error) : $reply;
+            });
+        } catch (\RedisException $e) {
+            $this->forgetNode($node);
+            throw $e;
+        }
+        if ($reply instanceof ReplyError && preg_match('/^(MOVED|ASK) /', $reply->text) === 1) {
+            $this->stale = true;
+            return parent::literalOnce($key, $argv);
+        }
+        return $reply;
     }
 
     private function open(string $node): \Redis

@@ -29,11 +29,6 @@ final class SingleServer extends Transport
         return self::pipelineOn($this->redis, $commands, fn (string $key, array $argv) => $this->single($key, $argv));
     }
 
-    protected function literal(string $key, array $argv): mixed
-    {
-        return self::withLiteralReplies($this->redis, fn () => $this->single($key, $argv));
-    }
-
     protected function forgetNode(string $node): void
     {
         // phpredis reconnects a Redis object by itself at its next command.

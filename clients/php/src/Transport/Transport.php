@@ -65,9 +65,9 @@ abstract class Transport
 
     /**
      * One command, its reply decoded literally (status replies as their text, not true: BF.INFO's
-     * field names are status replies), an error reply as a ReplyError. A lost reply (a node down,
-     * a failover) sends it again until the deadline when $resendable, as pipeline() does;
-     * otherwise, and after the deadline, NodeUnavailableException.
+     * field names are status replies), an error reply as a ReplyError. A lost reply is sent again
+     * until the deadline when $resendable, as pipeline() does; otherwise, and after the deadline,
+     * NodeUnavailableException (never phpredis' own exception).
      *
      * @param list<string> $argv
      */
@@ -76,7 +76,7 @@ abstract class Transport
         $deadline = microtime(true) + $this->retryForSeconds;
         while (true) {
             try {
-                return $this->literal($key, $argv);
+                return $this->literalOnce($key, $argv);
             } catch (\RedisException|\RedisClusterException|NodeUnavailableException $e) {
                 if (!$resendable || microtime(true) > $deadline) {
                     throw new NodeUnavailableException(
@@ -92,29 +92,33 @@ abstract class Transport
     }
 
     /**
-     * Runs $callback with $redis decoding replies literally, as it was before afterwards.
+     * One attempt of literalCommand(): through the user's phpredis object.
+     *
+     * @param list<string> $argv
+     */
+    protected function literalOnce(string $key, array $argv): mixed
+    {
+        return self::withLiteralReplies($this->client(), fn () => $this->single($key, $argv));
+    }
+
+    /**
+     * $run's result with $redis decoding status replies as their text (phpredis does so outside
+     * pipelines only), the option as it was afterwards.
      *
      * @template T
-     * @param callable(): T $callback
+     * @param callable(): T $run
      * @return T
      */
-    protected static function withLiteralReplies(\Redis|\RedisCluster $redis, callable $callback): mixed
+    protected static function withLiteralReplies(\Redis|\RedisCluster $redis, callable $run): mixed
     {
         $before = $redis->getOption(\Redis::OPT_REPLY_LITERAL);
         $redis->setOption(\Redis::OPT_REPLY_LITERAL, true);
         try {
-            return $callback();
+            return $run();
         } finally {
             $redis->setOption(\Redis::OPT_REPLY_LITERAL, $before);
         }
     }
-
-    /**
-     * One command of literalCommand(), once; a lost reply as phpredis' exception.
-     *
-     * @param list<string> $argv
-     */
-    abstract protected function literal(string $key, array $argv): mixed;
 
     /** The phpredis object given by the user. */
     abstract protected function client(): \Redis|\RedisCluster;
