@@ -273,6 +273,8 @@ client-tests:
 	  clients/python/tests/test_vectors.py clients/python/tests/test_partitioned.py clients/python/tests/test_bfctl_interop.py || rc=1; \
 	echo "-- clients/php"; \
 	(cd clients/php && RUSTBLOOM_PYTHON="$$python" phpunit) || rc=1; \
+	echo "-- one scenario through bfctl, Rust, Python, PHP and Node (tests/clients/scenario)"; \
+	"$$python" -m pytest -q -p no:cacheprovider tests/clients/scenario || rc=1; \
 	echo "-- clients/node"; \
 	(cd clients/node && npm run --silent typecheck && RUSTBLOOM_PYTHON="$$python" npm test --silent) || rc=1; \
 	echo "-- clients/node on node-redis 6"; \

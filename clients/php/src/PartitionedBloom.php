@@ -6,6 +6,7 @@ namespace Rustbloom;
 
 use Rustbloom\Exception\DescriptorException;
 use Rustbloom\Exception\FilterNotFoundException;
+use Rustbloom\Exception\NodeUnavailableException;
 use Rustbloom\Exception\PartitionMissingException;
 use Rustbloom\Exception\ServerException;
 use Rustbloom\Transport\ClusterNodes;
@@ -75,7 +76,7 @@ final class PartitionedBloom
     /** Reads the layout again from `BF.INFO name` (one round trip). */
     public function refresh(): Layout
     {
-        $reply = $this->transport->literalCommand($this->name, ['BF.INFO', $this->name]);
+        $reply = $this->transport->literalCommand($this->name, ['BF.INFO', $this->name], true);
         if ($reply instanceof ReplyError) {
             if ($reply->message() === 'not found') {
                 throw new FilterNotFoundException('no filter named ' . self::quote($this->name));
@@ -156,10 +157,15 @@ final class PartitionedBloom
             }
         }
         if ($failure === null) {
-            $reply = $this->transport->literalCommand($this->name, ['BF.RESERVE', $this->name, $rate,
-                (string) $capacity, 'PARTITIONS', (string) $partitions, $seed, ...$options]);
-            if ($reply instanceof ReplyError) {
-                $failure = new ServerException($reply->message(), $this->name);
+            // Not resent either: a lost reply is a NodeUnavailableException, after the cleanup.
+            try {
+                $reply = $this->transport->literalCommand($this->name, ['BF.RESERVE', $this->name, $rate,
+                    (string) $capacity, 'PARTITIONS', (string) $partitions, $seed, ...$options], false);
+                if ($reply instanceof ReplyError) {
+                    $failure = new ServerException($reply->message(), $this->name);
+                }
+            } catch (NodeUnavailableException $e) {
+                $failure = $e;
             }
         }
         if ($failure !== null) {

@@ -93,6 +93,34 @@ final class ClusterNodes extends Transport
         return ($reply === false && $error !== null) ? new ReplyError($error) : $reply;
     }
 
+    /**
+     * On the package's own connection to the key's master, as batches go, not through the
+     * RedisCluster: phpredis keeps its connection to a master that died broken ("Unable to send
+     * command to the specified node"), even once the cluster is whole again. MOVED or ASK there
+     * is followed through the RedisCluster.
+     */
+    protected function literalOnce(string $key, array $argv): mixed
+    {
+        $node = (string) array_key_first($this->groupByNode([[$key, $argv]], [0]));
+        $redis = $this->connections[$node] ??= $this->open($node);
+        try {
+            $reply = self::withLiteralReplies($redis, function () use ($redis, $argv): mixed {
+                $redis->clearLastError();
+                $reply = $redis->rawCommand(...$argv);
+                $error = $redis->getLastError();
+                return ($reply === false && $error !== null) ? new ReplyError($error) : $reply;
+            });
+        } catch (\RedisException $e) {
+            $this->forgetNode($node);
+            throw $e;
+        }
+        if ($reply instanceof ReplyError && preg_match('/^(MOVED|ASK) /', $reply->text) === 1) {
+            $this->stale = true;
+            return parent::literalOnce($key, $argv);
+        }
+        return $reply;
+    }
+
     private function open(string $node): \Redis
     {
         $colon = strrpos($node, ':');

@@ -113,19 +113,58 @@ abstract class Transport
 
     /**
      * One command, its reply decoded literally (status replies as their text, not true: BF.INFO's
-     * field names are status replies), an error reply as a ReplyError.
+     * field names are status replies), an error reply as a ReplyError. A lost reply is sent again
+     * until the deadline when $resendable, as pipeline() does; otherwise, and after the deadline,
+     * NodeUnavailableException (never phpredis' own exception).
      *
      * @param list<string> $argv
      */
-    public function literalCommand(string $key, array $argv): mixed
+    public function literalCommand(string $key, array $argv, bool $resendable): mixed
     {
-        $client = $this->client();
-        $before = $client->getOption(\Redis::OPT_REPLY_LITERAL);
-        $client->setOption(\Redis::OPT_REPLY_LITERAL, true);
+        $deadline = microtime(true) + $this->retryForSeconds;
+        while (true) {
+            try {
+                return $this->literalOnce($key, $argv);
+            } catch (\RedisException|\RedisClusterException|NodeUnavailableException $e) {
+                if (!$resendable || microtime(true) > $deadline) {
+                    throw new NodeUnavailableException(
+                        ($resendable ? 'gave up resending after ' . $this->retryForSeconds . 's: '
+                            : 'the reply was lost and the command is not resent: ') . $e->getMessage(),
+                        0,
+                        $e,
+                    );
+                }
+                usleep(self::RESEND_PAUSE_MICROS);
+            }
+        }
+    }
+
+    /**
+     * One attempt of literalCommand(): through the user's phpredis object.
+     *
+     * @param list<string> $argv
+     */
+    protected function literalOnce(string $key, array $argv): mixed
+    {
+        return self::withLiteralReplies($this->client(), fn () => $this->single($key, $argv));
+    }
+
+    /**
+     * $run's result with $redis decoding status replies as their text (phpredis does so outside
+     * pipelines only), the option as it was afterwards.
+     *
+     * @template T
+     * @param callable(): T $run
+     * @return T
+     */
+    protected static function withLiteralReplies(\Redis|\RedisCluster $redis, callable $run): mixed
+    {
+        $before = $redis->getOption(\Redis::OPT_REPLY_LITERAL);
+        $redis->setOption(\Redis::OPT_REPLY_LITERAL, true);
         try {
-            return $this->single($key, $argv);
+            return $run();
         } finally {
-            $client->setOption(\Redis::OPT_REPLY_LITERAL, $before);
+            $redis->setOption(\Redis::OPT_REPLY_LITERAL, $before);
         }
     }
 
