@@ -99,24 +99,24 @@ final class ClusterNodes extends Transport
      * command to the specified node"), even once the cluster is whole again. MOVED or ASK there
      * is followed through the RedisCluster.
      */
-    protected function literalOnce(string $key, array $argv): mixed
+    protected function literalOnce(string $key, array $argv, float $attemptSeconds): mixed
     {
-        $node = (string) array_key_first($this->groupByNode([[$key, $argv]], [0]));
+        $node = (string) array_key_first($this->groupByNode([[$key, $argv]], [0], $attemptSeconds));
         $redis = $this->connections[$node] ??= $this->open($node);
         try {
-            $reply = self::withLiteralReplies($redis, function () use ($redis, $argv): mixed {
+            $reply = self::withReadTimeout($redis, $attemptSeconds, fn () => self::withLiteralReplies($redis, function () use ($redis, $argv): mixed {
                 $redis->clearLastError();
                 $reply = $redis->rawCommand(...$argv);
                 $error = $redis->getLastError();
                 return ($reply === false && $error !== null) ? new ReplyError($error) : $reply;
-            });
+            }));
         } catch (\RedisException $e) {
             $this->forgetNode($node);
             throw $e;
         }
         if ($reply instanceof ReplyError && preg_match('/^(MOVED|ASK) /', $reply->text) === 1) {
             $this->stale = true;
-            return parent::literalOnce($key, $argv);
+            return parent::literalOnce($key, $argv, $attemptSeconds);
         }
         return $reply;
     }

@@ -124,7 +124,7 @@ abstract class Transport
         $deadline = microtime(true) + $this->retryForSeconds;
         while (true) {
             try {
-                return $this->literalOnce($key, $argv);
+                return $this->literalOnce($key, $argv, self::attemptSeconds($deadline));
             } catch (\RedisException|\RedisClusterException|NodeUnavailableException $e) {
                 if (!$resendable || microtime(true) > $deadline) {
                     throw new NodeUnavailableException(
@@ -143,8 +143,10 @@ abstract class Transport
      * One attempt of literalCommand(): through the user's phpredis object.
      *
      * @param list<string> $argv
+     * @param float $attemptSeconds the longest a read of the reply may wait, where the transport
+     *                              bounds it
      */
-    protected function literalOnce(string $key, array $argv): mixed
+    protected function literalOnce(string $key, array $argv, float $attemptSeconds): mixed
     {
         return self::withLiteralReplies($this->client(), fn () => $this->single($key, $argv));
     }
