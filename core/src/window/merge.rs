@@ -38,6 +38,7 @@
 //! of that generation and their sum, and within what its bits allow (see
 //! [`WindowFilter::counts_match_bits`]).
 
+use std::iter::StepBy;
 use std::ops::Range;
 
 use super::regions::{Live, REGION_SLOT_WORDS};
@@ -137,37 +138,60 @@ impl WindowFilter {
 
     /// ORs `source`'s words of `slot` in `region` into this filter's (same shape).
     fn or_region_slot(&mut self, source: &WindowFilter, region: usize, slot: usize) {
-        for run in self.region_slot_runs(region, slot) {
-            for word in run {
-                *self.words.word_mut(word) |= source.words.word(word);
+        match self.region_slot_span(region, slot) {
+            Span::Words(words) => {
+                for word in words {
+                    *self.words.word_mut(word) |= source.words.word(word);
+                }
+            }
+            Span::Lines(lines) => {
+                for line in lines {
+                    let theirs = source.words.line(line);
+                    for (ours, theirs) in self.words.line_mut(line).iter_mut().zip(theirs) {
+                        *ours |= theirs;
+                    }
+                }
             }
         }
     }
 
     /// Bits set in this filter's words of `slot` in `region`.
     fn region_slot_ones(&self, region: usize, slot: usize) -> u64 {
-        self.region_slot_runs(region, slot)
-            .flatten()
-            .map(|word| u64::from(self.words.word(word).count_ones()))
-            .sum()
+        let ones = |word: u64| u64::from(word.count_ones());
+        match self.region_slot_span(region, slot) {
+            Span::Words(words) => words.map(|word| ones(self.words.word(word))).sum(),
+            Span::Lines(lines) => lines
+                .map(|line| {
+                    self.words
+                        .line(line)
+                        .iter()
+                        .map(|&word| ones(word))
+                        .sum::<u64>()
+                })
+                .sum(),
+        }
     }
 
-    /// The words of `slot` in `region`, as runs (see the layout pictures in [`crate::window`]):
-    /// one run when classic, one block (8 words) in every four when blocked or in lines.
-    fn region_slot_runs(
-        &self,
-        region: usize,
-        slot: usize,
-    ) -> impl Iterator<Item = Range<usize>> + use<> {
+    /// Where the words of `slot` in `region` are (see the layout pictures in
+    /// [`crate::window`]): one run of words when classic, one line (block) in every four when
+    /// blocked or in lines, taken a line at a time.
+    fn region_slot_span(&self, region: usize, slot: usize) -> Span {
         let slot_words = (self.shape.slot.bits / 64) as usize;
         let first = region * REGION_SLOT_WORDS as usize;
         let end = (first + REGION_SLOT_WORDS as usize).min(slot_words);
-        let (start, stride, len, runs) = match self.shape.slot.layout {
-            Layout::Classic => (slot * slot_words + first, 0, end - first, 1),
+        match self.shape.slot.layout {
+            Layout::Classic => Span::Words(slot * slot_words + first..slot * slot_words + end),
             Layout::Blocked | Layout::Lines(_) => {
-                (first * SLOTS + slot * 8, 8 * SLOTS, 8, (end - first) / 8)
+                Span::Lines((first * SLOTS / 8 + slot..end * SLOTS / 8).step_by(SLOTS))
             }
-        };
-        (0..runs).map(move |run| start + run * stride..start + run * stride + len)
+        }
     }
+}
+
+/// The words of one slot in one region ([`WindowFilter::region_slot_span`]).
+enum Span {
+    /// Word indices.
+    Words(Range<usize>),
+    /// Line indices (8 words each).
+    Lines(StepBy<Range<usize>>),
 }
