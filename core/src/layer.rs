@@ -310,30 +310,9 @@ impl Layer {
             .min(self.capacity.max(most));
     }
 
-    /// Items that leave `ones` of this layer's bits set, in expectation: for a classic layer,
-    /// each item sets k uniform bits of m, leaving a bit clear with probability (1 − 1/m)^k, so
-    /// n = ln(1 − X/m) / (k·ln(1 − 1/m)) ≈ −m/k·ln(1 − X/m). In lines, an item sets j = k/h bits
-    /// in each of h lines of 512, the lines uniform: a line gets a Poisson number of visits of
-    /// mean μ = n·h/L, and a bit stays clear with probability e^(−μ(1 − q)), q = (1 − 1/512)^j,
-    /// so n = −ln(1 − X/m)·L / (h·(1 − q)) (the classic formula would undercount there, the
-    /// lines filling unevenly). A full layer counts as if one bit were clear. The crate's own
-    /// ln and exp: a replica replaying the merge computes the same count.
+    /// Items that leave `ones` of this layer's bits set, in expectation ([`estimated_items`]).
     pub(crate) fn estimated_items(&self, ones: u64) -> u64 {
-        let bits = self.bits.len() as f64 * 64.0;
-        if bits == 0.0 {
-            return 0;
-        }
-        let clear = ((bits - ones as f64) / bits).max(0.5 / bits);
-        let lines = self.layout.lines();
-        let estimate = if lines == 0 {
-            math::ln(clear) / (f64::from(self.num_hashes) * math::ln(1.0 - 1.0 / bits))
-        } else {
-            let line_bits = 512.0;
-            let unset = math::powi(1.0 - 1.0 / line_bits, u32::from(self.per_line));
-            -math::ln(clear) * (bits / line_bits) / (f64::from(lines) * (1.0 - unset))
-        };
-        // Rounded to the nearest; `as` saturates (and takes NaN to 0).
-        (estimate + 0.5) as u64
+        estimated_items(self.size(), ones)
     }
 
     pub(crate) fn count_item(&mut self) {
@@ -479,6 +458,32 @@ fn set_item<L: LineOps, const C: usize, const N: usize>(
         };
     });
     new
+}
+
+/// Items that leave `ones` of the bits of a layer (or a window's slot) of shape `size` set, in
+/// expectation: for a classic layer, each item sets k uniform bits of m, leaving a bit clear with probability (1 − 1/m)^k, so
+/// n = ln(1 − X/m) / (k·ln(1 − 1/m)) ≈ −m/k·ln(1 − X/m). In lines, an item sets j = k/h bits
+/// in each of h lines of 512, the lines uniform: a line gets a Poisson number of visits of
+/// mean μ = n·h/L, and a bit stays clear with probability e^(−μ(1 − q)), q = (1 − 1/512)^j,
+/// so n = −ln(1 − X/m)·L / (h·(1 − q)) (the classic formula would undercount there, the
+/// lines filling unevenly). A full layer counts as if one bit were clear. The crate's own
+/// ln and exp: a replica replaying the merge computes the same count.
+pub(crate) fn estimated_items(size: LayerSize, ones: u64) -> u64 {
+    let bits = size.bits as f64;
+    if bits == 0.0 {
+        return 0;
+    }
+    let clear = ((bits - ones as f64) / bits).max(0.5 / bits);
+    let lines = size.layout.lines();
+    let estimate = if lines == 0 {
+        math::ln(clear) / (f64::from(size.num_hashes) * math::ln(1.0 - 1.0 / bits))
+    } else {
+        let line_bits = 512.0;
+        let unset = math::powi(1.0 - 1.0 / line_bits, size.hashes_per_line());
+        -math::ln(clear) * (bits / line_bits) / (f64::from(lines) * (1.0 - unset))
+    };
+    // Rounded to the nearest; `as` saturates (and takes NaN to 0).
+    (estimate + 0.5) as u64
 }
 
 /// Bytes the allocator hands out for a layer of `bytes` bytes of bits: its store's blocks,

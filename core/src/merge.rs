@@ -15,15 +15,21 @@
 //!   source:   | L0'|  L1' |  L2'  |                             (L2' pushed with its shape, then ORed)
 //! ```
 //!
-//! The count of a merged layer is estimated from its bits (see [`crate::layer`]): items in
-//! several inputs count once, so the sum of the counts would overstate it. The estimate is made
-//! once, when the merge runs, and stored as the layer's count (see [`crate::layer::Layer`]), which later adds increase as
-//! usual; nothing else marks it, so the encoding is unchanged. The operation is a pure function
-//! of the inputs' values, which replicas and the AOF hold too: the merge replicates as the
-//! command itself and reaches the same bits and counts there.
+//! Window filters merge slot by slot when their windows line up: the same error rate, capacity,
+//! window, seed and slot shape; the merge brings them to the latest time any of them was written
+//! at and ORs each slot into the destination's (see [`crate::window`]'s `merge` module for what
+//! "line up" means and why that time). A window and a scalable filter differ in kind.
 //!
-//! Window filters (whose slots follow a clock) and filters kept in RedisBloom's or valkey-bloom's
-//! own format are refused for now.
+//! The count of a merged layer (or slot) is estimated from its bits (see [`crate::layer`]):
+//! items in several inputs count once, so the sum of the counts would overstate it. The
+//! estimate is made once, when the merge runs, and stored as the layer's count (see
+//! [`crate::layer::Layer`]), which later adds increase as usual; nothing else marks it, so the
+//! encoding is unchanged. The operation is a pure function of the inputs' values (it reads no
+//! clock), which replicas and the AOF hold too: the merge replicates as the command itself and
+//! reaches the same bits and counts there.
+//!
+//! Filters kept in RedisBloom's or valkey-bloom's own format are refused, unless there is no
+//! source at all: the union of a filter and nothing is the filter, whatever its format.
 
 use crate::budget::{LimitError, MemoryBudget};
 use crate::filter::Filter;
@@ -31,6 +37,7 @@ use crate::scalable::merge::merged_shapes;
 use crate::scalable::BloomFilter;
 use crate::sizing::LayerSize;
 use crate::stored::StoredFilter;
+use crate::window::WindowFilter;
 
 /// The first way two filters differ that keeps them from being merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,11 +45,13 @@ pub enum Difference {
     Kind,
     ErrorRate,
     Capacity,
+    /// A window filter's window (its generations' length, hence their numbering).
+    Window,
     Expansion,
     /// The ratio of each new layer's error rate to the previous one's (`TIGHTENING`).
     Tightening,
     Seed,
-    /// The shape (bits, hashes, layout) of a layer both have.
+    /// The shape (bits, hashes, layout) of a layer both have, or of two windows' slots.
     Layout,
     /// One is a partition and the other not, or another partition (index, count, routing seed).
     Partition,
@@ -55,6 +64,7 @@ impl Difference {
             Difference::Kind => "kind",
             Difference::ErrorRate => "error rate",
             Difference::Capacity => "capacity",
+            Difference::Window => "window",
             Difference::Expansion => "expansion",
             Difference::Tightening => "tightening",
             Difference::Seed => "seed",
@@ -68,8 +78,6 @@ impl Difference {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MergeError {
     Differ(Difference),
-    /// A window filter: not merged (yet).
-    Window,
     /// A filter in RedisBloom's own format: not merged.
     RedisBloom,
     /// A filter in valkey-bloom's own format: not merged.
@@ -86,41 +94,79 @@ pub struct Merged {
     pub pushed: Vec<(usize, LayerSize)>,
 }
 
-/// The scalable filters of `dest` and `sources` once every check but the layers' passes.
-fn scalable_inputs<'a>(
-    dest: &'a StoredFilter,
-    sources: &[&'a StoredFilter],
-) -> Result<(&'a BloomFilter, Vec<&'a BloomFilter>), MergeError> {
+/// The inputs of a merge once every check but the layers' (or slots') passes.
+enum Inputs<'d, 's> {
+    /// No source: nothing to merge, whatever the destination's kind.
+    Nothing,
+    Scalable(&'d BloomFilter, Vec<&'s BloomFilter>),
+    /// The sources, lined up with the destination.
+    Window(Vec<&'s WindowFilter>),
+}
+
+/// The inputs of merging `sources` into `dest`, all of one kind, or why not.
+fn inputs<'d, 's>(
+    dest: &'d StoredFilter,
+    sources: &[&'s StoredFilter],
+) -> Result<Inputs<'d, 's>, MergeError> {
     let all = || std::iter::once(dest).chain(sources.iter().copied());
     if all().any(StoredFilter::is_loading) {
         return Err(MergeError::Loading);
     }
-    let kind = |stored: &'a StoredFilter| match stored.filter() {
-        Filter::Scalable(filter) => Ok(filter),
-        Filter::Window(_) => Err(MergeError::Window),
+    if sources.is_empty() {
+        return Ok(Inputs::Nothing);
+    }
+    let kind = |stored: &StoredFilter| std::mem::discriminant(stored.filter());
+    if sources.iter().any(|source| kind(source) != kind(dest)) {
+        return Err(MergeError::Differ(Difference::Kind));
+    }
+    if sources
+        .iter()
+        .any(|source| source.partition() != dest.partition())
+    {
+        return Err(MergeError::Differ(Difference::Partition));
+    }
+    match dest.filter() {
+        Filter::Scalable(dest) => Ok(Inputs::Scalable(
+            dest,
+            sources
+                .iter()
+                .filter_map(|source| match source.filter() {
+                    Filter::Scalable(scalable) => Some(scalable),
+                    _ => None,
+                })
+                .collect(),
+        )),
+        Filter::Window(dest) => {
+            let sources: Vec<&WindowFilter> = sources
+                .iter()
+                .filter_map(|source| match source.filter() {
+                    Filter::Window(window) => Some(&**window),
+                    _ => None,
+                })
+                .collect();
+            match sources
+                .iter()
+                .find_map(|source| dest.window_difference(source))
+            {
+                Some(difference) => Err(MergeError::Differ(difference)),
+                None => Ok(Inputs::Window(sources)),
+            }
+        }
         Filter::RedisBloom(_) => Err(MergeError::RedisBloom),
         Filter::ValkeyBloom(_) => Err(MergeError::ValkeyBloom),
-    };
-    let kinds: Vec<_> = all().map(kind).collect();
-    if kinds.iter().all(Result::is_err) || kinds.iter().all(Result::is_ok) {
-        // Alike kinds: refused for what they are, or all scalable.
-        let mut filters = kinds.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let dest_filter = filters.remove(0);
-        if sources
-            .iter()
-            .any(|source| source.partition() != dest.partition())
-        {
-            return Err(MergeError::Differ(Difference::Partition));
-        }
-        return Ok((dest_filter, filters));
     }
-    Err(MergeError::Differ(Difference::Kind))
 }
 
-/// Checks that `sources` can be merged into `dest` and returns the layer shapes of the result.
-pub fn check(dest: &StoredFilter, sources: &[&StoredFilter]) -> Result<Vec<LayerSize>, MergeError> {
-    let (dest, sources) = scalable_inputs(dest, sources)?;
-    merged_shapes(dest, &sources).map_err(MergeError::Differ)
+/// Checks that `sources` can be merged into `dest`: Ok when [`merge_into`] would change
+/// nothing but the destination (budget permitting).
+pub fn check(dest: &StoredFilter, sources: &[&StoredFilter]) -> Result<(), MergeError> {
+    match inputs(dest, sources)? {
+        Inputs::Scalable(dest, sources) => {
+            merged_shapes(dest, &sources).map_err(MergeError::Differ)?;
+            Ok(())
+        }
+        Inputs::Nothing | Inputs::Window(_) => Ok(()),
+    }
 }
 
 /// Merges `sources` into `dest`, or refuses with `dest` unchanged.
@@ -129,20 +175,25 @@ pub fn merge_into<B: MemoryBudget + ?Sized>(
     sources: &[&StoredFilter],
     budget: &mut B,
 ) -> Result<Merged, MergeError> {
-    let shapes = check(dest, sources)?;
-    let sources: Vec<&BloomFilter> = sources
-        .iter()
-        .filter_map(|source| match source.filter() {
-            Filter::Scalable(filter) => Some(filter),
-            _ => None,
-        })
-        .collect();
-    let Filter::Scalable(filter) = &mut dest.filter else {
-        unreachable!("checked: a scalable filter");
+    let pushed = match inputs(dest, sources)? {
+        Inputs::Nothing => Vec::new(),
+        Inputs::Scalable(filter, sources) => {
+            let shapes = merged_shapes(filter, &sources).map_err(MergeError::Differ)?;
+            let Filter::Scalable(filter) = &mut dest.filter else {
+                unreachable!("checked: a scalable filter");
+            };
+            filter
+                .union_with(&sources, &shapes, budget)
+                .map_err(MergeError::Limit)?
+        }
+        Inputs::Window(sources) => {
+            let Filter::Window(filter) = &mut dest.filter else {
+                unreachable!("checked: a window filter");
+            };
+            filter.union_with(&sources);
+            Vec::new()
+        }
     };
-    let pushed = filter
-        .union_with(&sources, &shapes, budget)
-        .map_err(MergeError::Limit)?;
     Ok(Merged { pushed })
 }
 
@@ -161,3 +212,5 @@ pub fn merged_copy<B: MemoryBudget + ?Sized>(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod window_tests;

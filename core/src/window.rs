@@ -172,6 +172,7 @@
 
 mod bytes;
 pub mod encoding;
+mod merge;
 mod params;
 mod probes;
 mod regions;

@@ -27,6 +27,7 @@ mod limits_paths;
 mod maxmemory_policy;
 mod memory_slack;
 mod merge;
+mod merge_window;
 mod partitions;
 mod readme;
 mod redisbloom_compat;

@@ -156,13 +156,6 @@ fn unlike_filters_are_refused_by_their_first_difference_and_nothing_changes() {
         merge_into(&mut dest, &[&window], &mut Unlimited),
         Err(MergeError::Differ(Difference::Kind))
     );
-    let mut window_dest = StoredFilter::ready_filter(Filter::Window(Box::new(
-        WindowFilter::new(window_params, 0, &mut Unlimited).unwrap(),
-    )));
-    assert_eq!(
-        merge_into(&mut window_dest, &[&window], &mut Unlimited),
-        Err(MergeError::Window)
-    );
     let redisbloom = || {
         StoredFilter::ready_filter(Filter::RedisBloom(
             RbFilter::new(1000, 0.01, Some(2), &mut Unlimited)

@@ -10,10 +10,6 @@ use crate::module::stats::{self, Footprint};
 
 use super::{budget, store, stored, stored_mut};
 
-/// Not yet: two windows line up only when their slots cover the same generations.
-const WINDOW: CommandError = CommandError::Static(
-    "ERR BF.MERGE does not merge window filters (their slots follow each filter's own clock)",
-);
 const REDISBLOOM: CommandError = CommandError::Static(
     "ERR BF.MERGE does not merge filters kept in RedisBloom's format (taken over, not rebuilt)",
 );
@@ -25,12 +21,15 @@ const VALKEYBLOOM: CommandError = CommandError::Static(
 /// of itself and the sources, all alike; a missing `destkey` is created as a copy of the first
 /// existing source (its parameters, seed, layer shapes and partition), merged with the rest. A
 /// missing source is an empty one, as in PFMERGE, and a source naming `destkey` adds nothing;
-/// a key of another type is WRONGTYPE. Every check is made before anything changes.
+/// a key of another type is WRONGTYPE. Every check is made before anything changes. With no
+/// source left, an existing `destkey` of any format is left as it is and the command answers OK,
+/// as it does for a native one.
 ///
 /// Replicated as received: the merge is a pure function of the keys' values (the count
-/// estimates use the crate's own ln and exp), which replicas and the AOF hold too, as the
-/// replication stream orders every earlier write (an expired source's DEL included) before it;
-/// the union's bits never travel.
+/// estimates use the crate's own ln and exp; window filters are brought to the latest time one
+/// of them was written at, never to the server's clock), which replicas and the AOF hold too,
+/// as the replication stream orders every earlier write (an expired source's DEL included)
+/// before it; the union's bits never travel.
 pub fn merge(command: &Command) -> CommandResult {
     if command.argc() < 3 {
         return Err(CommandError::WrongArity);
@@ -84,7 +83,6 @@ fn merge_error(command: &Command, budget: &CommandBudget, error: MergeError) -> 
         MergeError::Differ(difference) => {
             CommandError::Owned(format!("ERR filters differ: {}", difference.name()))
         }
-        MergeError::Window => WINDOW,
         MergeError::RedisBloom => REDISBLOOM,
         MergeError::ValkeyBloom => VALKEYBLOOM,
         MergeError::Loading => LOADING,
