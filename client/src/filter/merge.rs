@@ -292,9 +292,6 @@ async fn check_unit(
 fn refusal(error: MergeError, place: String) -> Error {
     let why = match error {
         MergeError::Differ(difference) => return differ(difference.name(), place),
-        MergeError::Window => {
-            "BF.MERGE does not merge window filters (their slots follow each filter's own clock)"
-        }
         MergeError::RedisBloom => {
             "BF.MERGE does not merge filters kept in RedisBloom's format (taken over, not rebuilt)"
         }
