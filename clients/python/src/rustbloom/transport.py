@@ -90,7 +90,8 @@ class Transport:
         while pending:
             again: List[int] = []
             failure: Any = None
-            lost = False
+            # The connection error, when a node's replies were lost.
+            lost: Optional[BaseException] = None
             # Only redirected (MOVED, ASK): sent again at once, to the node named.
             redirected_only = True
             try:
@@ -104,7 +105,7 @@ class Transport:
                 except LOST as e:
                     self._forget(node)
                     again += indices
-                    failure, lost, redirected_only = e, True, False
+                    failure, lost, redirected_only = e, e, False
                     continue
                 for i, reply in zip(indices, replies):
                     if isinstance(reply, MovedError):
@@ -122,10 +123,10 @@ class Transport:
             if not again:
                 return answers
             name = commands[again[0]][0]
-            if lost and not resendable:
+            if lost is not None and not resendable:
                 raise NodeUnavailableError(
-                    f"the reply to {name} was lost and it is not resent: {failure}"
-                ) from failure
+                    f"the reply to {name} was lost and it is not resent: {lost}"
+                ) from lost
             if time.monotonic() >= deadline:
                 raise NodeUnavailableError(
                     f"gave up resending {name} after {retry_for} s: {failure}"
