@@ -111,6 +111,12 @@ class Node:
     def client(self, **kw) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=60, **kw)
 
+    def hang(self):
+        """Stops the server without closing its connections (SIGSTOP), as a frozen machine would:
+        the kernel still accepts connections, nothing answers. stop() still ends it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
     def _kill(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)

@@ -3,6 +3,7 @@ master dies goes on once its replica took over, and where no node can serve a pa
 more the call fails with NodeUnavailableError by its deadline, never hangs. Each test has a
 cluster of its own, since it kills nodes."""
 
+import threading
 import time
 
 import pytest
@@ -58,6 +59,55 @@ def test_a_load_goes_on_through_a_masters_failover():
         assert time.monotonic() - started < 30
         reader = PartitionedBloom(cluster.client(), "failover")
         assert all(reader.mexists(items[-5000:]))
+    finally:
+        cluster.stop()
+
+
+def replica_of(cluster: Cluster, master_port: int):
+    for node in cluster.nodes:
+        with node.client(decode_responses=True) as c:
+            replication = c.info("replication")
+        if replication.get("role") == "slave" and replication.get("master_port") == master_port:
+            return node
+    return None
+
+
+def test_a_partition_no_node_serves_fails_by_the_deadline_even_when_its_master_hangs():
+    """The master hangs rather than dies (frozen: connections accepted, nothing answered), its
+    replica gone, and the client has redis-py's default timeouts (none): each attempt is bounded
+    by the package, so the call ends by its deadline plus one attempt's bound (5 s) instead of
+    hanging (it did, for minutes, over redis-py's own pipelines and retries)."""
+    cluster = Cluster()
+    try:
+        client = RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
+        bloom = PartitionedBloom(client, "hung", retry_for=3)
+        bloom.reserve(0.01, 10_000, partitions=6)
+        bloom.madd([b"before"])
+        wait_replicas_synced(cluster)
+        master = master_ports(client, cluster)[0]
+        replica = replica_of(cluster, master)
+        assert replica is not None, "no replica found for the master"
+        replica._kill()
+        node_on(cluster, master).hang()
+        outcome = []
+
+        def load():
+            try:
+                outcome.append(bloom.madd([b"after:%d" % i for i in range(2000)]))
+            except BaseException as e:  # the outcome is asserted below, in the test's thread
+                outcome.append(e)
+
+        started = time.monotonic()
+        # In a thread, so that a hang fails the test (after the generous bound the contract's
+        # "never a hang" allows) instead of stopping the suite.
+        loader = threading.Thread(target=load, daemon=True)
+        loader.start()
+        loader.join(3 + 15)
+        took = time.monotonic() - started
+        assert not loader.is_alive(), f"madd still running after {took:.1f} s"
+        assert len(outcome) == 1 and isinstance(outcome[0], NodeUnavailableError), outcome
+        assert "gave up resending" in str(outcome[0])
+        assert took >= 3
     finally:
         cluster.stop()
 

@@ -1,13 +1,10 @@
 """PartitionedBloom: one logical Bloom filter whose items are spread over P partition keys."""
 
 import secrets
-import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from redis.exceptions import ClusterDownError, RedisClusterException, ResponseError, TryAgainError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import ResponseError
 
 from .errors import (
     DescriptorError,
@@ -25,19 +22,12 @@ from .routing import (
     partition_keys,
     partition_of,
 )
+from .transport import Transport
 
 #: Items per BF.INSERT / BF.MEXISTS command; a big batch becomes several commands, all pipelined.
 CHUNK_ITEMS = 1000
 #: How long a lookup or an add whose reply was lost (a node down, a failover) is sent again.
 DEFAULT_RETRY_FOR = 30.0
-#: The errors that mean a reply was lost or the cluster is still healing, not a refusal.
-LOST = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    RedisClusterException,
-    ClusterDownError,
-    TryAgainError,
-)
 #: BF.INSERT's defaults when it creates a filter, as in RedisBloom.
 DEFAULT_ERROR_RATE = 0.01
 DEFAULT_CAPACITY = 100
@@ -98,10 +88,7 @@ def _info_fields(reply: Any) -> Dict[str, Any]:
     elif isinstance(reply, (list, tuple)) and len(reply) % 2 == 0:
         pairs = zip(reply[0::2], reply[1::2])
     else:
-        raise DescriptorError(
-            f"BF.INFO answered {type(reply).__name__}; if client.bf() installed redis-py's "
-            "BF.INFO parser on this client, give PartitionedBloom a client of its own"
-        )
+        raise DescriptorError(f"BF.INFO answered {type(reply).__name__}")
     return {_text(k): v for k, v in pairs}
 
 
@@ -124,11 +111,14 @@ class PartitionedBloom:
     lookup or an add whose reply was lost (a node down, a failover under way) is sent again for
     up to ``retry_for`` seconds (harmless: re-adding an item leaves the filter as it was, though
     the "new" answers of a resent add may undercount), then :class:`NodeUnavailableError`; a
-    reserve is never resent.
+    reserve is never resent. The commands go over connections of the package's own to each node,
+    with the client's settings (password, TLS, RESP version) and every wait bounded (5 s, or the
+    client's shorter timeout), so a node that hangs rather than dies costs an attempt, and the
+    call ends by its deadline; :meth:`close` closes them.
     """
 
     def __init__(self, client: Any, name: Any, retry_for: float = DEFAULT_RETRY_FOR):
-        self._client = client
+        self._transport = Transport(client)
         self._encode = _item_bytes
         self._retry_for = retry_for
         self.name: bytes = _item_bytes(name, "a name")
@@ -178,14 +168,7 @@ class PartitionedBloom:
         }
 
     def _info_reply(self) -> Any:
-        try:
-            reply = self._pipeline([("BF.INFO", self.name)], resendable=True)[0]
-        except KeyError as e:
-            # redis-py's BF.INFO parser (installed by client.bf()) expects a plain filter.
-            raise DescriptorError(
-                f"BF.INFO {quoted(self.name)} was parsed by redis-py's BF.INFO parser ({e}): give "
-                "PartitionedBloom a client on which client.bf() was never called"
-            ) from None
+        reply = self._pipeline([("BF.INFO", self.name)], resendable=True)[0]
         if isinstance(reply, ResponseError):
             if str(reply) == "not found":
                 raise FilterNotFoundError(f"no filter named {quoted(self.name)}")
@@ -273,16 +256,15 @@ class PartitionedBloom:
         )
         if failure is None:
             try:
-                self._client.execute_command(
-                    "BF.RESERVE", self.name, error, capacity, "PARTITIONS", partitions,
-                    routing_seed, *options,
-                )
-            except ResponseError as e:
-                failure = _server_error(e, self.name)
-            except LOST as e:
-                failure = NodeUnavailableError(
-                    f"the reply to BF.RESERVE {quoted(self.name)} was lost and it is not resent: {e}"
-                )
+                reply = self._pipeline(
+                    [("BF.RESERVE", self.name, error, capacity, "PARTITIONS", partitions,
+                      routing_seed, *options)],
+                    resendable=False,
+                )[0]
+                if isinstance(reply, Exception):
+                    failure = _server_error(reply, self.name)
+            except NodeUnavailableError as e:
+                failure = e
         if failure is not None:
             self._pipeline([("DEL", key) for key in created], resendable=True)
             raise failure
@@ -448,48 +430,19 @@ class PartitionedBloom:
                 deleted += int(reply)
         return deleted
 
+    def close(self) -> None:
+        """Closes the package's own connections to the nodes (opened again when needed); the
+        client given stays open."""
+        self._transport.close()
+
     def _pipeline(self, commands: List[Tuple[Any, ...]], resendable: bool) -> List[Any]:
-        """Run commands in one pipeline (one per node on a cluster); errors come back as
-        values, in the commands' order. A reply lost (a node down, a cluster healing) sends the
-        whole pipeline again until ``retry_for`` has passed when ``resendable``; otherwise, and
-        after that, :class:`NodeUnavailableError`."""
+        """Run commands pipelined per node; errors come back as values, in the commands' order.
+        A reply lost (a node down or hung, a cluster healing) is sent again until ``retry_for``
+        has passed when ``resendable``; otherwise, and after that, :class:`NodeUnavailableError`
+        (by the deadline plus one attempt, at most 5 s per node: see transport.py)."""
         if not commands:
             return []
-        deadline = time.monotonic() + self._retry_for
-        pause = 0.05
-        while True:
-            try:
-                pipe = self._client.pipeline(transaction=False)
-                for args in commands:
-                    pipe.execute_command(*args)
-                results = pipe.execute(raise_on_error=False)
-                lost = next((r for r in results if isinstance(r, LOST)), None)
-                if lost is None:
-                    return results
-            except LOST as e:
-                lost = e
-            if not resendable:
-                raise NodeUnavailableError(
-                    f"the reply to {commands[0][0]} was lost and it is not resent: {lost}"
-                ) from lost
-            if time.monotonic() >= deadline:
-                raise NodeUnavailableError(
-                    f"gave up resending {commands[0][0]} after {self._retry_for} s: {lost}"
-                ) from lost
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
-            self._refresh_topology()
-
-    def _refresh_topology(self) -> None:
-        """On a cluster, read the slot map again before a resend: redis-py's pipelines hand a
-        lost reply back without refreshing it, and would send to a dead master forever."""
-        nodes = getattr(self._client, "nodes_manager", None)
-        if nodes is None:
-            return
-        try:
-            nodes.initialize()
-        except LOST:
-            pass  # no node answered yet: the next attempt tries again
+        return self._transport.pipeline(commands, resendable, self._retry_for)
 
 
 def _item_bytes(value: Any, what: str = "an item") -> bytes:
