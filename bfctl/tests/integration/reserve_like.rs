@@ -138,7 +138,7 @@ fn filters_reserved_like_others_merge_with_them_across_slots() {
 
     // A taken name: `item exists`, the filter there untouched; a name of which one partition
     // key is taken: nothing left behind.
-    let mut state = |conn: &mut Connection| {
+    let state = |conn: &mut Connection| {
         let keys = keys_of(conn, "tue");
         let partitions: Vec<_> = keys[1..].iter().map(|key| stream(conn, key)).collect();
         (query(conn, &[b"BF.INFO", b"tue"]), partitions)
