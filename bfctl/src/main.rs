@@ -60,7 +60,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create a filter (plain, or partitioned with --partitions) with BF.RESERVE.
+    /// Create a filter with BF.RESERVE: plain, partitioned (--partitions), or empty and made as
+    /// another one was (--like OLD), to merge with it.
     Reserve(reserve::ReserveArgs),
     Load(load::LoadArgs),
     /// Print 1 or 0 for every line of FILE (or stdin), in order: whether the filter has it.

@@ -1,5 +1,6 @@
 //! `bfctl reserve NAME ERROR CAPACITY`: creates a filter, plain or partitioned, and the reserve
-//! options that `load` and `dedup` share.
+//! options that `load` and `dedup` share; `bfctl reserve NAME --like OLD` creates an empty one
+//! made as OLD was, so that `bfctl merge` takes the two.
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -51,22 +52,37 @@ pub struct ReserveArgs {
     /// Filter name (for a partitioned filter, the descriptor's key).
     pub name: String,
     /// Error rate, strictly between 0 and 1.
-    pub error: f64,
+    #[arg(required_unless_present = "like")]
+    pub error: Option<f64>,
     /// Items the filter is sized for (all partitions together): 1000000, 1e6 or 2.5e6.
-    #[arg(value_parser = count::<u64>(0, u64::MAX))]
-    pub capacity: u64,
+    #[arg(required_unless_present = "like", value_parser = count::<u64>(0, u64::MAX))]
+    pub capacity: Option<u64>,
     #[command(flatten)]
     pub shape: Shape,
+    /// An empty filter made as OLD was (kind, error rate, capacity, growth, seed, layer shape;
+    /// a partitioned OLD's partitions and routing seed), so that `bfctl merge` takes the two,
+    /// on a cluster too. Takes no other parameter.
+    #[arg(long, value_name = "OLD")]
+    pub like: Option<String>,
 }
 
 pub fn run(url: &str, args: &ReserveArgs) -> Result<()> {
-    if !(args.error > 0.0 && args.error < 1.0) {
+    let (error, capacity) = match (&args.like, args.error, args.capacity) {
+        (Some(model), None, None) if !args.shape.given() => return run_like(url, args, model),
+        (Some(_), ..) => bail!(
+            "--like takes every parameter from its filter: ERROR, CAPACITY, --partitions, \
+             --nonscaling, --expansion and --window go without it"
+        ),
+        (None, Some(error), Some(capacity)) => (error, capacity),
+        (None, ..) => bail!("ERROR and CAPACITY are needed without --like"),
+    };
+    if !(error > 0.0 && error < 1.0) {
         bail!("ERROR must be strictly between 0 and 1");
     }
     let mut conn = Client::open(url)?.connect()?;
     let opts = ReserveOptions {
-        error_rate: args.error,
-        capacity: args.capacity,
+        error_rate: error,
+        capacity,
         growth: args.shape.growth(),
         partitions: args.shape.partitions,
     };
@@ -78,13 +94,36 @@ pub fn run(url: &str, args: &ReserveArgs) -> Result<()> {
             args.name,
             p.partitions,
             rustbloom_client::routing::partition_capacity(
-                args.capacity,
+                capacity,
                 p.partitions,
                 args.shape.nonscaling
             ),
             p.routing_seed
         ),
         None => println!("{}: reserved", args.name),
+    }
+    Ok(())
+}
+
+/// `bfctl reserve NAME --like OLD`.
+fn run_like(url: &str, args: &ReserveArgs, model: &str) -> Result<()> {
+    let mut conn = Client::open(url)?.connect()?;
+    let filter = match Filter::reserve_like(&mut conn, args.name.as_bytes(), model.as_bytes()) {
+        Ok(filter) => filter,
+        Err(Error::Server(text)) if text == "not found" => {
+            bail!(
+                "{model}: not found (there is no filter to reserve {} like)",
+                args.name
+            )
+        }
+        Err(e) => return Err(refused(&args.name, e)),
+    };
+    match filter.partitioning() {
+        Some(p) => println!(
+            "{}: reserved like {model}: {} partitions (routing seed {})",
+            args.name, p.partitions, p.routing_seed
+        ),
+        None => println!("{}: reserved like {model}", args.name),
     }
     Ok(())
 }

@@ -265,6 +265,16 @@ impl Filter {
         Filter::reserve_on(conn, name, opts).await
     }
 
+    /// [`Filter::reserve_like`], async.
+    pub async fn reserve_like_async(
+        conn: &mut Connection,
+        name: &[u8],
+        model: &[u8],
+    ) -> Result<Filter> {
+        let cluster = conn.client().is_cluster();
+        Filter::reserve_like_on(conn, name, model, cluster).await
+    }
+
     /// [`Filter::add`], async: `BF.INSERT … NOCREATE`; a key that no longer exists is
     /// [`Error::Vanished`]; lost replies are resent as `opts.resend_lost_replies` says.
     pub async fn add_async(

@@ -4,6 +4,7 @@
 
 mod batches;
 mod info;
+mod like;
 mod merge;
 pub(crate) mod reply;
 mod reserve;

@@ -12,6 +12,7 @@ mod migrate;
 mod migrate_valkey;
 mod offline;
 mod readme;
+mod reserve_like;
 mod timestamped;
 mod url_node_failover;
 mod vanish;

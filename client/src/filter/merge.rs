@@ -305,14 +305,14 @@ fn refusal(error: MergeError, place: String) -> Error {
     Error::Server(format!("{why} ({place})"))
 }
 
-async fn exists(conn: &mut impl Transport, key: &[u8]) -> Result<bool> {
+pub(super) async fn exists(conn: &mut impl Transport, key: &[u8]) -> Result<bool> {
     let reply = conn.send_one(&key_cmd("EXISTS", key)).await?;
     Ok(as_u64(&reply) == Some(1))
 }
 
 /// The filter `key` holds, with its bits zeroed, from its BF.SCANDUMP header: what BF.MERGE's
 /// test of alike filters reads (parameters, seed, layer shapes, partition identity).
-async fn header(conn: &mut impl Transport, key: &[u8]) -> Result<StoredFilter> {
+pub(super) async fn header(conn: &mut impl Transport, key: &[u8]) -> Result<StoredFilter> {
     let (next, bytes) = scandump_reply(conn.send_one(&scandump_cmd(key, 0)).await?)?;
     let unreadable = |why: String| {
         Error::Protocol(format!(
@@ -419,7 +419,7 @@ async fn copy_and_merge(
 
 /// `BF.RESERVE dest ε N PARTITIONS P routing_seed growth`: the descriptor of a created `dest`,
 /// from its model's BF.INFO (docs/partitions.md §4).
-fn descriptor_cmd(dest: &[u8], pairs: &[(Value, Value)]) -> Result<Cmd> {
+pub(super) fn descriptor_cmd(dest: &[u8], pairs: &[(Value, Value)]) -> Result<Cmd> {
     let given = |name: &str| {
         field(pairs, name)
             .filter(|v| **v != Value::Nil)

@@ -31,12 +31,13 @@ enum ReservePlan {
     Partitioned(PartitionedReserve),
 }
 
-/// A partitioned filter's reservation: the partitions first, then the descriptor.
-struct PartitionedReserve {
-    partitions: Vec<Cmd>,
-    descriptor: Cmd,
+/// A partitioned filter's reservation: the partitions first, then the descriptor (also made
+/// from another filter's by [`Filter::reserve_like`]).
+pub(super) struct PartitionedReserve {
+    pub(super) partitions: Vec<Cmd>,
+    pub(super) descriptor: Cmd,
     /// The filter once reserved.
-    filter: Filter,
+    pub(super) filter: Filter,
 }
 
 impl ReservePlan {
@@ -153,22 +154,29 @@ impl Filter {
         name: &[u8],
         opts: &ReserveOptions,
     ) -> Result<Filter> {
-        let plan = match ReservePlan::new(name, opts)? {
+        match ReservePlan::new(name, opts)? {
             ReservePlan::Plain(cmd) => {
                 conn.send_one(&cmd).await?;
-                return Ok(Filter::plain(name));
+                Ok(Filter::plain(name))
             }
-            ReservePlan::Partitioned(plan) => plan,
-        };
-        let every: Vec<usize> = (0..plan.partitions.len()).collect();
-        let sent = conn.send_replies(&plan.partitions[..], &every).await;
-        let created = plan.created(sent);
-        let undo = plan.undo(&created);
+            ReservePlan::Partitioned(plan) => plan.run(conn).await,
+        }
+    }
+}
+
+impl PartitionedReserve {
+    /// Sends the partitions' BF.RESERVEs, then, when every one created its key, the
+    /// descriptor's; on failure deletes the partitions it created.
+    pub(super) async fn run(self, conn: &mut impl Transport) -> Result<Filter> {
+        let every: Vec<usize> = (0..self.partitions.len()).collect();
+        let sent = conn.send_replies(&self.partitions[..], &every).await;
+        let created = self.created(sent);
+        let undo = self.undo(&created);
         // The first refusal stops the reservation before its descriptor: the server's own
         // words (`item exists` when a partition key is taken), as for a plain filter.
         let result = match created.into_iter().find_map(Result::err) {
             Some(e) => Err(e),
-            None => conn.send_one(&plan.descriptor).await.map(|_| ()),
+            None => conn.send_one(&self.descriptor).await.map(|_| ()),
         };
         if result.is_err() && !undo.is_empty() {
             // Best effort: the refusal is the error to report; a DEL that fails leaves empty
@@ -176,6 +184,6 @@ impl Filter {
             // `item exists`.
             let _ = send_raw(conn, &undo[..], INFO_RETRY).await;
         }
-        result.map(|()| plan.filter)
+        result.map(|()| self.filter)
     }
 }

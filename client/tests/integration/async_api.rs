@@ -294,7 +294,8 @@ async fn concurrent_adds(url: &str) {
 /// Merges of partitioned filters: a missing destination created as a copy (the way to a filter
 /// alike to one reserved with a random routing seed), then items of both merged back; on a
 /// cluster every partition goes through a temporary copy in the destination's slot. A filter
-/// reserved on its own has another routing seed and is refused, the destination unchanged.
+/// reserved on its own has another routing seed and is refused, the destination unchanged; one
+/// reserved like it merges.
 async fn merges(url: &str, cluster: bool) {
     let mut conn = connect(url).await;
     let a = Filter::reserve_async(&mut conn, b"merge-a", &options(Some(4)))
@@ -343,6 +344,23 @@ async fn merges(url: &str, cluster: bool) {
         other => panic!("an unlike filter merged: {other:?}"),
     }
     assert_eq!(a.info_async(&mut conn).await.unwrap().totals(), before);
+    // Reserved like it, an empty filter merges with the one reserved on its own.
+    let d = Filter::reserve_like_async(&mut conn, b"merge-d", b"merge-c")
+        .await
+        .unwrap();
+    assert_eq!(d.partitioning().unwrap().keys.len(), 4);
+    assert_eq!(d.info_async(&mut conn).await.unwrap().totals().items, 0);
+    d.add_async(&mut conn, &refs(&first), &write_options())
+        .await
+        .unwrap();
+    let c = Filter::discover_async(&mut conn, b"merge-c")
+        .await
+        .unwrap()
+        .unwrap();
+    Filter::merge_async(&mut conn, b"merge-c", &[b"merge-d".as_slice()])
+        .await
+        .unwrap();
+    assert!(all_present(&c, &mut conn, &first, 500).await);
 }
 
 /// Every case above against `url`, whose server keeps `replicas` replicas of each master.
