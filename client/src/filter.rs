@@ -3,6 +3,8 @@
 //! describe, merge, delete.
 
 mod batches;
+#[cfg(test)]
+mod deadlines;
 mod info;
 mod merge;
 pub(crate) mod reply;
