@@ -23,7 +23,7 @@ use rustbloom_client::{Client, Error, Filter, SingleConnection, WriteOptions};
 
 use crate::count::count;
 use crate::input::{Line, LineBlocks};
-use crate::load::{needs_capacity, vanished, ReserveIfMissing};
+use crate::load::{needs_capacity, vanished, ReserveIfMissing, BULK_RETRY_FOR};
 
 /// Copy the input to stdout, dropping lines the filter has already seen (and adding the new ones).
 ///
@@ -260,6 +260,7 @@ fn answer(
             return Err(Error::Vanished {
                 key: name.clone(),
                 name,
+                index: None,
                 acknowledged: 0,
             }
             .into());
@@ -306,6 +307,7 @@ fn in_rounds(
     let opts = WriteOptions {
         batch,
         resend_lost_replies: false,
+        retry_for: BULK_RETRY_FOR,
         ..WriteOptions::default()
     };
     loop {

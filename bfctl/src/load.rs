@@ -18,12 +18,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
+use rustbloom_client::error::quoted;
 use rustbloom_client::{Client, Connection, Error, Filter, KeyInfo, ReserveOptions, WriteOptions};
 
 use crate::count::count;
 use crate::input::{timestamped, Line, LineBlocks};
 use crate::reserve::Shape;
 use crate::{bar, rate};
+
+/// How long a load's or a dedup's round trip is resent through a failover before bfctl gives
+/// up: longer than the client's 30 s (`rustbloom_client::DEFAULT_RETRY_FOR`, which lookups
+/// keep), since a bulk load that gives up must be restarted by hand, while one that waits goes
+/// on by itself once a restarted node or a slow election has brought the cluster back.
+pub const BULK_RETRY_FOR: Duration = Duration::from_secs(120);
 
 /// Add every line of FILE (or stdin) to the filter, in pipelined batches (each item to its
 /// partition on a partitioned filter).
@@ -153,21 +160,27 @@ pub fn needs_capacity(name: &str) -> anyhow::Error {
 pub fn vanished(e: &Error, earlier: u64, what: &str) -> Option<anyhow::Error> {
     let Error::Vanished {
         name,
+        index,
         key,
         acknowledged,
     } = e
     else {
         return None;
     };
-    let gone = if name == key {
-        format!("filter {name} no longer exists")
-    } else {
-        format!("partition {key} of filter {name} no longer exists")
+    // The contract's sentence (docs/partitions.md, "One contract"), with bfctl's count: the
+    // whole run's, not the last call's.
+    let gone = match index {
+        Some(i) => format!(
+            "partition {i} of {} is missing (key {})",
+            quoted(name),
+            quoted(key)
+        ),
+        None => format!("{} is missing", quoted(name)),
     };
     Some(anyhow!(
-        "{gone} (deleted, expired, or lost in a restart or failover): stopped after {} {what} \
-         acknowledged; bfctl never recreates a filter mid-run, so those {what} are gone with it \
-         unless it comes back from a backup",
+        "{gone}: restore it or recreate the filter; stopped after {} {what} acknowledged (it was \
+         deleted, expired, or lost in a restart or failover; bfctl never recreates a filter \
+         mid-run, so those {what} are gone with it unless it comes back from a backup)",
         earlier.saturating_add(*acknowledged)
     ))
 }
@@ -198,11 +211,13 @@ fn add_round(
         Ok(more) => answers.extend(more),
         Err(Error::Vanished {
             name,
+            index,
             key,
             acknowledged,
         }) => {
             return Err(Error::Vanished {
                 name,
+                index,
                 key,
                 acknowledged: acknowledged + answers.len() as u64,
             })
@@ -388,6 +403,7 @@ pub fn run(url: &str, args: &LoadArgs, show: bool) -> Result<()> {
         batch,
         wait: args.wait.map(|r| (r, Duration::from_secs(10))),
         on_stall: Some(crate::stall::watcher(&args.key, show.then(|| pb.clone()))),
+        retry_for: BULK_RETRY_FOR,
         ..WriteOptions::default()
     };
     let start = Instant::now();

@@ -12,11 +12,11 @@
 use std::io::{self, BufRead, Write};
 use std::time::Duration;
 
-use rustbloom_client::{aio, Client, Error, Filter, Growth, ReserveOptions, WriteOptions};
+use rustbloom_client::{
+    aio, Client, Error, Filter, Growth, ReadOptions, ReserveOptions, WriteOptions,
+    DEFAULT_RETRY_FOR,
+};
 use serde_json::{json, Value};
-
-/// Items per BF.MEXISTS, as bfctl's default.
-const EXISTS_BATCH: usize = 1000;
 
 /// The operations of the scenario over one of the two APIs.
 trait Api {
@@ -24,7 +24,12 @@ trait Api {
     fn discover(&mut self, name: &[u8]) -> Result<Option<Filter>, Error>;
     fn add(&mut self, f: &Filter, items: &[&[u8]], opts: &WriteOptions)
         -> Result<Vec<bool>, Error>;
-    fn exists(&mut self, f: &Filter, items: &[&[u8]]) -> Result<Vec<bool>, Error>;
+    fn exists(
+        &mut self,
+        f: &Filter,
+        items: &[&[u8]],
+        opts: &ReadOptions,
+    ) -> Result<Vec<bool>, Error>;
     fn drop_filter(&mut self, f: &Filter) -> Result<u64, Error>;
 }
 
@@ -45,8 +50,13 @@ impl Api for Sync {
     ) -> Result<Vec<bool>, Error> {
         f.add(&mut self.0, items, opts)
     }
-    fn exists(&mut self, f: &Filter, items: &[&[u8]]) -> Result<Vec<bool>, Error> {
-        f.exists(&mut self.0, items, EXISTS_BATCH)
+    fn exists(
+        &mut self,
+        f: &Filter,
+        items: &[&[u8]],
+        opts: &ReadOptions,
+    ) -> Result<Vec<bool>, Error> {
+        f.exists_with(&mut self.0, items, opts)
     }
     fn drop_filter(&mut self, f: &Filter) -> Result<u64, Error> {
         f.drop(&mut self.0)
@@ -78,9 +88,14 @@ impl Api for Async {
         self.runtime
             .block_on(f.add_async(&mut self.conn, items, opts))
     }
-    fn exists(&mut self, f: &Filter, items: &[&[u8]]) -> Result<Vec<bool>, Error> {
+    fn exists(
+        &mut self,
+        f: &Filter,
+        items: &[&[u8]],
+        opts: &ReadOptions,
+    ) -> Result<Vec<bool>, Error> {
         self.runtime
-            .block_on(f.exists_async(&mut self.conn, items, EXISTS_BATCH))
+            .block_on(f.exists_with_async(&mut self.conn, items, opts))
     }
     fn drop_filter(&mut self, f: &Filter) -> Result<u64, Error> {
         self.runtime.block_on(f.drop_async(&mut self.conn))
@@ -161,6 +176,14 @@ fn answer(result: Result<Value, Error>) -> Value {
     }
 }
 
+/// The request's deadline (`retry_for`, seconds), else the client's default.
+fn retry_for(request: &Value) -> Duration {
+    request["retry_for"]
+        .as_f64()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .unwrap_or(DEFAULT_RETRY_FOR)
+}
+
 /// Adds `count` items `prefix<i>` in batches; after `pause_after` batches says how many were
 /// acknowledged and waits for the go-ahead. Answers how many were acknowledged in all.
 fn load(
@@ -173,7 +196,7 @@ fn load(
     let pause_after = number(request, "pause_after")?;
     let prefix = text(request, "prefix")?;
     let opts = WriteOptions {
-        retry_for: Duration::from_secs_f64(request["retry_for"].as_f64().unwrap_or(30.0)),
+        retry_for: retry_for(request),
         ..WriteOptions::default()
     };
     let mut acknowledged = 0u64;
@@ -221,15 +244,20 @@ fn run(
         "add" => {
             let owned = items(request)?;
             let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-            answer(
-                api.add(&f, &refs, &WriteOptions::default())
-                    .map(|a| json!(a)),
-            )
+            let opts = WriteOptions {
+                retry_for: retry_for(request),
+                ..WriteOptions::default()
+            };
+            answer(api.add(&f, &refs, &opts).map(|a| json!(a)))
         }
         "exists" => {
             let owned = items(request)?;
             let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-            answer(api.exists(&f, &refs).map(|a| json!(a)))
+            let opts = ReadOptions {
+                retry_for: retry_for(request),
+                ..ReadOptions::default()
+            };
+            answer(api.exists(&f, &refs, &opts).map(|a| json!(a)))
         }
         "drop" => answer(api.drop_filter(&f).map(|n| json!(n))),
         "load" => load(api, &f, request, lines)?,

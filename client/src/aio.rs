@@ -36,7 +36,9 @@ use crate::connection::{
     RESPONSE_TIMEOUT,
 };
 use crate::error::{Error, Result};
-use crate::filter::{Filter, FilterInfo, Head, MergeReport, ReserveOptions, WriteOptions};
+use crate::filter::{
+    Filter, FilterInfo, Head, MergeReport, ReadOptions, ReserveOptions, WriteOptions,
+};
 use crate::resp::Reply;
 use crate::routing::Master;
 use crate::transport::{Commands, Transport};
@@ -303,7 +305,21 @@ impl Filter {
         items: &[&[u8]],
         batch: usize,
     ) -> Result<Vec<bool>> {
-        self.exists_on(conn, items, batch).await
+        let opts = ReadOptions {
+            batch,
+            ..ReadOptions::default()
+        };
+        self.exists_on(conn, items, &opts).await
+    }
+
+    /// [`Filter::exists_with`], async: the batch and the deadline of `opts`.
+    pub async fn exists_with_async(
+        &self,
+        conn: &mut Connection,
+        items: &[&[u8]],
+        opts: &ReadOptions,
+    ) -> Result<Vec<bool>> {
+        self.exists_on(conn, items, opts).await
     }
 
     /// [`Filter::info`], async.

@@ -16,6 +16,31 @@ use crate::filter::reply::as_u64;
 use crate::resp::Reply;
 use crate::routing::Master;
 
+/// How long a command whose reply was lost (or that a cluster in a failover did not run) is sent
+/// again before the call fails with [`Error::Connection`]: the contract's 30 s
+/// (docs/partitions.md, "One contract"), as the Python, PHP and Node clients' `retry_for`.
+pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// How lookups are sent ([`crate::Filter::exists_with`]).
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// Most items per BF.MEXISTS command.
+    pub batch: usize,
+    /// How long commands the server did not run or whose reply was lost are sent again (a
+    /// lookup changes nothing, so it is always resent) before the call fails with
+    /// [`Error::Connection`].
+    pub retry_for: Duration,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            batch: 1000,
+            retry_for: DEFAULT_RETRY_FOR,
+        }
+    }
+}
+
 /// How adds are sent.
 #[derive(Clone, Debug)]
 pub struct WriteOptions {
@@ -25,7 +50,8 @@ pub struct WriteOptions {
     /// acknowledgements than asked resend the pipeline.
     pub wait: Option<(u32, Duration)>,
     /// How long commands the server did not run (CLUSTERDOWN, TRYAGAIN, LOADING, …) and, with
-    /// `resend_lost_replies`, commands whose reply was lost are sent again before giving up.
+    /// `resend_lost_replies`, commands whose reply was lost are sent again before giving up
+    /// ([`DEFAULT_RETRY_FOR`] by default).
     pub retry_for: Duration,
     /// Resend commands whose reply was lost (a dropped connection, a failover): they may or may
     /// not have run, so an item the lost attempt added answers "not new" the second time. Adds
@@ -80,7 +106,7 @@ impl Default for WriteOptions {
         WriteOptions {
             batch: 1000,
             wait: None,
-            retry_for: Duration::from_secs(120),
+            retry_for: DEFAULT_RETRY_FOR,
             resend_lost_replies: true,
             on_stall: None,
         }

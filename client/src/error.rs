@@ -15,13 +15,20 @@ pub enum Error {
     Connection(String),
     /// A reply of an unexpected shape.
     Protocol(String),
-    /// A partition key of a partitioned filter does not exist.
-    MissingPartition { name: String, key: String },
+    /// Partition `index` (key `key`) of the partitioned filter `name` does not exist, found by
+    /// a lookup.
+    MissingPartition {
+        name: String,
+        index: u32,
+        key: String,
+    },
     /// A key of the filter no longer exists while items were being added to it (deleted,
     /// expired, or lost in a restart or failover): adds never create a filter, so nothing was
-    /// recreated. `acknowledged`: items of the failing call the server had added before.
+    /// recreated. `index`: the partition whose key it is, `None` for a plain filter's own key.
+    /// `acknowledged`: items of the failing call the server had added before.
     Vanished {
         name: String,
+        index: Option<u32>,
         key: String,
         acknowledged: u64,
     },
@@ -36,26 +43,26 @@ impl fmt::Display for Error {
         match self {
             Error::Connect(s) | Error::Server(s) | Error::Connection(s) => f.write_str(s),
             Error::Protocol(s) => write!(f, "unexpected reply: {s}"),
-            Error::MissingPartition { name, key } => write!(
-                f,
-                "partition {key} of {name} does not exist (the filter is incomplete: restore or \
-                 recreate it)"
-            ),
+            Error::MissingPartition { name, index, key } => missing(f, name, *index, key),
             Error::Vanished {
                 name,
+                index,
                 key,
                 acknowledged,
             } => {
-                if name == key {
-                    write!(f, "filter {name} no longer exists")?;
-                } else {
-                    write!(f, "partition {key} of filter {name} no longer exists")?;
+                match index {
+                    Some(index) => missing(f, name, *index, key)?,
+                    // A plain filter has no partition to name; the same sentence otherwise.
+                    None => write!(
+                        f,
+                        "{} is missing (deleted, expired, or lost in a restart or failover; adds \
+                         never recreate it): restore it or recreate the filter",
+                        quoted(name)
+                    )?,
                 }
                 write!(
                     f,
-                    " (deleted, expired, or lost in a restart or failover); adds never create \
-                     it, so it was not recreated; {acknowledged} items of this call had been \
-                     acknowledged"
+                    "; {acknowledged} items of this call had been acknowledged"
                 )
             }
             Error::Inconsistent(s) => write!(f, "inconsistent partitioned filter: {s}"),
@@ -65,6 +72,40 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// The contract's sentence for a missing partition (docs/partitions.md, "One contract"), word
+/// for word as the Python, PHP and Node clients write it.
+fn missing(f: &mut fmt::Formatter<'_>, name: &str, index: u32, key: &str) -> fmt::Result {
+    write!(
+        f,
+        "partition {index} of {} is missing (key {}): restore it or recreate the filter",
+        quoted(name),
+        quoted(key)
+    )
+}
+
+/// A name or key as every client's messages show it: JSON-quoted text (what Python's
+/// `json.dumps(…, ensure_ascii=False)` and JavaScript's `JSON.stringify` write), so that a name
+/// holding a quote or a newline cannot be misread.
+pub fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
 
 pub type Result<T> = std::result::Result<T, Error>;
 

@@ -3,6 +3,8 @@
 //! describe, merge, delete.
 
 mod batches;
+#[cfg(test)]
+mod deadlines;
 mod info;
 mod like;
 mod merge;
@@ -22,7 +24,7 @@ use send::{send_raw, INFO_RETRY};
 use redis::{Cmd, Value};
 
 use crate::connection::Connection;
-pub use crate::delivery::{Stall, StallWatcher, WriteOptions};
+pub use crate::delivery::{ReadOptions, Stall, StallWatcher, WriteOptions, DEFAULT_RETRY_FOR};
 use crate::error::{Error, Result};
 use crate::routing::{key_slot, partition_keys, MAX_PARTITIONS};
 use crate::transport::{block, Transport};
@@ -109,7 +111,9 @@ impl Filter {
     }
 
     /// Looks `name` up with one BF.INFO: a descriptor gives the partitioned filter's routing,
-    /// any other filter is plain. `None` when the key does not exist.
+    /// any other filter is plain. `None` when the key does not exist. A BF.INFO whose reply was
+    /// lost (its node down, a failover in progress) is sent again for up to
+    /// [`DEFAULT_RETRY_FOR`], as lookups are, then [`Error::Connection`].
     pub fn discover(conn: &mut Connection, name: &[u8]) -> Result<Option<Filter>> {
         block(Filter::discover_on(conn, name))
     }
@@ -118,7 +122,14 @@ impl Filter {
         conn: &mut impl Transport,
         name: &[u8],
     ) -> Result<Option<Filter>> {
-        Filter::from_info(name, conn.send_one(&info_cmd(name)).await)
+        let reply = send_raw(conn, &[info_cmd(name)][..], INFO_RETRY).await;
+        let reply = reply.and_then(|replies| {
+            replies
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::Protocol("no reply to BF.INFO".into()))
+        });
+        Filter::from_info(name, reply)
     }
 
     /// The filter at `name` from its BF.INFO reply ([`Filter::discover`]).

@@ -50,7 +50,7 @@ pub use connection::{Client, Connection};
 pub use error::{Error, Result};
 pub use filter::{
     scandump, Filter, FilterInfo, Growth, KeyInfo, MergeReport, PartitionInfo, Partitioning,
-    ReserveOptions, Stall, StallWatcher, Totals, WriteOptions,
+    ReadOptions, ReserveOptions, Stall, StallWatcher, Totals, WriteOptions, DEFAULT_RETRY_FOR,
 };
 pub use routing::Master;
 pub use single::SingleConnection;

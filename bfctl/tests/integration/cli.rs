@@ -354,9 +354,11 @@ fn dedup_names_a_missing_partition() {
             .unwrap();
     }
     let err = fails(&s.bfctl(&["dedup", "parts"], lines(0..100).as_bytes()));
-    let named = keys.iter().any(|k| {
+    // The contract's sentence (docs/partitions.md, "One contract").
+    let named = keys.iter().enumerate().any(|(i, k)| {
         err.contains(&format!(
-            "partition {} of filter parts no longer exists",
+            "partition {i} of \"parts\" is missing (key \"{}\"): restore it or recreate the \
+             filter",
             String::from_utf8_lossy(k)
         ))
     });

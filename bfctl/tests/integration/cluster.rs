@@ -204,7 +204,13 @@ fn partitioned_filter_spreads_over_masters_and_keeps_its_identity() {
         lines(&members).as_bytes(),
     );
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    // The contract's sentence (docs/partitions.md, "One contract").
+    let err = String::from_utf8_lossy(&out.stderr);
+    let missing = format!(
+        "of \"clicks\" is missing (key \"{}\"): restore it or recreate the filter",
+        String::from_utf8_lossy(&key)
+    );
+    assert!(err.contains(&missing), "{err}");
 }
 
 #[test]

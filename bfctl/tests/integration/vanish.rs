@@ -210,7 +210,7 @@ fn load_stops_when_the_filter_vanishes(t: &mut impl Target, how: Vanish) {
     let (status, out, err) = run.finish();
     assert_eq!(status.code(), Some(1), "{how:?}: {out}\n{err}");
     assert!(
-        err.contains("filter loaded no longer exists")
+        err.contains("\"loaded\" is missing: restore it or recreate the filter")
             && err.contains("stopped after 1000 items acknowledged"),
         "{how:?}: {err}"
     );
@@ -306,11 +306,12 @@ fn client_adds_never_create_a_filter() {
     match plain.add(&mut conn, &first, &opts) {
         Err(Error::Vanished {
             name,
+            index,
             key,
             acknowledged,
         }) => assert_eq!(
-            (name.as_str(), key.as_str(), acknowledged),
-            ("plain", "plain", 0)
+            (name.as_str(), index, key.as_str(), acknowledged),
+            ("plain", None, "plain", 0)
         ),
         other => panic!("{other:?}"),
     }

@@ -255,19 +255,23 @@ async fn check_unit(
     unit: &Unit,
     dest_must_exist: bool,
 ) -> Result<()> {
-    let missing = |name: &[u8], key: &[u8]| Error::MissingPartition {
+    let missing = |name: &[u8], key: &[u8], index: u32| Error::MissingPartition {
         name: text(name),
+        index,
         key: text(key),
     };
     let mut inputs: Vec<StoredFilter> = Vec::with_capacity(unit.sources.len() + 1);
     if exists(conn, &unit.dest).await? {
         inputs.push(header(conn, &unit.dest).await?);
-    } else if dest_must_exist {
-        return Err(missing(dest_name, &unit.dest));
+    } else if let Some(index) = unit.index.filter(|_| dest_must_exist) {
+        // Only a partitioned destination must exist: a plain one is created by BF.MERGE.
+        return Err(missing(dest_name, &unit.dest, index));
     }
     for (name, key) in &unit.sources {
-        if unit.index.is_some() && !exists(conn, key).await? {
-            return Err(missing(name, key));
+        if let Some(index) = unit.index {
+            if !exists(conn, key).await? {
+                return Err(missing(name, key, index));
+            }
         }
         inputs.push(header(conn, key).await?);
     }

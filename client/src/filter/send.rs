@@ -6,13 +6,15 @@ use std::time::Duration;
 use redis::Value;
 
 use super::WriteOptions;
-use crate::delivery::{wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure};
+use crate::delivery::{
+    wait_answer, wait_cmd, wait_targets, Delivery, Step, WaitFailure, DEFAULT_RETRY_FOR,
+};
 use crate::error::{explain, server_error_text, Result};
 use crate::resp::Reply;
 use crate::transport::{Commands, Transport};
 
-/// How long reads and deletes retry.
-pub(super) const INFO_RETRY: Duration = Duration::from_secs(30);
+/// How long reads and deletes retry: the contract's deadline.
+pub(super) const INFO_RETRY: Duration = DEFAULT_RETRY_FOR;
 
 /// Sends `cmds` as one pipeline (reads and deletes: resent whole after any transient failure)
 /// and answers the replies; the first error reply is the error.

@@ -1,7 +1,5 @@
 //! Adds and lookups: items grouped by partition into batched commands, and their answers.
 
-use std::time::Duration;
-
 #[cfg(feature = "async")]
 use redis::Cmd;
 use redis::Value;
@@ -11,7 +9,7 @@ use super::key_cmd;
 use super::reply::as_u64;
 use super::reply::{fill_answers, is_not_found};
 use super::send::{send_reads, send_until_answered};
-use super::{Batches, Filter, Head, WriteOptions};
+use super::{Batches, Filter, Head, ReadOptions, WriteOptions};
 use crate::connection::Connection;
 use crate::error::{explain, server_error_text, Error, Result};
 use crate::pack::{array_header, bulk};
@@ -132,6 +130,7 @@ impl Filter {
         match vanished {
             Some(part) => Err(Error::Vanished {
                 name: self.name_text(),
+                index: part,
                 key: String::from_utf8_lossy(self.key_of(part)).into_owned(),
                 acknowledged,
             }),
@@ -181,25 +180,41 @@ impl Filter {
         Ok((filter, new[0]))
     }
 
-    /// Looks `items` up, answers in order. On a partitioned filter every partition consulted is
-    /// checked to exist first (EXISTS in the same pipeline): a missing one is an error, never a 0.
+    /// Looks `items` up in BF.MEXISTS commands of up to `batch` items, answers in order; a
+    /// lost reply is resent for up to [`DEFAULT_RETRY_FOR`](crate::DEFAULT_RETRY_FOR) ([`Filter::exists_with`] sets it).
+    /// On a partitioned filter every partition consulted is checked to exist first (EXISTS in
+    /// the same pipeline): a missing one is an error, never a 0.
     pub fn exists(
         &self,
         conn: &mut Connection,
         items: &[&[u8]],
         batch: usize,
     ) -> Result<Vec<bool>> {
-        block(self.exists_on(conn, items, batch))
+        let opts = ReadOptions {
+            batch,
+            ..ReadOptions::default()
+        };
+        self.exists_with(conn, items, &opts)
+    }
+
+    /// [`Filter::exists`] with the batch and the deadline of `opts`.
+    pub fn exists_with(
+        &self,
+        conn: &mut Connection,
+        items: &[&[u8]],
+        opts: &ReadOptions,
+    ) -> Result<Vec<bool>> {
+        block(self.exists_on(conn, items, opts))
     }
 
     pub(crate) async fn exists_on(
         &self,
         conn: &mut impl Transport,
         items: &[&[u8]],
-        batch: usize,
+        opts: &ReadOptions,
     ) -> Result<Vec<bool>> {
-        let plan = self.exists_plan(items, batch);
-        let replies = send_reads(conn, &plan, Duration::from_secs(120)).await?;
+        let plan = self.exists_plan(items, opts.batch);
+        let replies = send_reads(conn, &plan, opts.retry_for).await?;
         self.exists_answers(&plan, &replies, items.len())
     }
 
@@ -232,6 +247,7 @@ impl Filter {
                 if exists != Some(1) {
                     return Err(Error::MissingPartition {
                         name: self.name_text(),
+                        index: *p,
                         key: String::from_utf8_lossy(self.key_of(Some(*p))).into_owned(),
                     });
                 }
@@ -250,6 +266,7 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use std::collections::{HashMap, HashSet};
+    use std::time::Duration;
 
     use redis::{RedisResult, Value};
 

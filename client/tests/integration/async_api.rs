@@ -39,21 +39,47 @@ fn delete(url: &str, key: &[u8]) {
     conn.query(redis::cmd("DEL").arg(key)).unwrap();
 }
 
-/// An add's result is `Vanished` for `key` of `name`, with `acknowledged` items acknowledged.
+/// An add's result is `Vanished` for `key` (partition `index`, `None` for a plain filter) of
+/// `name`, with `acknowledged` items acknowledged, in the contract's words (docs/partitions.md,
+/// "One contract").
 fn assert_vanished(
     result: rustbloom_client::Result<Vec<bool>>,
     name: &str,
+    index: Option<u32>,
     key: &[u8],
     acknowledged: u64,
 ) {
-    match result {
-        Err(Error::Vanished {
-            name: n,
-            key: k,
-            acknowledged: a,
-        }) => assert_eq!((n.as_str(), k.as_bytes(), a), (name, key, acknowledged)),
+    let e = match result {
+        Err(e @ Error::Vanished { .. }) => e,
         other => panic!("an add to a key that does not exist answered {other:?}"),
+    };
+    if let Error::Vanished {
+        name: n,
+        index: i,
+        key: k,
+        acknowledged: a,
+    } = &e
+    {
+        assert_eq!(
+            (n.as_str(), *i, k.as_bytes(), *a),
+            (name, index, key, acknowledged)
+        );
     }
+    let key = String::from_utf8_lossy(key);
+    let missing = match index {
+        Some(i) => format!(
+            "partition {i} of \"{name}\" is missing (key \"{key}\"): restore it or recreate \
+             the filter"
+        ),
+        None => format!(
+            "\"{name}\" is missing (deleted, expired, or lost in a restart or failover; adds \
+             never recreate it): restore it or recreate the filter"
+        ),
+    };
+    assert_eq!(
+        e.to_string(),
+        format!("{missing}; {acknowledged} items of this call had been acknowledged")
+    );
 }
 
 /// Every one of `items` answers present, asked `batch` at a time.
@@ -167,7 +193,7 @@ async fn plain_round_trip(url: &str) {
     let added = missing
         .add_async(&mut conn, &[b"x".as_slice()], &write_options())
         .await;
-    assert_vanished(added, "never-reserved", b"never-reserved", 0);
+    assert_vanished(added, "never-reserved", None, b"never-reserved", 0);
     assert!(absent(&mut conn, "never-reserved").await);
 }
 
@@ -184,9 +210,22 @@ async fn missing_partition(url: &str) {
 
     let added = items("holed", 1200);
     match filter.exists_async(&mut conn, &refs(&added), 100).await {
-        Err(Error::MissingPartition { name, key }) => {
-            assert_eq!(name, "holed");
-            assert_eq!(key.as_bytes(), lost.as_slice());
+        Err(e @ Error::MissingPartition { .. }) => {
+            let key = String::from_utf8_lossy(lost);
+            // The contract's sentence, word for word (docs/partitions.md, "One contract").
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "partition 2 of \"holed\" is missing (key \"{key}\"): restore it or \
+                     recreate the filter"
+                )
+            );
+            if let Error::MissingPartition { name, index, key } = e {
+                assert_eq!(
+                    (name.as_str(), index, key.as_bytes()),
+                    ("holed", 2, lost.as_slice())
+                );
+            }
         }
         other => panic!("a lookup with a missing partition answered {other:?}"),
     }
@@ -198,7 +237,7 @@ async fn missing_partition(url: &str) {
     let result = filter
         .add_async(&mut conn, &refs(&added), &write_options())
         .await;
-    assert_vanished(result, "holed", lost, elsewhere);
+    assert_vanished(result, "holed", Some(2), lost, elsewhere);
     // Nothing recreated the partition.
     let info = filter.info_async(&mut conn).await.unwrap();
     assert_eq!(info.problems.len(), 1, "{:?}", info.problems);
