@@ -86,6 +86,7 @@ impl Filter {
             if !exists(conn, source).await? {
                 return Err(Error::MissingPartition {
                     name: text(model),
+                    index,
                     key: text(source),
                 });
             }
