@@ -30,7 +30,8 @@
 //! back to its arguments.
 
 use crate::filter::{Filter, Outcome};
-use crate::scalable::{AddOutcome, FilterParams};
+use crate::partition::Partition;
+use crate::scalable::{AddOutcome, FilterParams, Growth, TIGHTENING_RATIO};
 use crate::sizing::LayerSize;
 use crate::valkeybloom::ObjectParams;
 use crate::window::WindowParams;
@@ -113,6 +114,76 @@ impl Creation {
             },
         }
     }
+
+    /// The arguments after the key of the `BF.RESERVE` that makes this filter again with every
+    /// parameter explicit (`ε n EXPANSION x|NONSCALING [TIGHTENING r] SEED s SHAPE …` or `ε n
+    /// WINDOW w SEED s SHAPE …`, then `PARTITION i P R` for a partition): what a primary
+    /// replicates, and what makes an empty filter alike to this one across slots. A RedisBloom
+    /// filter's names no seed and no shape (its own rule sizes it); None for a valkey-bloom
+    /// object, created by valkey-bloom's own `BF.INSERT … SEED` form instead.
+    pub fn reserve_args(&self, partition: Option<&Partition>) -> Option<Vec<String>> {
+        let mut args: Vec<String> = Vec::new();
+        let growth = |args: &mut Vec<String>, expansion: Option<u32>| match expansion {
+            Some(expansion) => args.extend(["EXPANSION".into(), expansion.to_string()]),
+            None => args.push("NONSCALING".into()),
+        };
+        let explicit = match self {
+            Creation::Scalable {
+                params,
+                first_layer,
+            } => {
+                args.extend([params.error_rate.to_string(), params.capacity.to_string()]);
+                growth(
+                    &mut args,
+                    match params.growth {
+                        Growth::Scaling { expansion } => Some(expansion),
+                        Growth::NonScaling => None,
+                    },
+                );
+                if params.tightening != TIGHTENING_RATIO {
+                    args.extend(["TIGHTENING".into(), params.tightening.to_string()]);
+                }
+                Some((params.seed, *first_layer))
+            }
+            Creation::Window { params, slot } => {
+                args.extend([params.error_rate.to_string(), params.capacity.to_string()]);
+                args.extend(["WINDOW".into(), params.window_ms.to_string()]);
+                Some((params.seed, *slot))
+            }
+            Creation::RedisBloom {
+                capacity,
+                error_rate,
+                expansion,
+            } => {
+                args.extend([error_rate.to_string(), capacity.to_string()]);
+                growth(&mut args, *expansion);
+                None
+            }
+            Creation::ValkeyBloom { .. } => return None,
+        };
+        if let Some((seed, shape)) = explicit {
+            args.extend(["SEED".into(), seed.to_string(), "SHAPE".into()]);
+            args.extend(shape_args(shape));
+        }
+        if let Some(partition) = partition {
+            args.extend([
+                String::from("PARTITION"),
+                partition.index().to_string(),
+                partition.count().to_string(),
+                partition.routing_seed().to_string(),
+            ]);
+        }
+        Some(args)
+    }
+}
+
+/// A layer shape as BF.RESERVE's SHAPE and BF.GROW carry it: bits, hashes, lines.
+pub fn shape_args(size: LayerSize) -> [String; 3] {
+    [
+        size.bits.to_string(),
+        size.num_hashes.to_string(),
+        size.layout.lines().to_string(),
+    ]
 }
 
 /// The effects of one add operation of a batch of `batch_len` items on `filter`, given its

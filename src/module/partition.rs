@@ -107,16 +107,6 @@ pub fn filter_seed(
     }
 }
 
-/// `PARTITION i P routing_seed`, as a partition's creation is replicated.
-pub fn identity_args(partition: &Partition) -> [String; 4] {
-    [
-        String::from("PARTITION"),
-        partition.index().to_string(),
-        partition.count().to_string(),
-        partition.routing_seed().to_string(),
-    ]
-}
-
 /// The arguments after the key that create `descriptor`, everything explicit: `ε N PARTITIONS
 /// P routing_seed` and its growth (replication and AOF rewrite).
 pub fn descriptor_args(descriptor: &Descriptor) -> Vec<String> {

@@ -17,8 +17,7 @@
 
 use redis::Cmd;
 use rustbloom_core::replication::Creation;
-use rustbloom_core::scalable::TIGHTENING_RATIO;
-use rustbloom_core::{Growth as LayerGrowth, StoredFilter};
+use rustbloom_core::StoredFilter;
 
 use super::merge::{descriptor_cmd, exists, header};
 use super::reply::info_pairs;
@@ -125,44 +124,17 @@ impl Filter {
 /// `BF.RESERVE key ε n growth [TIGHTENING r] SEED s SHAPE bits hashes layout [PARTITION i P R]`:
 /// an empty filter made as `model` was, as a primary replicates a creation.
 fn explicit_reserve(key: &[u8], model: &StoredFilter) -> Result<Cmd> {
-    let mut cmd = key_cmd("BF.RESERVE", key);
-    let (seed, shape) = match Creation::of(model.filter()) {
-        Creation::Scalable {
-            params,
-            first_layer,
-        } => {
-            cmd.arg(params.error_rate.to_string()).arg(params.capacity);
-            match params.growth {
-                LayerGrowth::Scaling { expansion } => cmd.arg("EXPANSION").arg(expansion),
-                LayerGrowth::NonScaling => cmd.arg("NONSCALING"),
-            };
-            if params.tightening != TIGHTENING_RATIO {
-                cmd.arg("TIGHTENING").arg(params.tightening.to_string());
-            }
-            (params.seed, first_layer)
-        }
-        Creation::Window { params, slot } => {
-            cmd.arg(params.error_rate.to_string())
-                .arg(params.capacity)
-                .arg("WINDOW")
-                .arg(params.window_ms);
-            (params.seed, slot)
-        }
-        Creation::RedisBloom { .. } | Creation::ValkeyBloom { .. } => {
-            return Err(Error::Server(FOREIGN.into()))
+    let creation = Creation::of(model.filter());
+    let args = match creation {
+        Creation::RedisBloom { .. } | Creation::ValkeyBloom { .. } => None,
+        Creation::Scalable { .. } | Creation::Window { .. } => {
+            creation.reserve_args(model.partition())
         }
     };
-    cmd.arg("SEED")
-        .arg(seed.to_string())
-        .arg("SHAPE")
-        .arg(shape.bits)
-        .arg(shape.num_hashes)
-        .arg(shape.layout.lines());
-    if let Some(p) = model.partition() {
-        cmd.arg("PARTITION")
-            .arg(p.index())
-            .arg(p.count())
-            .arg(p.routing_seed().to_string());
+    let args = args.ok_or_else(|| Error::Server(FOREIGN.into()))?;
+    let mut cmd = key_cmd("BF.RESERVE", key);
+    for arg in args {
+        cmd.arg(arg);
     }
     Ok(cmd)
 }
@@ -170,6 +142,8 @@ fn explicit_reserve(key: &[u8], model: &StoredFilter) -> Result<Cmd> {
 #[cfg(test)]
 mod tests {
     use rustbloom_core::partition::Partition;
+    use rustbloom_core::scalable::TIGHTENING_RATIO;
+    use rustbloom_core::Growth as LayerGrowth;
     use rustbloom_core::{BloomFilter, Filter as CoreFilter, FilterParams, Unlimited};
     use rustbloom_core::{WindowFilter, WindowParams};
 

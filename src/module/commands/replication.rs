@@ -1,22 +1,10 @@
 //! The replication encoding: a write's effects as the commands replicas and the AOF replay.
 
 use rustbloom_core::partition::Partition;
-use rustbloom_core::replication::{Creation, Effect};
-use rustbloom_core::scalable::TIGHTENING_RATIO;
+use rustbloom_core::replication::{shape_args, Creation, Effect};
 use rustbloom_core::valkeybloom::ObjectParams;
-use rustbloom_core::{Growth, LayerSize};
 
 use crate::module::ffi::Command;
-use crate::module::partition;
-
-/// A layer shape as BF.RESERVE's SHAPE and BF.GROW carry it.
-fn shape_args(size: LayerSize) -> [String; 3] {
-    [
-        size.bits.to_string(),
-        size.num_hashes.to_string(),
-        size.layout.lines().to_string(),
-    ]
-}
 
 /// Sends a write's effects (computed by the core, see [`rustbloom_core::replication`]) to
 /// replicas and the AOF; positions count from the argument `first_item`.
@@ -69,57 +57,12 @@ pub(super) fn replicate_creation(
     if let Creation::ValkeyBloom { params, capacity } = creation {
         return replicate_valkey_bloom_creation(command, params, *capacity, &[]);
     }
-    let (error_rate, capacity) = match creation {
-        Creation::Scalable { params, .. } => (params.error_rate, params.capacity),
-        Creation::Window { params, .. } => (params.error_rate, params.capacity),
-        Creation::RedisBloom {
-            capacity,
-            error_rate,
-            ..
-        } => (*error_rate, *capacity),
-        Creation::ValkeyBloom { .. } => return,
+    let Some(args) = creation.reserve_args(partition) else {
+        return;
     };
-    let [error_rate, capacity] = [error_rate.to_string(), capacity.to_string()];
-    let mut argv: Vec<String> = Vec::new();
-    let mut growth = |expansion: Option<u32>| match expansion {
-        Some(expansion) => argv.extend(["EXPANSION".into(), expansion.to_string()]),
-        None => argv.push("NONSCALING".into()),
-    };
-    let explicit = match creation {
-        Creation::Scalable {
-            params,
-            first_layer,
-        } => {
-            growth(match params.growth {
-                Growth::Scaling { expansion } => Some(expansion),
-                Growth::NonScaling => None,
-            });
-            if params.tightening != TIGHTENING_RATIO {
-                argv.extend(["TIGHTENING".into(), params.tightening.to_string()]);
-            }
-            Some((params.seed, *first_layer))
-        }
-        Creation::Window { params, slot } => {
-            argv.extend(["WINDOW".into(), params.window_ms.to_string()]);
-            Some((params.seed, *slot))
-        }
-        Creation::RedisBloom { expansion, .. } => {
-            growth(*expansion);
-            None
-        }
-        Creation::ValkeyBloom { .. } => return,
-    };
-    if let Some((seed, shape)) = explicit {
-        argv.extend(["SEED".into(), seed.to_string(), "SHAPE".into()]);
-        argv.extend(shape_args(shape));
-    }
-    if let Some(partition) = partition {
-        argv.extend(partition::identity_args(partition));
-    }
-    let head = [command.arg(1), error_rate.as_bytes(), capacity.as_bytes()];
     command.replicate(
         "BF.RESERVE",
-        head.into_iter().chain(argv.iter().map(String::as_bytes)),
+        std::iter::once(command.arg(1)).chain(args.iter().map(String::as_bytes)),
     );
 }
 
