@@ -28,6 +28,7 @@ mod load;
 mod merge;
 mod migrate;
 mod offline;
+mod outfile;
 mod plan;
 mod report;
 mod reserve;
