@@ -280,6 +280,24 @@ final class PartitionedBloomTest extends ServerTestCase
         $bloom->exists('a');
     }
 
+    /**
+     * A Redis connected with phpredis' defaults (no read timeout set, as the README's example
+     * connects) works through every call, and stays usable for the caller's own commands.
+     */
+    public function testARedisConnectedWithoutReadTimeoutStaysUsable(): void
+    {
+        $redis = new \Redis();
+        $redis->connect('127.0.0.1', Servers::single()->port);
+        $bloom = new PartitionedBloom($redis, self::freshName('default-timeout'));
+        $bloom->reserve(0.01, 1000, 4);
+        $this->assertSame([true, true], $bloom->madd(['a', 'b']));
+        $this->assertSame([true, false], $bloom->mexists(['a', 'zz']));
+        $this->assertSame(4, $bloom->info()['Partitions']);
+        $this->assertTrue($redis->set('php-own-command', 'x'));
+        $this->assertSame(5, $bloom->drop());
+        $this->assertSame(1, $redis->del('php-own-command'));
+    }
+
     public function testAnUnreachableMasterIsAnErrorNeverAbsent(): void
     {
         $client = self::client('cluster');

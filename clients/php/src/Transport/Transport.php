@@ -107,8 +107,18 @@ abstract class Transport
         } finally {
             // A connection that broke mid-command is reconnected by phpredis at its next use,
             // with the options set on it.
-            $redis->setOption(\Redis::OPT_READ_TIMEOUT, $before);
+            $redis->setOption(\Redis::OPT_READ_TIMEOUT, self::restoredReadTimeout($before));
         }
+    }
+
+    /**
+     * The read timeout that gives back a connection's reads as they were: 0 is phpredis' "none
+     * set" (a Redis connected without one), whose reads wait default_socket_timeout; set again,
+     * 0 would make every later read on it fail at once ("socket error on read socket").
+     */
+    private static function restoredReadTimeout(float $before): float
+    {
+        return $before == 0.0 ? (float) ini_get('default_socket_timeout') : $before;
     }
 
     /**
