@@ -225,7 +225,7 @@ fuzz:
 ## client-packages: what the client tests need, installed once (never committed): redis-py and
 ## node-redis for tests/clients/ (.venv and node_modules there), the Python package clients/python
 ## with pytest in $(PYTHON_CLIENT_VENV) (the newest redis-py) and in $(PYTHON_CLIENT_OLDEST_VENV)
-## (the oldest redis-py it supports), Debian's php-cli, php-redis and phpunit when missing,
+## (the oldest redis-py it supports), Debian's php-cli, php-redis, phpunit and composer when missing,
 ## clients/node's npm packages from its package-lock.json (node-redis 5), and node-redis 6 into
 ## $(NODE_REDIS_6) from the lockfile in clients/node/test/node-redis-6.
 CLIENTS_DIR := tests/clients
@@ -245,7 +245,7 @@ client-packages: client-deps python-deps
 	  $(PYTHON_CLIENT_OLDEST_VENV)/bin/pip install -q --disable-pip-version-check ./clients/python redis==$(REDIS_PY_OLDEST) pytest && \
 	  $(PYTHON_CLIENT_OLDEST_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
 	@missing=""; \
-	for pkg in php-cli php-redis phpunit; do \
+	for pkg in php-cli php-redis phpunit composer; do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$pkg"; \
 	done; \
 	$(INSTALL_MISSING)

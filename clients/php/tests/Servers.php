@@ -171,11 +171,12 @@ final class Servers
 
     /**
      * @param list<string> $argv
+     * @param ?string $cwd the directory it runs in (default: the test process's)
      * @return array{status: int, output: string, stderr: string}
      */
-    public static function run(array $argv, string $stdin = '', array $env = []): array
+    public static function run(array $argv, string $stdin = '', array $env = [], ?string $cwd = null): array
     {
-        $proc = proc_open($argv, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, null,
+        $proc = proc_open($argv, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes, $cwd,
             $env === [] ? null : array_merge(getenv(), $env));
         if ($proc === false) {
             throw new \RuntimeException('cannot run ' . $argv[0]);
