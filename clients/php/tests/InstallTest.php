@@ -98,7 +98,8 @@ final class InstallTest extends TestCase
             ], json_decode($out['output'], true), $out['output'] . $out['stderr']);
             // Composer linked this checkout's package, and the filter is gone from the server.
             $this->assertTrue(is_link("{$project}/vendor/rustbloom/partitioned"));
-            $this->assertSame(realpath(Servers::root() . '/clients/php'), realpath("{$project}/vendor/rustbloom/partitioned"));
+            $this->assertSame(realpath(Servers::root() . '/clients/php'),
+                realpath("{$project}/vendor/rustbloom/partitioned"));
             $this->assertSame(0, Servers::redis($server)->exists($name, ...Routing::partitionKeys($name, 4)));
         } finally {
             // rm -rf removes vendor/'s symlink to the checkout without following it.
