@@ -30,6 +30,7 @@ mod offline;
 mod plan;
 mod report;
 mod reserve;
+mod restore;
 mod spill;
 mod stall;
 mod window;
@@ -68,7 +69,7 @@ enum Command {
     Exists(exists::ExistsArgs),
     Dedup(dedup::DedupArgs),
     Dump(dump::DumpArgs),
-    Restore(dump::RestoreArgs),
+    Restore(restore::RestoreArgs),
     Build(build::BuildArgs),
     Merge(merge::MergeArgs),
     Info(info::InfoArgs),
@@ -121,7 +122,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Exists(args) => exists::run(url, args),
         Command::Dedup(args) => dedup::run(url, args),
         Command::Dump(args) => dump::dump(url, args, progress),
-        Command::Restore(args) => dump::restore(url, args, progress),
+        Command::Restore(args) => restore::restore(url, args, progress),
         Command::Build(args) => build::run(args),
         Command::Merge(args) => merge::run(url, args),
         Command::Info(args) => info::run(url, args, progress),
