@@ -3,12 +3,11 @@
 //! the parameters the server would use, and filled in the order the server would fill it, so it
 //! is byte for byte the filter a server builds from the same items (with the same seed).
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use rustbloom_core::partition::{partition_capacity, partition_key, Partition};
 use rustbloom_core::{BloomFilter, Filter, FilterParams, Growth, StoredFilter, Unlimited};
@@ -16,6 +15,7 @@ use rustbloom_core::{BloomFilter, Filter, FilterParams, Growth, StoredFilter, Un
 use crate::count::count;
 use crate::dumpfile::{self, Writer};
 use crate::fill::{fill, Routing, Target};
+use crate::outfile::write_file;
 use crate::rate;
 
 /// The expansion of a scaling filter when none is given: the server's default `bf.expansion`.
@@ -260,34 +260,4 @@ pub fn run(args: &BuildArgs) -> Result<()> {
         rate(lines, started.elapsed())
     );
     Ok(())
-}
-
-/// Writes a file through `write` into a temporary file beside it, renamed onto it once
-/// complete (so a failure never leaves a truncated file under its name); `-` is stdout.
-fn write_file<T>(out: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T>) -> Result<T> {
-    if out == Path::new("-") {
-        let mut sink = BufWriter::with_capacity(1 << 20, io::stdout().lock());
-        return write(&mut sink);
-    }
-    let mut tmp = out.as_os_str().to_owned();
-    tmp.push(format!(".bfctl-tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let file = File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?;
-    let mut sink = BufWriter::with_capacity(1 << 20, file);
-    let result = write(&mut sink).and_then(|v| {
-        sink.flush()?;
-        Ok(v)
-    });
-    drop(sink);
-    match result {
-        Ok(v) => {
-            std::fs::rename(&tmp, out)
-                .with_context(|| format!("rename {} to {}", tmp.display(), out.display()))?;
-            Ok(v)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
 }

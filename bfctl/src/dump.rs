@@ -2,9 +2,8 @@
 //! [`crate::dumpfile`], for `bfctl restore` ([`crate::restore`]). A partitioned filter is saved
 //! as its descriptor's BF.RESERVE arguments and every partition's dump.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -12,6 +11,7 @@ use rustbloom_client::{scandump, Client, Connection, Filter, FilterInfo, KeyInfo
 
 use crate::bar;
 use crate::dumpfile::{self, Writer};
+use crate::outfile::write_file;
 
 /// Save a filter to FILE with BF.SCANDUMP (any size; every partition of a partitioned one).
 #[derive(Args, Debug)]
@@ -31,44 +31,19 @@ pub fn dump(url: &str, args: &DumpArgs, show: bool) -> Result<()> {
         bail!("{}: not found", args.name);
     };
     let file = args.file.as_path();
-    // Write to a temporary file beside the target and rename at the end, so a failed dump never
-    // leaves a truncated file under the real name.
-    let tmp = (file != Path::new("-")).then(|| {
-        let mut name = file.as_os_str().to_owned();
-        name.push(format!(".bfctl-tmp-{}", std::process::id()));
-        PathBuf::from(name)
-    });
-    let sink: Box<dyn Write> = match &tmp {
-        None => Box::new(io::stdout().lock()),
-        Some(t) => Box::new(File::create(t).with_context(|| format!("create {}", t.display()))?),
-    };
-    let mut sink = BufWriter::with_capacity(1 << 20, sink);
-    let result = write_dump(&mut conn, &filter, &args.name, &mut sink, show);
-    drop(sink);
-    match result {
-        Ok((chunks, bytes)) => {
-            if let Some(t) = &tmp {
-                std::fs::rename(t, file)
-                    .with_context(|| format!("rename {} to {}", t.display(), file.display()))?;
-            }
-            eprintln!(
-                "{}: dumped {chunks} chunks, {bytes} bytes{} to {}",
-                args.name,
-                match filter.partitioning() {
-                    Some(p) => format!(" of {} partitions", p.partitions),
-                    None => String::new(),
-                },
-                file.display()
-            );
-            Ok(())
-        }
-        Err(e) => {
-            if let Some(t) = &tmp {
-                let _ = std::fs::remove_file(t);
-            }
-            Err(e)
-        }
-    }
+    let (chunks, bytes) = write_file(file, |mut sink| {
+        write_dump(&mut conn, &filter, &args.name, &mut sink, show)
+    })?;
+    eprintln!(
+        "{}: dumped {chunks} chunks, {bytes} bytes{} to {}",
+        args.name,
+        match filter.partitioning() {
+            Some(p) => format!(" of {} partitions", p.partitions),
+            None => String::new(),
+        },
+        file.display()
+    );
+    Ok(())
 }
 
 /// Writes `filter` (named `name`) to `sink`: a partitioned filter's head first, then every

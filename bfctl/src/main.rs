@@ -13,6 +13,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+mod alloc;
 mod build;
 mod count;
 mod dedup;
@@ -27,6 +28,7 @@ mod load;
 mod merge;
 mod migrate;
 mod offline;
+mod outfile;
 mod plan;
 mod report;
 mod reserve;
@@ -34,6 +36,9 @@ mod restore;
 mod spill;
 mod stall;
 mod window;
+
+#[global_allocator]
+static ALLOCATOR: alloc::BfctlAlloc = alloc::BfctlAlloc;
 
 #[derive(Parser)]
 #[command(
@@ -86,11 +91,10 @@ fn main() {
     // SAFETY: restoring the default disposition of a signal before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     keep_freed_memory();
-    // Filters built here (build, load --offline) live in this process's C library malloc,
-    // one block per layer (not the pieces cut for a server's jemalloc), and are filled at
-    // random over gigabytes: huge pages spare most of their TLB misses (see the function).
+    // Filters built here (build, load --offline) live in this process's allocator, one block
+    // per layer (not the pieces cut for a server's jemalloc); big blocks are mapped into huge
+    // pages (see `alloc`).
     rustbloom_core::budget::set_allocator(rustbloom_core::budget::Allocator::Libc);
-    rustbloom_core::bits::prefer_huge_pages();
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("bfctl: {e:#}");
@@ -104,7 +108,8 @@ fn main() {
 /// than the parsing. Below 16 MiB they are kept and reused (a long line still gets its own
 /// mapping, grown without a copy).
 fn keep_freed_memory() {
-    const KEEP: libc::c_int = 16 << 20;
+    // From this size on, bfctl's allocator maps blocks itself (see `alloc`).
+    const KEEP: libc::c_int = alloc::MAPPED_FROM as libc::c_int;
     // SAFETY: mallopt only changes glibc's allocation thresholds; called before any thread
     // starts, and a refusal (0) leaves the defaults, which are correct, only slower.
     unsafe {

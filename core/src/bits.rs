@@ -57,7 +57,6 @@ pub(crate) use lines::{
 
 use crate::budget::{allocator, LimitError};
 use crate::hash::ItemHash;
-pub use blocks::prefer_huge_pages;
 use blocks::{free_block, zeroed_block};
 use cut::{allocated_piece_len, allocation, block_layout, piece_len, piece_shift, table_in_tail};
 
@@ -526,21 +525,6 @@ mod tests {
             *store.word_mut(w) = (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
         store
-    }
-
-    #[test]
-    fn stores_hinted_into_huge_pages_start_zeroed_and_keep_their_words() {
-        // The hint (a process-wide switch, harmless to the other tests) takes another path to
-        // a zeroed block from 4 MiB: 5 MiB on its lines, 12 MiB past a huge page's alignment.
-        prefer_huge_pages();
-        for words in [5u64 << 17, (12 << 17) + 3] {
-            let store = BitStore::zeroed(words).unwrap();
-            assert!(store.blocks().flatten().all(|&w| w == 0), "{words}");
-            let copy = numbered(words);
-            for w in (0..words as usize).step_by(4099) {
-                assert_eq!(copy.word(w), (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            }
-        }
     }
 
     #[test]

@@ -7,6 +7,14 @@ use redis::{Commands, Value};
 use rustbloom_testkit::*;
 use std::collections::HashMap;
 
+/// `bf.seed-mode fixed`: the filters these tests create without SEED get seed 0. With a random seed
+/// a few items in a filter of 100 at 1% read as present by chance now and then (a count of 4 came
+/// out one short for about 6 seeds in a million, the MADD/MEXISTS test's answers for 2 in 100,000),
+/// and an exact answer or count would fail by chance.
+fn fixed_seeds(c: &mut redis::Connection) {
+    raw_ok(c, &["CONFIG", "SET", "bf.seed-mode", "fixed"]);
+}
+
 #[test]
 fn module_is_loaded_and_type_name() {
     let s = Server::start();
@@ -22,6 +30,7 @@ fn module_is_loaded_and_type_name() {
 fn add_returns_1_then_0() {
     let s = Server::start();
     let mut c = s.conn();
+    fixed_seeds(&mut c);
     let first: bool = c.bf_add("k", "hello").unwrap();
     let second: bool = c.bf_add("k", "hello").unwrap();
     assert!(first);
@@ -39,6 +48,7 @@ fn add_returns_1_then_0() {
 fn madd_and_mexists_arrays() {
     let s = Server::start();
     let mut c = s.conn();
+    fixed_seeds(&mut c);
     let r: Vec<bool> = c.bf_madd("k", &["a", "b", "c"]).unwrap();
     assert_eq!(r, vec![true, true, true]);
     let r: Vec<bool> = c.bf_madd("k", &["a", "d", "a"]).unwrap();
@@ -81,6 +91,7 @@ fn missing_key_reads_answer_zero_and_do_not_create() {
 fn binary_safe_items_and_keys_and_empty_item() {
     let s = Server::start();
     let mut c = s.conn();
+    fixed_seeds(&mut c);
     let items: Vec<&[u8]> = vec![
         b"",
         b"\0",
@@ -134,6 +145,7 @@ fn binary_safe_items_and_keys_and_empty_item() {
 fn auto_create_with_defaults() {
     let s = Server::start();
     let mut c = s.conn();
+    fixed_seeds(&mut c);
     let _: bool = c.bf_add("a", "x").unwrap();
     let i = info(&mut c, "a");
     assert_eq!(i.capacity, 100);
@@ -356,6 +368,7 @@ fn insert_with_options() {
 fn options_are_case_insensitive() {
     let s = Server::start();
     let mut c = s.conn();
+    fixed_seeds(&mut c);
     assert_eq!(
         raw_ok(
             &mut c,
@@ -440,6 +453,7 @@ fn options_are_case_insensitive() {
 fn card_counts_only_new_items() {
     let s = Server::start();
     let mut c = s.conn();
+    fixed_seeds(&mut c);
     for it in ["a", "b", "a", "c", "b", "a"] {
         let _: bool = c.bf_add("k", it).unwrap();
     }
@@ -588,6 +602,7 @@ fn info_single_fields() {
 fn info_redis_rs_parsing() {
     let s = Server::start();
     let mut c = s.conn();
+    fixed_seeds(&mut c);
     raw_ok(
         &mut c,
         &["BF.RESERVE", "k", "0.01", "200", "EXPANSION", "3"],
@@ -619,6 +634,7 @@ fn info_redis_rs_parsing() {
 fn resp3_replies() {
     let s = Server::start();
     let mut c = s.conn_resp3();
+    fixed_seeds(&mut c);
     assert_eq!(raw_ok(&mut c, &["BF.ADD", "k", "a"]), Value::Boolean(true));
     assert_eq!(raw_ok(&mut c, &["BF.ADD", "k", "a"]), Value::Boolean(false));
     assert_eq!(
@@ -694,6 +710,9 @@ fn resp3_replies() {
 fn scandump_loadchunk_small_roundtrip_with_redis_rs() {
     let s = Server::start();
     let mut c = s.conn();
+    // "new-item" must be new to a filter 80% full: with a random seed it read as present about
+    // 17 times in 10,000 and the count below came out one short.
+    fixed_seeds(&mut c);
     raw_ok(&mut c, &["BF.RESERVE", "src", "0.01", "1000"]);
     let its = items("m", 800);
     madd_all(&mut c, "src", &its);
@@ -863,6 +882,7 @@ fn debug_fields(line: &str) -> HashMap<String, String> {
 fn bf_debug_reports_items_then_each_layer_as_redisbloom_does() {
     let s = Server::start();
     let mut c = s.conn();
+    fixed_seeds(&mut c);
     raw_ok(&mut c, &["BF.RESERVE", "bf", "0.01", "10"]);
     for i in 0..100 {
         raw_ok(&mut c, &["BF.ADD", "bf", &i.to_string()]);

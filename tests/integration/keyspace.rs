@@ -151,7 +151,16 @@ fn single_item_adds_notify_once_per_new_item() {
         String::from_utf8(rustbloom_core::partition::partition_key(b"routed", 0, 1)).unwrap();
     raw_ok(
         &mut c,
-        &["BF.RESERVE", "plain", "0.01", "2", "EXPANSION", "2", "SEED", "1"],
+        &[
+            "BF.RESERVE",
+            "plain",
+            "0.01",
+            "2",
+            "EXPANSION",
+            "2",
+            "SEED",
+            "1",
+        ],
     );
     // Fixed seeds: with a random one, "two" or "three" read as present in a filter of 2 at 1%
     // about once in thirty runs, and the counts below would be one short.

@@ -83,7 +83,14 @@ fn alike_windows_merge_into_the_union_of_what_they_still_hold() {
     let s = Server::start();
     let mut c = s.conn();
     let base = generation_start();
-    reserve(&mut c, "w1", &["0.01", "1000", "WINDOW", "3600000"]);
+    // SEED 1: the counts below are exact only when no added item reads as present by chance, which
+    // with a random seed failed about twice in 10,000; seed 1 holds with the base in any of the
+    // ring's four slots (checked for each, since the clock picks it).
+    reserve(
+        &mut c,
+        "w1",
+        &["0.01", "1000", "WINDOW", "3600000", "SEED", "1"],
+    );
     for key in ["w2", "old"] {
         raw_ok(&mut c, &["BF.RESERVE", key, "LIKE", "w1"]);
     }

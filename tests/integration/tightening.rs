@@ -31,11 +31,28 @@ fn a_tightening_ratio_sizes_every_new_layer_and_is_kept_through_saves_and_replic
     let replica = Server::start();
     replicate_from(&primary, &replica);
     let (mut pc, mut rc) = (primary.conn(), replica.conn());
+    // SEED 1: the rate each filter measures below depends on where its seed puts its bits. Over
+    // 200 random seeds "fast" measured 0.0088 on average with a standard deviation of 0.0009
+    // (most of it from its first layer, 100 items at 0.009) and reached 0.011 about once in a
+    // hundred; "usual" measured 0.0092 ± 0.0006. With seed 1 they measure 0.0041, 0.0086 and
+    // 0.0093, near those averages, so the checks still see a sizing that drifts up.
     raw_ok(
         &mut pc,
-        &["BF.RESERVE", "slow", "0.01", "100", "TIGHTENING", "0.9"],
+        &[
+            "BF.RESERVE",
+            "slow",
+            "0.01",
+            "100",
+            "TIGHTENING",
+            "0.9",
+            "SEED",
+            "1",
+        ],
     );
-    raw_ok(&mut pc, &["BF.RESERVE", "usual", "0.01", "100"]);
+    raw_ok(
+        &mut pc,
+        &["BF.RESERVE", "usual", "0.01", "100", "SEED", "1"],
+    );
     let fast = raw(
         &mut pc,
         &[
@@ -45,6 +62,8 @@ fn a_tightening_ratio_sizes_every_new_layer_and_is_kept_through_saves_and_replic
             "0.1",
             "CAPACITY",
             "100",
+            "SEED",
+            "1",
             "ITEMS",
             "x",
         ],
@@ -62,8 +81,8 @@ fn a_tightening_ratio_sizes_every_new_layer_and_is_kept_through_saves_and_replic
         .iter()
         .map(|key| {
             assert_eq!(info_number(&mut pc, key, "FILTERS"), 5.0, "{key}");
-            // Sized for ε·(1 − r⁵) < ε; 200,000 probes measure it within ±0.0005 (two standard
-            // deviations), so 1.1·ε is the design rate, not luck.
+            // Sized for ε·(1 − r⁵) < ε; 200,000 probes measure a filter's rate within ±0.0005
+            // (two standard deviations); the seed is fixed above since filters differ more.
             let rate = false_positive_rate(&mut pc, key, 200_000);
             assert!(rate < 0.011, "{key}: {rate}");
             info_number(&mut pc, key, "SIZE")

@@ -2,8 +2,6 @@
 //! layout they were allocated with, their pages made resident in one call, and the store's copy,
 //! which does that before it writes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use super::cut::block_layout;
 use super::BitStore;
 use crate::budget::LimitError;
@@ -95,56 +93,8 @@ unsafe fn populate_range(start: usize, bytes: usize) {
     let _ = (start, bytes);
 }
 
-/// Bytes of one transparent huge page on x86-64 and arm64 (4 KiB base pages).
-const HUGE_PAGE: usize = 2 << 20;
-
-/// Whether stores allocated from now on are hinted into huge pages ([`prefer_huge_pages`]).
-static HUGE_PAGES: AtomicBool = AtomicBool::new(false);
-
-/// Asks that the blocks of every store this process allocates from now on be backed by
-/// transparent huge pages, where the system leaves that to the program (`madvise` mode,
-/// Debian's default); a hint, ignored elsewhere. For filters filled on the client side (`bfctl
-/// build`): every item touches a few lines at random over gigabytes, and with 4 KiB pages each
-/// of them also misses the TLB — 10^9 items at 1e-9 (5.6 GB) built in 132 s with huge pages
-/// against 171 s without, 144 against 224 CPU seconds (glibc's `hugetlb` tunable, 2026-11-28).
-/// Servers never ask: Redis turns huge pages off for its forks' sake, and a module must not
-/// turn them back on.
-pub fn prefer_huge_pages() {
-    HUGE_PAGES.store(true, Ordering::Relaxed);
-}
-
-/// Hints that the whole huge pages of a fresh block be backed by huge pages (MADV_HUGEPAGE),
-/// before the block is first written, so that its pages fault in huge.
-fn advise_huge_pages(block: std::ptr::NonNull<u64>, bytes: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        let start = block.as_ptr() as usize;
-        let (first, end) = (
-            start.next_multiple_of(HUGE_PAGE),
-            start.saturating_add(bytes) & !(HUGE_PAGE - 1),
-        );
-        if first < end {
-            // SAFETY: whole pages inside a live block of the global allocator (the caller's);
-            // the advice changes how they are backed, never a byte the program sees.
-            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (block, bytes);
-}
-
 /// A zeroed block of `layout` (non-zero size) from the global allocator, None when refused.
 pub(super) fn zeroed_block(layout: std::alloc::Layout) -> Option<std::ptr::NonNull<u64>> {
-    if HUGE_PAGES.load(Ordering::Relaxed) && layout.size() >= 2 * HUGE_PAGE {
-        // Advised before it is zeroed: the zeroing is the first write, and it faults the pages
-        // in (the C library's calloc is not used for line-aligned blocks anyway).
-        // SAFETY: callers pass a layout of non-zero size.
-        let block = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) }.cast::<u64>())?;
-        advise_huge_pages(block, layout.size());
-        // SAFETY: the `layout.size()` bytes just allocated at `block`, written before any read.
-        unsafe { std::ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, layout.size()) };
-        return Some(block);
-    }
     // SAFETY: callers pass a layout of non-zero size.
     std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>())
 }
