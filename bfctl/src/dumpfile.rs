@@ -365,4 +365,38 @@ mod tests {
         r.next_record().unwrap();
         assert!(r.next_record().is_err());
     }
+
+    #[test]
+    fn sections_are_found_and_every_cut_is_refused() {
+        let mut file = Vec::new();
+        write_partitioned_head(&mut file, &[b"0.01".to_vec()], 3).unwrap();
+        let head = file.len() as u64;
+        let mut ends = Vec::new();
+        for p in 0..3u64 {
+            let mut w = Writer::new(&mut file, format!("k{p}").as_bytes()).unwrap();
+            for r in 0..p + 1 {
+                w.record(r + 1, &vec![p as u8; 1000 * r as usize]).unwrap();
+            }
+            w.finish().unwrap();
+            ends.push(file.len() as u64);
+        }
+        let scan = |bytes: &[u8]| {
+            let mut r = io::Cursor::new(bytes);
+            match open(&mut r)? {
+                Dump::Partitioned { parts, r, .. } => sections(r, parts, bytes.len() as u64),
+                Dump::Plain(_) => bail!("plain"),
+            }
+        };
+        let found = scan(&file).unwrap();
+        assert_eq!(found, [head..ends[0], ends[0]..ends[1], ends[1]..ends[2]]);
+        for cut in 0..file.len() {
+            assert!(
+                scan(&file[..cut]).is_err(),
+                "a file cut at {cut} was accepted"
+            );
+        }
+        let mut more = file.clone();
+        more.push(0);
+        assert!(scan(&more).is_err());
+    }
 }

@@ -20,7 +20,9 @@ use crate::dumpfile::{self, Dump, Reader};
 
 mod parallel;
 
-/// Recreate a filter from a `bfctl dump` file with BF.LOADCHUNK (a partitioned one under NAME).
+/// Recreate a filter from a `bfctl dump` file with BF.LOADCHUNK (a partitioned one under NAME:
+/// from a regular file, checked whole first and then several partitions at once; the descriptor
+/// last).
 #[derive(Args, Debug)]
 pub struct RestoreArgs {
     /// Filter name to restore to.
@@ -30,9 +32,9 @@ pub struct RestoreArgs {
     /// Delete the filter (and, for a partitioned dump, the partition keys) first if they exist.
     #[arg(long)]
     pub force: bool,
-    /// Partitions loaded at once, each by its own connection and file reader (a partitioned
-    /// dump in a regular file only; stdin is read in order). Default: one per master that
-    /// holds a partition.
+    /// Partitions loaded at once, each by a worker with its own connection and file handle (a
+    /// partitioned dump in a regular file only; stdin, a pipe and a plain dump are read in
+    /// order). Default: one per master that holds a partition of NAME.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: Option<u16>,
 }
