@@ -107,16 +107,15 @@ fn restore_file(url: &str, args: &RestoreArgs, show: bool, f: File, size: u64) -
     let mut conn = client.connect()?;
     take_name(&mut conn, args)?;
     let keys = clear_partition_keys(&mut conn, args, parts)?;
-    let jobs = match args.jobs {
-        Some(n) => usize::from(n),
-        None => parallel::masters_holding(&mut conn, &keys)?,
-    };
+    let (order, masters) = parallel::plan(&mut conn, &keys)?;
+    let jobs = args.jobs.map_or(masters, usize::from);
     let pb = bar(show, Some(size), BAR);
     let work = parallel::Work {
         client: &client,
         file,
         sections: &sections,
         keys: &keys,
+        order: &order,
     };
     let (loaded, result) = parallel::load(&work, jobs, &pb);
     let result = result.and_then(|()| create_descriptor(&mut conn, &args.name, &reserve));

@@ -20,29 +20,45 @@ use rustbloom_client::{Client, Connection};
 use super::{load_chunk, Loaded};
 use crate::dumpfile::Reader;
 
-/// What to load: partition `i` of `file` lies at `sections[i]` and goes to `keys[i]`.
+/// What to load: partition `i` of `file` lies at `sections[i]` and goes to `keys[i]`; the
+/// workers take the partitions in the order of `order`.
 pub struct Work<'a> {
     pub client: &'a Client,
     pub file: &'a Path,
     pub sections: &'a [Range<u64>],
     pub keys: &'a [Vec<u8>],
+    pub order: &'a [usize],
 }
 
-/// How many masters hold the partitions `keys` (1 on a single server): the default number of
-/// workers, one for each master that has work.
-pub fn masters_holding(conn: &mut Connection, keys: &[Vec<u8>]) -> Result<usize> {
+/// The order to load the partitions `keys` in, and how many masters hold them (1 on a single
+/// server): the default number of workers, one for each master that has work. The order takes
+/// one partition of each master in turn, so that workers starting together (and staying about
+/// together, as partitions are about equal) load on different masters: partitions sit on
+/// evenly spaced slots, so in index order the first few would all go to the first master.
+pub fn plan(conn: &mut Connection, keys: &[Vec<u8>]) -> Result<(Vec<usize>, usize)> {
     let masters = conn.masters()?;
-    let holding = masters
-        .iter()
-        .filter(|m| keys.iter().any(|k| m.owns(key_slot(k))))
-        .count();
-    Ok(holding.max(1))
+    // One list per master; a key on a slot no master claims (the map is changing) in a last one.
+    let mut held: Vec<Vec<usize>> = vec![Vec::new(); masters.len() + 1];
+    for (i, key) in keys.iter().enumerate() {
+        let slot = key_slot(key);
+        let m = masters
+            .iter()
+            .position(|m| m.owns(slot))
+            .unwrap_or(masters.len());
+        held[m].push(i);
+    }
+    held.retain(|h| !h.is_empty());
+    let mut order = Vec::with_capacity(keys.len());
+    for round in 0..held.iter().map(Vec::len).max().unwrap_or(0) {
+        order.extend(held.iter().filter_map(|h| h.get(round)));
+    }
+    Ok((order, held.len().max(1)))
 }
 
 /// What the workers share.
 struct Shared<'a> {
     work: &'a Work<'a>,
-    /// The next partition to take.
+    /// The next place in the work's order to take.
     next: AtomicUsize,
     /// Set by the first failure: every worker stops.
     failed: AtomicBool,
@@ -113,10 +129,10 @@ fn worker(shared: &Shared<'_>) {
     // megabytes cost page faults).
     let mut data = Vec::new();
     while !shared.stopped() {
-        let i = shared.next.fetch_add(1, Ordering::SeqCst);
-        let Some(section) = work.sections.get(i) else {
+        let Some(&i) = work.order.get(shared.next.fetch_add(1, Ordering::SeqCst)) else {
             return;
         };
+        let section = &work.sections[i];
         let key = &work.keys[i];
         let read = || format!("read partition {i} of {}", work.file.display());
         let mut r = match section_reader(work.file, section).with_context(read) {
