@@ -31,7 +31,7 @@ pub struct Work<'a> {
 }
 
 /// The order to load the partitions `keys` in, and how many masters hold them (1 on a single
-/// server): the default number of workers, one for each master that has work. The order takes
+/// server), which the default number of workers follows. The order takes
 /// one partition of each master in turn, so that workers starting together (and staying about
 /// together, as partitions are about equal) load on different masters: partitions sit on
 /// evenly spaced slots, so in index order the first few would all go to the first master.
