@@ -31,7 +31,8 @@
 //! The descriptor's arguments, not its bits, are saved: BF.SCANDUMP does not read a descriptor,
 //! and its partition keys follow from the name it is restored under.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::ops::Range;
 
 use anyhow::{bail, Context, Result};
 
@@ -225,6 +226,26 @@ impl<R: Read> Reader<R> {
 
     /// The next (iterator, data) record, or None after the end record (whose count is checked).
     pub fn next_record(&mut self) -> Result<Option<(u64, Vec<u8>)>> {
+        let mut data = Vec::new();
+        Ok(self.next_record_into(&mut data)?.map(|it| (it, data)))
+    }
+
+    /// [`Reader::next_record`] into `data` (whose allocation is reused): the record's
+    /// iterator, or None after the end record.
+    pub fn next_record_into(&mut self, data: &mut Vec<u8>) -> Result<Option<u64>> {
+        let Some((iterator, len)) = self.record_head()? else {
+            return Ok(None);
+        };
+        data.clear();
+        data.resize(len as usize, 0);
+        read_exact_or(&mut self.r, data, "record data")?;
+        self.position += len;
+        Ok(Some(iterator))
+    }
+
+    /// The next record's (iterator, length), its data still to read; or None after the end
+    /// record, whose count is checked (and, for the last dump, that nothing follows it).
+    fn record_head(&mut self) -> Result<Option<(u64, u64)>> {
         if self.done {
             return Ok(None);
         }
@@ -257,12 +278,51 @@ impl<R: Read> Reader<R> {
         if len > MAX_RECORD {
             bail!("corrupt dump file (record of {len} bytes)");
         }
-        let mut data = vec![0u8; len as usize];
-        read_exact_or(&mut self.r, &mut data, "record data")?;
-        self.position += len;
         self.count += 1;
-        Ok(Some((iterator, data)))
+        Ok(Some((iterator, len)))
     }
+}
+
+impl<R: Read + Seek> Reader<R> {
+    /// Reads the dump's record headers and seeks past their data, with every check of
+    /// [`Reader::next_record`] but the data's own (the module checks its chunks); `size` is
+    /// the input's length, which no record may pass. Answers the dump's length in bytes.
+    fn skip_all(&mut self, size: u64, start: u64) -> Result<u64> {
+        while let Some((_, len)) = self.record_head()? {
+            let data_start = start.saturating_add(self.position);
+            if data_start.checked_add(len).is_none_or(|end| end > size) {
+                bail!("truncated dump file (while reading record data)");
+            }
+            let skip = i64::try_from(len).context("record length")?;
+            self.r.seek(SeekFrom::Current(skip))?;
+            self.position += len;
+        }
+        Ok(self.position)
+    }
+}
+
+/// Where each of the `parts` dumps of a partitioned file lies: `r` is positioned at the first
+/// one (as [`open`] left it) and holds `size` bytes in all. Every dump's head, record headers,
+/// end record and count are checked as [`Reader::section`] and [`Reader::next_record`] would,
+/// and the last must end the file, so a truncated or corrupt file is refused before anything
+/// is loaded; the records' data is skipped, not read.
+pub fn sections<R: Read + Seek>(mut r: R, parts: u32, size: u64) -> Result<Vec<Range<u64>>> {
+    let mut start = r.stream_position()?;
+    let mut found = Vec::with_capacity(parts as usize);
+    for i in 0..parts {
+        let mut dump =
+            Reader::section(&mut r, false).with_context(|| format!("read partition {i}"))?;
+        let len = dump
+            .skip_all(size, start)
+            .with_context(|| format!("read partition {i}"))?;
+        let end = start.checked_add(len).context("dump offsets overflow")?;
+        found.push(start..end);
+        start = end;
+    }
+    if start != size {
+        bail!("corrupt dump file (data after the end)");
+    }
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -304,5 +364,39 @@ mod tests {
         r.next_record().unwrap();
         r.next_record().unwrap();
         assert!(r.next_record().is_err());
+    }
+
+    #[test]
+    fn sections_are_found_and_every_cut_is_refused() {
+        let mut file = Vec::new();
+        write_partitioned_head(&mut file, &[b"0.01".to_vec()], 3).unwrap();
+        let head = file.len() as u64;
+        let mut ends = Vec::new();
+        for p in 0..3u64 {
+            let mut w = Writer::new(&mut file, format!("k{p}").as_bytes()).unwrap();
+            for r in 0..p + 1 {
+                w.record(r + 1, &vec![p as u8; 1000 * r as usize]).unwrap();
+            }
+            w.finish().unwrap();
+            ends.push(file.len() as u64);
+        }
+        let scan = |bytes: &[u8]| {
+            let mut r = io::Cursor::new(bytes);
+            match open(&mut r)? {
+                Dump::Partitioned { parts, r, .. } => sections(r, parts, bytes.len() as u64),
+                Dump::Plain(_) => bail!("plain"),
+            }
+        };
+        let found = scan(&file).unwrap();
+        assert_eq!(found, [head..ends[0], ends[0]..ends[1], ends[1]..ends[2]]);
+        for cut in 0..file.len() {
+            assert!(
+                scan(&file[..cut]).is_err(),
+                "a file cut at {cut} was accepted"
+            );
+        }
+        let mut more = file.clone();
+        more.push(0);
+        assert!(scan(&more).is_err());
     }
 }

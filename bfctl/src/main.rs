@@ -32,6 +32,7 @@ mod outfile;
 mod plan;
 mod report;
 mod reserve;
+mod restore;
 mod spill;
 mod stall;
 mod window;
@@ -73,7 +74,7 @@ enum Command {
     Exists(exists::ExistsArgs),
     Dedup(dedup::DedupArgs),
     Dump(dump::DumpArgs),
-    Restore(dump::RestoreArgs),
+    Restore(restore::RestoreArgs),
     Build(build::BuildArgs),
     Merge(merge::MergeArgs),
     Info(info::InfoArgs),
@@ -126,7 +127,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Exists(args) => exists::run(url, args),
         Command::Dedup(args) => dedup::run(url, args),
         Command::Dump(args) => dump::dump(url, args, progress),
-        Command::Restore(args) => dump::restore(url, args, progress),
+        Command::Restore(args) => restore::restore(url, args, progress),
         Command::Build(args) => build::run(args),
         Command::Merge(args) => merge::run(url, args),
         Command::Info(args) => info::run(url, args, progress),

@@ -13,6 +13,7 @@ mod migrate_valkey;
 mod offline;
 mod readme;
 mod reserve_like;
+mod restore;
 mod timestamped;
 mod url_node_failover;
 mod vanish;
