@@ -51,7 +51,8 @@ final class InstallTest extends TestCase
         $this->assertStringContainsString(self::PLACEHOLDER, $block[1]);
         $this->assertSame(1, preg_match("~`(require __DIR__ \\. '/vendor/autoload\\.php';)`~", $readme, $autoload),
             'no vendor/autoload.php line in clients/php/README.md');
-        $lines = explode("\n", rtrim(str_replace(self::PLACEHOLDER, Servers::root(), $block[1])));
+        // Quoted as a user would for the shell: a checkout path may hold spaces (CI's does).
+        $lines = explode("\n", rtrim(str_replace(self::PLACEHOLDER, escapeshellarg(Servers::root()), $block[1])));
 
         $dir = sys_get_temp_dir() . '/rbphp-composer-' . bin2hex(random_bytes(6));
         $project = "{$dir}/app";
