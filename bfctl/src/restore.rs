@@ -67,15 +67,8 @@ pub fn restore(url: &str, args: &RestoreArgs, show: bool) -> Result<()> {
             r,
         } => {
             let keys = clear_partition_keys(&mut conn, args, parts)?;
-            let result = load_partitioned(&mut conn, args, &keys, r, &pb, &mut loaded)
-                .and_then(|()| create_descriptor(&mut conn, &args.name, &reserve));
-            pb.finish_and_clear();
-            if let Err(e) = result {
-                delete(&mut conn, &loaded.keys);
-                return Err(e);
-            }
-            report_partitioned(args, parts, &loaded);
-            Ok(())
+            let result = load_partitioned(&mut conn, args, &keys, r, &pb, &mut loaded);
+            finish_partitioned(&mut conn, args, (&reserve, parts), &pb, &loaded, result)
         }
     }
 }
@@ -120,13 +113,26 @@ fn restore_file(url: &str, args: &RestoreArgs, show: bool, f: File, size: u64) -
         order: &order,
     };
     let (loaded, result) = parallel::load(&work, jobs, &pb);
-    let result = result.and_then(|()| create_descriptor(&mut conn, &args.name, &reserve));
+    finish_partitioned(&mut conn, args, (&reserve, parts), &pb, &loaded, result)
+}
+
+/// After a partitioned dump's partitions were loaded (`result`): the descriptor created last,
+/// or, on any failure, every key written deleted; then the summary line.
+fn finish_partitioned(
+    conn: &mut Connection,
+    args: &RestoreArgs,
+    (reserve, parts): (&[Vec<u8>], u32),
+    pb: &ProgressBar,
+    loaded: &Loaded,
+    result: Result<()>,
+) -> Result<()> {
+    let result = result.and_then(|()| create_descriptor(conn, &args.name, reserve));
     pb.finish_and_clear();
     if let Err(e) = result {
-        delete(&mut conn, &loaded.keys);
+        delete(conn, &loaded.keys);
         return Err(e);
     }
-    report_partitioned(args, parts, &loaded);
+    report_partitioned(args, parts, loaded);
     Ok(())
 }
 
